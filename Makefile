@@ -1,0 +1,52 @@
+# txntable: the two quickstart commands are `make demo` and `make test`.
+# Every target sets up what it needs (virtual environment, Python packages, Debian packages).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint typecheck layers unit bench clean sysdeps
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian packages the tests and Spark need (root on these machines; sudo elsewhere).
+sysdeps:
+	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	pkgs=""; \
+	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
+	if [ -n "$$pkgs" ]; then $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$pkgs; fi
+
+lint: setup
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+layers: setup
+	$(VENV)/bin/lint-imports
+
+test: setup sysdeps lint typecheck layers
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m txntable.cli.demo
+
+bench: setup
+	$(PY) -m bench.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,112 @@
+"""``txntable inspect URI``: what a table is, as a readable summary or one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from txntable.engine import Snapshot, Table
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("inspect", help="show a table's version, protocol, metadata and files")
+    parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
+    parser.add_argument("--version", type=int, default=None, help="time travel to this version")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--max-files", type=int, default=20, help="files listed in the summary (default 20)"
+    )
+    parser.set_defaults(run=run)
+
+
+def describe(snapshot: Snapshot) -> dict[str, Any]:
+    """The JSON document of ``inspect --json``."""
+    protocol = snapshot.protocol
+    metadata = snapshot.metadata
+    files = snapshot.files()
+    uris = snapshot.file_uris()
+    partitions = snapshot.raw_partition_values()
+    dvs = files.column("deletionVector").to_pylist()
+    out_files = []
+    for i, (path, size) in enumerate(
+        zip(files.column("path").to_pylist(), files.column("size").to_pylist(), strict=True)
+    ):
+        dv = dvs[i]
+        out_files.append(
+            {
+                "path": path,
+                "uri": uris[i],
+                "size": size,
+                "partitionValues": partitions[i],
+                "deletionVector": {k: v for k, v in dv.items() if v is not None} if dv else None,
+            }
+        )
+    return {
+        "uri": snapshot.storage.root_uri,
+        "version": snapshot.version,
+        "timestamp": snapshot.timestamp_ms,
+        "protocol": {
+            "minReaderVersion": protocol.min_reader_version,
+            "minWriterVersion": protocol.min_writer_version,
+            "readerFeatures": protocol.reader_features,
+            "writerFeatures": protocol.writer_features,
+        },
+        "metadata": {
+            "id": metadata.id,
+            "name": metadata.name,
+            "partitionColumns": list(metadata.partition_columns),
+            "configuration": dict(metadata.configuration),
+            "schemaString": metadata.schema_string,
+            "createdTime": metadata.created_time,
+        },
+        "numFiles": snapshot.num_files,
+        "sizeBytes": snapshot.size_bytes,
+        "files": out_files,
+    }
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def summary(doc: dict[str, Any], max_files: int) -> str:
+    p = doc["protocol"]
+    m = doc["metadata"]
+    features = sorted(set(p["readerFeatures"] or []) | set(p["writerFeatures"] or []))
+    n = doc["numFiles"]
+    avg = doc["sizeBytes"] / n if n else 0
+    lines = [
+        f"table      {doc['uri']}",
+        f"version    {doc['version']}",
+        f"protocol   reader {p['minReaderVersion']}, writer {p['minWriterVersion']}"
+        + (f" ({', '.join(features)})" if features else ""),
+        f"id         {m['id']}",
+        f"partitions {', '.join(m['partitionColumns']) or '(none)'}",
+        f"files      {n} ({_human(doc['sizeBytes'])}, average {_human(avg)})",
+    ]
+    if m["configuration"]:
+        lines.append(
+            "properties " + ", ".join(f"{k}={v}" for k, v in sorted(m["configuration"].items()))
+        )
+    for f in doc["files"][:max_files]:
+        pv = ",".join(f"{k}={v}" for k, v in f["partitionValues"].items())
+        lines.append(f"  {_human(f['size']):>10}  {f['path']}" + (f"  [{pv}]" if pv else ""))
+    if n > max_files:
+        lines.append(f"  ... {n - max_files} more")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    table = Table.open(args.uri)
+    snapshot = table.snapshot(version=args.version)
+    doc = describe(snapshot)
+    if args.json:
+        print(json.dumps(doc, ensure_ascii=False))
+    else:
+        print(summary(doc, args.max_files))
+    return 0

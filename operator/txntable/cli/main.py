@@ -1,0 +1,55 @@
+"""Entry point of the ``txntable`` command: one subcommand per module, errors as one line.
+
+Every expected failure (not a table, unsupported feature, corrupt log, unreachable storage, bad
+arguments) ends with a single ``error: ...`` line on stderr and a non-zero status, never a
+traceback: the command is used from scripts and from the controller's runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from txntable.cli import inspect_cmd
+from txntable.cli.errors import CliError
+from txntable.engine.errors import EngineError
+
+#: Subcommand modules; each has ``register(subparsers) -> None`` and ``run(args) -> int``.
+COMMANDS: tuple[ModuleType, ...] = (inspect_cmd,)
+
+EXIT_ENGINE_ERROR = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="txntable",
+        description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENGINE_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""The shared transaction engine: the Delta Lake log protocol, read and (soon) write.
+
+Nothing here knows about Kubernetes, Kopf or Spark; every process that reads or commits a table
+goes through this package.
+"""
+
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.table import Table
+
+__all__ = ["Snapshot", "Table"]

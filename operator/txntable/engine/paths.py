@@ -1,0 +1,145 @@
+"""Names inside ``_delta_log`` and the encoding of data-file paths.
+
+Zero-padded names make lexicographic order equal version order, which is what lets a listing
+"from version v" work on object stores. Readers accept Spark's permissive digit counts; the
+engine always writes 20-digit versions and 10-digit part numbers. File paths in actions are URIs:
+they are percent-decoded exactly once, never with ``unquote_plus`` (a ``+`` is a literal plus).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from urllib.parse import quote, unquote
+
+LOG_DIR = "_delta_log"
+LAST_CHECKPOINT = "_last_checkpoint"
+SIDECAR_DIR = "_sidecars"
+
+_COMMIT = re.compile(r"^(\d+)\.json$")
+_CRC = re.compile(r"^(\d+)\.crc$")
+_COMPACTED = re.compile(r"^(\d+)\.(\d+)\.compacted\.json$")
+_CLASSIC = re.compile(r"^(\d+)\.checkpoint\.parquet$")
+_MULTIPART = re.compile(r"^(\d+)\.checkpoint\.(\d+)\.(\d+)\.parquet$")
+_UUID = re.compile(r"^(\d+)\.checkpoint\.([^.]+)\.(json|parquet)$")
+
+
+class LogFileKind(Enum):
+    """What a file in ``_delta_log`` is, judged by its name only."""
+
+    COMMIT = "commit"
+    CHECKPOINT_CLASSIC = "checkpoint"
+    CHECKPOINT_MULTIPART = "checkpoint-part"
+    CHECKPOINT_UUID = "checkpoint-v2"
+    CRC = "crc"
+    COMPACTED = "compacted"
+
+
+@dataclass(frozen=True, slots=True)
+class LogFileName:
+    """A parsed ``_delta_log`` file name."""
+
+    name: str
+    kind: LogFileKind
+    version: int
+    part: int = 0
+    num_parts: int = 0
+    end_version: int = 0  # only for compacted files
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.kind in _CHECKPOINT_KINDS
+
+
+_CHECKPOINT_KINDS = frozenset(
+    {LogFileKind.CHECKPOINT_CLASSIC, LogFileKind.CHECKPOINT_MULTIPART, LogFileKind.CHECKPOINT_UUID}
+)
+
+
+def parse_log_name(name: str) -> LogFileName | None:
+    """Classify a file name found in ``_delta_log``; ``None`` for anything we must ignore."""
+    if not name or not name[0].isdigit():
+        return None  # temp files (.x.tmp, _commit_*.tmp), _last_checkpoint, hidden files
+    if m := _COMMIT.match(name):
+        return LogFileName(name, LogFileKind.COMMIT, int(m[1]))
+    if m := _CLASSIC.match(name):
+        return LogFileName(name, LogFileKind.CHECKPOINT_CLASSIC, int(m[1]))
+    if m := _MULTIPART.match(name):
+        part, parts = int(m[2]), int(m[3])
+        if not 1 <= part <= parts:
+            return None
+        return LogFileName(name, LogFileKind.CHECKPOINT_MULTIPART, int(m[1]), part, parts)
+    if m := _UUID.match(name):
+        return LogFileName(name, LogFileKind.CHECKPOINT_UUID, int(m[1]))
+    if m := _CRC.match(name):
+        return LogFileName(name, LogFileKind.CRC, int(m[1]))
+    if m := _COMPACTED.match(name):
+        return LogFileName(name, LogFileKind.COMPACTED, int(m[1]), end_version=int(m[2]))
+    return None
+
+
+def commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def classic_checkpoint_name(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def multipart_checkpoint_name(version: int, part: int, num_parts: int) -> str:
+    return f"{version:020d}.checkpoint.{part:010d}.{num_parts:010d}.parquet"
+
+
+def listing_prefix(version: int) -> str:
+    """The name every log file of ``version`` or later sorts at or after."""
+    return f"{version:020d}."
+
+
+def has_scheme(path: str) -> bool:
+    """True when an action path is an absolute URI (``s3://…``, ``file:/…``)."""
+    head, sep, _ = path.partition(":")
+    return bool(sep) and len(head) > 1 and head.replace("+", "").replace(".", "").isalnum()
+
+
+def decode_path(path: str) -> str:
+    """Percent-decode an action path exactly once (brief 2.13)."""
+    return unquote(path)
+
+
+def encode_path(relative: str) -> str:
+    """URI-encode a relative data-file path for an action (``/`` and ``=`` stay literal)."""
+    return quote(relative, safe="/=")
+
+
+# Hive escaping of partition directory components (Spark's ExternalCatalogUtils.escapePathName).
+_HIVE_ESCAPE = frozenset("\"#%'*/:=?\\\x7f{[]^")
+
+
+def hive_escape(component: str) -> str:
+    """Escape a partition column name or value the way Spark names partition directories."""
+    out = []
+    for ch in component:
+        if ch in _HIVE_ESCAPE or ord(ch) < 0x20:
+            out.append(f"%{ord(ch):02X}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_dir(columns: list[str], values: dict[str, str | None]) -> str:
+    """``a=1/b=x`` for the given partition values (null -> ``__HIVE_DEFAULT_PARTITION__``)."""
+    parts = []
+    for col in columns:
+        value = values.get(col)
+        text = HIVE_NULL if value is None or value == "" else hive_escape(value)
+        parts.append(f"{hive_escape(col)}={text}")
+    return "/".join(parts)
+
+
+def join_uri(root: str, relative: str) -> str:
+    """Join a table root URI and a decoded relative path."""
+    return root.rstrip("/") + "/" + relative.lstrip("/")

@@ -1,0 +1,239 @@
+"""A table at one version: load it, refresh it incrementally, and ask it questions.
+
+Loading reads the newest usable checkpoint column-wise and folds in the commits after it;
+refreshing lists only the commits after the snapshot's version and folds them into the existing
+Arrow state (or restarts from a newer checkpoint when that is cheaper), which is what lets the
+controller tail a table's log every few seconds without replaying it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txntable.engine.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    parse_commit,
+)
+from txntable.engine.checkpoint_read import read_checkpoint
+from txntable.engine.errors import CorruptLogError
+from txntable.engine.features import check_readable
+from txntable.engine.paths import LOG_DIR, decode_path, has_scheme
+from txntable.engine.schema import Field, parse_partition_column, parse_schema, to_arrow_schema
+from txntable.engine.segment import Commit, LogSegment, build_segment, list_commits_after
+from txntable.engine.state import TableState, fold
+from txntable.engine.storage import LocalStorage, Storage
+
+_PARALLEL_READS = 16
+_REFRESH_REPLAY_LIMIT = 100
+
+
+def read_commits(storage: Storage, commits: Sequence[Commit]) -> list[tuple[int, list[Action]]]:
+    """Parse commit files (in parallel when there are many: object-store reads are slow)."""
+
+    def load(commit: Commit) -> tuple[int, list[Action]]:
+        name = commit.file.name
+        try:
+            data = storage.read_log(name)
+        except FileNotFoundError as exc:
+            raise CorruptLogError(f"commit {name} vanished while reading the log") from exc
+        return commit.version, parse_commit(data, source=f"{LOG_DIR}/{name}")
+
+    if len(commits) < _PARALLEL_READS:
+        return [load(c) for c in commits]
+    with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 2) * 4)) as pool:
+        return list(pool.map(load, commits))
+
+
+class Snapshot:
+    """An immutable view of a table at ``version``."""
+
+    def __init__(self, storage: Storage, state: TableState, timestamp_ms: int) -> None:
+        check_readable(state.protocol)
+        self._storage = storage
+        self._state = state
+        self.timestamp_ms = timestamp_ms
+        self._fields: list[Field] | None = None
+
+    # -- loading -------------------------------------------------------------------------
+    @classmethod
+    def load(cls, storage: Storage, version: int | None = None) -> Snapshot:
+        segment = build_segment(storage, version)
+        return cls._from_segment(storage, segment)
+
+    @classmethod
+    def _from_segment(cls, storage: Storage, segment: LogSegment) -> Snapshot:
+        base = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+        if base is not None:
+            check_readable(base.protocol)
+        commits = read_commits(storage, segment.commits)
+        state = fold(base, commits, segment.version)
+        if state is None:
+            raise CorruptLogError(
+                f"the log of {storage.root_uri} has no protocol or no metadata at version "
+                f"{segment.version}"
+            )
+        timestamp = _commit_timestamp(
+            state, commits[-1][1] if commits else [], segment.timestamp_ms
+        )
+        return cls(storage, state, timestamp)
+
+    def refresh(self) -> Snapshot:
+        """The latest snapshot, reusing this one's state when no newer checkpoint exists."""
+        commits, checkpoint = list_commits_after(self._storage, self.version)
+        if not commits:
+            return self
+        if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
+            return Snapshot.load(self._storage)  # a newer checkpoint is cheaper than replay
+        parsed = read_commits(self._storage, commits)
+        state = fold(self._state, parsed, commits[-1].version)
+        assert state is not None  # the base already had protocol and metadata
+        timestamp = _commit_timestamp(state, parsed[-1][1], commits[-1].file.mtime_ms)
+        return Snapshot(self._storage, state, timestamp)
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._state.metadata
+
+    @property
+    def state(self) -> TableState:
+        return self._state
+
+    @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def fields(self) -> list[Field]:
+        if self._fields is None:
+            self._fields = parse_schema(self.metadata.schema_string)
+        return self._fields
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's logical schema as Arrow."""
+        return to_arrow_schema(self.fields)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    # -- files -----------------------------------------------------------------------------
+    def files(self) -> pa.Table:
+        """Live files, one row per ``add`` (columns as in the protocol, ``state.ADD_SCHEMA``)."""
+        return self._state.files
+
+    def tombstones(self) -> pa.Table:
+        """Remove actions still in the state (not yet expired from checkpoints)."""
+        return self._state.tombstones
+
+    def add_actions(self) -> Iterator[AddFile]:
+        """Live files as ``AddFile`` objects (convenient, not for the hot path)."""
+        for row in self._state.files.to_pylist():
+            yield AddFile.from_json(_row_to_json(row))
+
+    @property
+    def num_files(self) -> int:
+        return int(self._state.files.num_rows)
+
+    @property
+    def size_bytes(self) -> int:
+        total: int | None = pc.sum(self._state.files.column("size")).as_py()
+        return int(total or 0)
+
+    def file_uris(self) -> list[str]:
+        """Absolute, percent-decoded location of every live file (aligned with ``files()``)."""
+        return [self.resolve(p) for p in self._state.files.column("path").to_pylist()]
+
+    def resolve(self, raw_path: str) -> str:
+        """Absolute location of an action path: decoded once, joined to the root if relative."""
+        decoded = decode_path(raw_path)
+        if has_scheme(raw_path):
+            if isinstance(self._storage, LocalStorage) and decoded.startswith("file:"):
+                return "/" + decoded[len("file:") :].lstrip("/")
+            return decoded
+        if isinstance(self._storage, LocalStorage):
+            return os.path.join(self._storage.root_path, decoded)
+        return self._storage.uri(decoded)
+
+    def partition_values(self) -> pa.Table:
+        """Typed partition values of ``files()`` rows, one column per partition column
+        (logical names; empty string and null are null)."""
+        by_name = {f.name: f for f in self.fields}
+        values = self._state.files.column("partitionValues").combine_chunks()
+        columns: list[pa.Array] = []
+        names: list[str] = []
+        for name in self.partition_columns:
+            field = by_name.get(name)
+            physical = field.physical_name if field else name
+            raw = (
+                pc.map_lookup(values, pa.scalar(physical), "first")
+                if len(values)
+                else pa.array([], pa.string())
+            )
+            columns.append(parse_partition_column(raw, field.type if field else "string"))
+            names.append(name)
+        return pa.Table.from_arrays(columns, names=names) if names else pa.table({})
+
+    def raw_partition_values(self) -> list[dict[str, str | None]]:
+        """Partition values as in the log, keyed by logical column names."""
+        by_physical = {f.physical_name: f.name for f in self.fields}
+        out: list[dict[str, str | None]] = []
+        for row in self._state.files.column("partitionValues").to_pylist():
+            out.append({by_physical.get(k, k): v for k, v in (row or [])})
+        return out
+
+    # -- other state -----------------------------------------------------------------------
+    def txn_version(self, app_id: str) -> int | None:
+        txn = self._state.txns.get(app_id)
+        return txn.version if txn else None
+
+    @property
+    def domains(self) -> dict[str, DomainMetadata]:
+        return dict(self._state.domains)
+
+
+def _commit_timestamp(state: TableState, last_actions: list[Action], fallback: int) -> int:
+    if state.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true":
+        for action in last_actions:
+            if isinstance(action, CommitInfo) and action.in_commit_timestamp is not None:
+                return action.in_commit_timestamp
+    return fallback
+
+
+def _row_to_json(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if value is None:
+            continue
+        if key in ("partitionValues", "tags"):
+            value = dict(value)
+        elif key == "deletionVector":
+            value = {k: v for k, v in value.items() if v is not None}
+        out[key] = value
+    if "partitionValues" not in out:
+        out["partitionValues"] = {}
+    return out

@@ -1,0 +1,31 @@
+"""Shared fixtures: where the reference tables live, and scratch copies of them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TESTDATA = REPO.parent / "shared" / "testdata" / "delta"
+
+
+def reference_tables() -> list[str]:
+    """Names of the Spark- and delta-rs-written tables in ../shared/testdata/delta."""
+    return sorted(p.name for p in TESTDATA.iterdir() if (p / "_delta_log").is_dir())
+
+
+@pytest.fixture
+def table_copy(tmp_path: Path):
+    """Copy a reference table to a writable scratch directory; returns a factory."""
+
+    def copy(name: str) -> Path:
+        dest = tmp_path / name
+        shutil.copytree(TESTDATA / name, dest)
+        for p in dest.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        dest.chmod(0o755)
+        return dest
+
+    return copy
