@@ -43,7 +43,7 @@ unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 demo: setup
-	$(PY) -m txntable.cli.demo
+	$(VENV)/bin/txntable demo
 
 bench: setup
 	$(PY) -m bench.run

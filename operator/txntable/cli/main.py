@@ -12,12 +12,15 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from txntable.cli import inspect_cmd
+from txntable.cli import demo_cmd, inspect_cmd
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
 
 #: Subcommand modules; each has ``register(subparsers) -> None`` and ``run(args) -> int``.
-COMMANDS: tuple[ModuleType, ...] = (inspect_cmd,)
+COMMANDS: tuple[ModuleType, ...] = (
+    inspect_cmd,
+    demo_cmd,
+)
 
 EXIT_ENGINE_ERROR = 1
 EXIT_USAGE = 2
