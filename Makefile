@@ -6,6 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
+SRC    := $(wildcard operator tests bench)
 
 .PHONY: setup demo test lint typecheck layers unit bench clean sysdeps
 
@@ -27,8 +28,8 @@ sysdeps:
 	if [ -n "$$pkgs" ]; then $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$pkgs; fi
 
 lint: setup
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check $(SRC)
+	$(VENV)/bin/ruff format --check $(SRC)
 
 typecheck: setup
 	$(VENV)/bin/mypy
