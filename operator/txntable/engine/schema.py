@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.errors import InvalidActionError
+from txntable.engine.errors import InvalidActionError, InvalidArgumentError
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
@@ -136,3 +136,96 @@ def _parse_timestamps(strings: pa.Array, target: pa.TimestampType) -> pa.Array:
     if target.tz is None:
         return naive
     return pc.assume_timezone(naive, "UTC")
+
+
+# -- Arrow -> Delta (new tables, appended data) -------------------------------------------------
+
+
+def from_arrow_type(arrow_type: pa.DataType) -> Any:
+    """The Delta type (JSON value) for an Arrow type; types Delta cannot store are refused."""
+    simple = _from_arrow_simple(arrow_type)
+    if simple is not None:
+        return simple
+    if pa.types.is_decimal(arrow_type):
+        if arrow_type.precision > 38:
+            raise InvalidArgumentError(f"decimal precision {arrow_type.precision} exceeds 38")
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if pa.types.is_struct(arrow_type):
+        return {
+            "type": "struct",
+            "fields": [_field_json(arrow_type.field(i)) for i in range(arrow_type.num_fields)],
+        }
+    if pa.types.is_map(arrow_type):
+        return {
+            "type": "map",
+            "keyType": from_arrow_type(arrow_type.key_type),
+            "valueType": from_arrow_type(arrow_type.item_type),
+            "valueContainsNull": arrow_type.item_field.nullable,
+        }
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return {
+            "type": "array",
+            "elementType": from_arrow_type(arrow_type.value_type),
+            "containsNull": arrow_type.value_field.nullable,
+        }
+    raise InvalidArgumentError(f"Arrow type {arrow_type} has no Delta equivalent")
+
+
+def _from_arrow_simple(arrow_type: pa.DataType) -> str | None:
+    checks: list[tuple[Any, str]] = [
+        (pa.types.is_boolean, "boolean"),
+        (pa.types.is_int8, "byte"),
+        (pa.types.is_int16, "short"),
+        (pa.types.is_int32, "integer"),
+        (pa.types.is_int64, "long"),
+        (pa.types.is_uint8, "short"),
+        (pa.types.is_uint16, "integer"),
+        (pa.types.is_uint32, "long"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_float64, "double"),
+        (pa.types.is_string, "string"),
+        (pa.types.is_large_string, "string"),
+        (pa.types.is_string_view, "string"),
+        (pa.types.is_binary, "binary"),
+        (pa.types.is_large_binary, "binary"),
+        (pa.types.is_binary_view, "binary"),
+        (pa.types.is_date, "date"),
+    ]
+    for check, name in checks:
+        if check(arrow_type):
+            return name
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp" if arrow_type.tz is not None else "timestamp_ntz"
+    return None
+
+
+def _field_json(field: pa.Field) -> dict[str, Any]:
+    return {
+        "name": field.name,
+        "type": from_arrow_type(field.type),
+        "nullable": field.nullable,
+        "metadata": {},
+    }
+
+
+def schema_string_from_arrow(schema: pa.Schema) -> str:
+    """``metaData.schemaString`` for an Arrow schema (compact JSON, as Spark writes it)."""
+    names = [f.name for f in schema]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidArgumentError(f"duplicate column name(s): {', '.join(duplicates)}")
+    if not names:
+        raise InvalidArgumentError("a table needs at least one column")
+    obj = {"type": "struct", "fields": [_field_json(f) for f in schema]}
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def uses_timestamp_ntz(delta_type: Any) -> bool:
+    """True when a Delta type (or schema) contains ``timestamp_ntz`` anywhere."""
+    if isinstance(delta_type, str):
+        return delta_type == "timestamp_ntz"
+    if isinstance(delta_type, list):
+        return any(uses_timestamp_ntz(f) for f in delta_type)
+    if isinstance(delta_type, dict):
+        return any(uses_timestamp_ntz(v) for k, v in delta_type.items() if k != "metadata")
+    return False
