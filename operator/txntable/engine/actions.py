@@ -44,17 +44,32 @@ class _Action:
         ]
 
     @classmethod
+    def _checks(cls) -> dict[str, Callable[[Any], bool]]:
+        """json key -> type check, derived once per class from the field annotations."""
+        found = _CHECKS.get(cls)
+        if found is None:
+            annotations: dict[str, str] = {}
+            for klass in reversed(cls.__mro__):
+                annotations.update(getattr(klass, "__annotations__", {}))
+            found = {key: _check_for(str(annotations[attr])) for attr, key in cls._json_names()}
+            _CHECKS[cls] = found
+        return found
+
+    @classmethod
     def from_json(cls: type[_A], obj: Any) -> _A:
         if not isinstance(obj, dict):
             raise InvalidActionError(f"{cls.KEY or cls.__name__} action is not a JSON object")
         extra = dict(obj)
         kwargs: dict[str, Any] = {}
+        checks = cls._checks()
         for attr, key in cls._json_names():
             if key not in extra:
                 continue
             value = extra[key]
             if value is None:
                 continue  # explicit null stays in extra, so the round trip is exact
+            if not checks[key](value):
+                raise InvalidActionError(f"{cls.KEY}.{key} has the wrong type: {value!r}"[:300])
             del extra[key]
             conv = cls.NESTED.get(key)
             kwargs[attr] = conv[0](value) if conv else value
@@ -86,6 +101,37 @@ class _Action:
     def to_line(self) -> str:
         """The action as one commit-file line (without the newline)."""
         return dumps({self.KEY: self.to_json()})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) or v is None for v in value.values())
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_for(annotation: str) -> Callable[[Any], bool]:
+    """A JSON type check for a field annotation (wrong types would break Arrow replay later)."""
+    base = annotation.removesuffix(" | None")
+    if base == "int":
+        return _is_int
+    if base == "bool":
+        return lambda v: isinstance(v, bool)
+    if base == "str":
+        return lambda v: isinstance(v, str)
+    if base.startswith("dict[str, str"):
+        return _is_str_map
+    if base == "list[str]":
+        return _is_str_list
+    return lambda v: isinstance(v, dict)  # JsonObject, nested actions
+
+
+_CHECKS: dict[type, dict[str, Callable[[Any], bool]]] = {}
 
 
 def dumps(obj: Any) -> str:
@@ -354,7 +400,10 @@ def parse_action(obj: Any) -> Action | None:
 
 def parse_commit(data: bytes | str, source: str = "commit") -> list[Action]:
     """All recognised actions of a newline-delimited commit file, in file order."""
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise InvalidActionError(f"{source}: not valid UTF-8 ({exc})") from exc
     out: list[Action] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -363,7 +412,10 @@ def parse_commit(data: bytes | str, source: str = "commit") -> list[Action]:
             obj = json.loads(line)
         except ValueError as exc:
             raise InvalidActionError(f"{source}: line {lineno} is not valid JSON ({exc})") from exc
-        action = parse_action(obj)
+        try:
+            action = parse_action(obj)
+        except InvalidActionError as exc:
+            raise InvalidActionError(f"{source}: line {lineno}: {exc}") from exc
         if action is not None:
             out.append(action)
     return out

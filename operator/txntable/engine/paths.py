@@ -1,8 +1,10 @@
 """Names inside ``_delta_log`` and the encoding of data-file paths.
 
 Zero-padded names make lexicographic order equal version order, which is what lets a listing
-"from version v" work on object stores. Readers accept Spark's permissive digit counts; the
-engine always writes 20-digit versions and 10-digit part numbers. File paths in actions are URIs:
+"from version v" work on object stores. Versions must have exactly 20 digits (as delta-rs
+requires): a stray ``3.json`` sorts after every padded name, so accepting it the way Spark's
+permissive regexes would lets junk shadow the real commit 3. Part numbers may have any width;
+the engine always writes 10. File paths in actions are URIs:
 they are percent-decoded exactly once, never with ``unquote_plus`` (a ``+`` is a literal plus).
 """
 
@@ -17,12 +19,12 @@ LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
 SIDECAR_DIR = "_sidecars"
 
-_COMMIT = re.compile(r"^(\d+)\.json$")
-_CRC = re.compile(r"^(\d+)\.crc$")
-_COMPACTED = re.compile(r"^(\d+)\.(\d+)\.compacted\.json$")
-_CLASSIC = re.compile(r"^(\d+)\.checkpoint\.parquet$")
-_MULTIPART = re.compile(r"^(\d+)\.checkpoint\.(\d+)\.(\d+)\.parquet$")
-_UUID = re.compile(r"^(\d+)\.checkpoint\.([^.]+)\.(json|parquet)$")
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CRC = re.compile(r"^(\d{20})\.crc$")
+_COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d+)\.(\d+)\.parquet$")
+_UUID = re.compile(r"^(\d{20})\.checkpoint\.([^.]+)\.(json|parquet)$")
 
 
 class LogFileKind(Enum):
