@@ -1,0 +1,321 @@
+"""Pure OPTIMIZE planning: which small files to rewrite together, per partition.
+
+The planner sees only the live file list (Arrow rows in ``ADD_SCHEMA``) and a policy, and returns
+the same plan for the same inputs: partitions in a fixed order, bins packed first-fit-decreasing
+(size descending, then path) up to the target size, bins with fewer than ``min_input_files`` files
+dropped. A partition that is already compacted (a single file, or no file under the minimum size)
+yields nothing, so a second run right after the first plans nothing. With Z-order columns every
+file of a partition goes into one bin (the rows are re-clustered, not just concatenated), unless
+every file already carries the Z-order tag for the same columns. Files with deletion vectors are
+never candidates: rewriting them needs the vector applied, which this layer does not do.
+
+The plan is also the dry-run output (``OptimizePlan.to_json``), and it is what the executors
+(Arrow in-process, Spark tasks) run and the orchestrator commits in batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txntable.maintenance.errors import InvalidPolicyError
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+DEFAULT_TARGET_FILE_SIZE = 128 * MiB
+DEFAULT_COMMIT_BATCH_BYTES = 16 * GiB
+#: Tag put on files written by a Z-order run; its value is the JSON list of columns.
+ZORDER_TAG = "txntable.zOrderBy"
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": MiB, "g": GiB, "t": 1024 * GiB}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``"128MB"``, ``"1GiB"``, ``"512k"`` or ``"1048576"`` (binary units)."""
+    if isinstance(text, int):
+        value = text
+    else:
+        m = _SIZE.match(text)
+        if not m:
+            raise InvalidPolicyError(f"bad size {text!r} (expected e.g. 128MB, 1GiB, 1048576)")
+        value = int(float(m[1]) * _UNITS[m[2].lower()])
+    if value <= 0:
+        raise InvalidPolicyError(f"size must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class OptimizePolicy:
+    """How to compact. ``min_file_size`` defaults to ``target_file_size`` (Spark's rule: any file
+    smaller than the target is a candidate); ``max_bytes`` bounds the input bytes of one run."""
+
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    min_file_size: int | None = None
+    min_input_files: int = 2
+    max_bytes: int | None = None
+    where: str | None = None
+    zorder_by: tuple[str, ...] = ()
+    commit_batch_bytes: int = DEFAULT_COMMIT_BATCH_BYTES
+
+    def __post_init__(self) -> None:
+        if self.target_file_size <= 0:
+            raise InvalidPolicyError("target file size must be positive")
+        if self.min_file_size is not None and self.min_file_size <= 0:
+            raise InvalidPolicyError("min file size must be positive")
+        if self.min_input_files < 2:
+            raise InvalidPolicyError("min input files per bin must be at least 2")
+        if self.max_bytes is not None and self.max_bytes <= 0:
+            raise InvalidPolicyError("max bytes per run must be positive")
+        if self.commit_batch_bytes <= 0:
+            raise InvalidPolicyError("commit batch bytes must be positive")
+        if len(set(self.zorder_by)) != len(self.zorder_by) or any(not c for c in self.zorder_by):
+            raise InvalidPolicyError(f"bad Z-order columns {list(self.zorder_by)}")
+
+    @property
+    def effective_min_file_size(self) -> int:
+        return self.target_file_size if self.min_file_size is None else self.min_file_size
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "targetFileSize": self.target_file_size,
+            "minFileSize": self.effective_min_file_size,
+            "minInputFiles": self.min_input_files,
+            "maxBytes": self.max_bytes,
+            "where": self.where,
+            "zOrderBy": list(self.zorder_by),
+            "commitBatchBytes": self.commit_batch_bytes,
+        }
+
+
+PartitionKey = tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files of one partition to rewrite together. ``paths`` are raw log paths (the ``add``'s
+    string, verbatim), sorted; ``bin_id`` is a stable hash of them."""
+
+    partition_values: dict[str, str | None]
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+    zorder: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def bin_id(self) -> str:
+        digest = hashlib.sha1("\n".join(self.paths).encode("utf-8")).hexdigest()
+        return digest[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "binId": self.bin_id,
+            "partitionValues": self.partition_values,
+            "numFiles": len(self.paths),
+            "bytes": self.total_bytes,
+            "zOrder": self.zorder,
+            "files": list(self.paths),
+        }
+
+
+@dataclass(frozen=True)
+class OptimizePlan:
+    """What a run would do: ``bins`` to rewrite now, ``deferred`` bins over ``max_bytes``."""
+
+    policy: OptimizePolicy
+    read_version: int
+    bins: tuple[Bin, ...]
+    deferred: tuple[Bin, ...] = ()
+    partitions_considered: int = 0
+    partitions_skipped: int = 0
+    files_considered: int = 0
+    files_with_deletion_vectors: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(b.total_bytes for b in self.bins)
+
+    @property
+    def input_files(self) -> int:
+        return sum(len(b.paths) for b in self.bins)
+
+    def batches(self) -> list[list[Bin]]:
+        """The bins cut into commit batches of about ``policy.commit_batch_bytes`` input bytes."""
+        out: list[list[Bin]] = []
+        current: list[Bin] = []
+        size = 0
+        for b in self.bins:
+            if current and size + b.total_bytes > self.policy.commit_batch_bytes:
+                out.append(current)
+                current, size = [], 0
+            current.append(b)
+            size += b.total_bytes
+        if current:
+            out.append(current)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The dry-run view: policy, counts and every bin with its files."""
+        return {
+            "readVersion": self.read_version,
+            "policy": self.policy.to_json(),
+            "partitionsConsidered": self.partitions_considered,
+            "partitionsSkipped": self.partitions_skipped,
+            "filesConsidered": self.files_considered,
+            "filesWithDeletionVectors": self.files_with_deletion_vectors,
+            "numBins": len(self.bins),
+            "numInputFiles": self.input_files,
+            "numInputBytes": self.input_bytes,
+            "deferredBins": len(self.deferred),
+            "deferredBytes": sum(b.total_bytes for b in self.deferred),
+            "bins": [b.to_json() for b in self.bins],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class _File:
+    path: str
+    size: int
+    tag: str | None
+
+
+def plan_optimize(
+    files: pa.Table,
+    partition_columns: Sequence[str],
+    policy: OptimizePolicy,
+    read_version: int = -1,
+) -> OptimizePlan:
+    """Plan bins over ``files`` (``ADD_SCHEMA`` rows already restricted to the partitions the
+    policy's predicate selects, e.g. by ``Transaction.scan``)."""
+    groups, dv_files = _group_by_partition(files, partition_columns)
+    bins: list[Bin] = []
+    skipped = 0
+    for key in sorted(groups, key=_partition_sort_key):
+        values = dict(zip(partition_columns, key, strict=True))
+        made = _plan_partition(values, groups[key], policy)
+        if not made:
+            skipped += 1
+        bins.extend(made)
+    chosen, deferred = _limit(bins, policy.max_bytes)
+    notes = []
+    if dv_files:
+        notes.append(f"{dv_files} file(s) with deletion vectors are not rewritten")
+    if deferred:
+        notes.append(f"{len(deferred)} bin(s) deferred to a later run by the max-bytes limit")
+    return OptimizePlan(
+        policy=policy,
+        read_version=read_version,
+        bins=tuple(chosen),
+        deferred=tuple(deferred),
+        partitions_considered=len(groups),
+        partitions_skipped=skipped,
+        files_considered=int(files.num_rows),
+        files_with_deletion_vectors=dv_files,
+        notes=tuple(notes),
+    )
+
+
+def _group_by_partition(
+    files: pa.Table, partition_columns: Sequence[str]
+) -> tuple[dict[PartitionKey, list[_File]], int]:
+    n = files.num_rows
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_pylist()
+    has_dv = (
+        pc.is_valid(files.column("deletionVector")).to_pylist()
+        if "deletionVector" in files.column_names
+        else [False] * n
+    )
+    tags = _lookup(files, "tags", ZORDER_TAG) if n else []
+    columns = [_lookup(files, "partitionValues", c) for c in partition_columns] if n else []
+    groups: dict[PartitionKey, list[_File]] = {}
+    dv_files = 0
+    for i in range(n):
+        if has_dv[i]:
+            dv_files += 1
+            continue
+        key = tuple(_null_if_empty(col[i]) for col in columns)
+        groups.setdefault(key, []).append(_File(paths[i], int(sizes[i]), tags[i]))
+    return groups, dv_files
+
+
+def _lookup(files: pa.Table, column: str, key: str) -> list[str | None]:
+    if column not in files.column_names:
+        return [None] * files.num_rows
+    arr = files.column(column).combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # zero chunks
+        arr = pa.array([], arr.type)
+    return list(pc.map_lookup(arr, pa.scalar(key), "first").to_pylist())
+
+
+def _null_if_empty(value: str | None) -> str | None:
+    return None if value is None or value == "" else value
+
+
+def _partition_sort_key(key: PartitionKey) -> tuple[tuple[int, str], ...]:
+    return tuple((0, "") if v is None else (1, v) for v in key)
+
+
+def _plan_partition(
+    values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
+) -> list[Bin]:
+    if len(files) < 2:
+        return []  # already compacted (or empty): one file is as good as it gets
+    if policy.zorder_by:
+        wanted = json.dumps(list(policy.zorder_by), separators=(",", ":"))
+        if all(f.tag == wanted for f in files):
+            return []  # every file already written by a Z-order run on these columns
+        return [_make_bin(values, files, zorder=True)]
+    limit = policy.effective_min_file_size
+    candidates = [f for f in files if f.size < limit]
+    if len(candidates) < policy.min_input_files:
+        return []
+    candidates.sort(key=lambda f: (-f.size, f.path))
+    packed: list[tuple[int, list[_File]]] = []  # first-fit decreasing
+    for f in candidates:
+        for i, (used, members) in enumerate(packed):
+            if used + f.size <= policy.target_file_size:
+                members.append(f)
+                packed[i] = (used + f.size, members)
+                break
+        else:
+            packed.append((f.size, [f]))
+    return [
+        _make_bin(values, members, zorder=False)
+        for _, members in packed
+        if len(members) >= policy.min_input_files
+    ]
+
+
+def _make_bin(values: dict[str, str | None], files: list[_File], zorder: bool) -> Bin:
+    ordered = sorted(files, key=lambda f: f.path)
+    return Bin(
+        partition_values=dict(values),
+        paths=tuple(f.path for f in ordered),
+        sizes=tuple(f.size for f in ordered),
+        zorder=zorder,
+    )
+
+
+def _limit(bins: list[Bin], max_bytes: int | None) -> tuple[list[Bin], list[Bin]]:
+    """Bins in plan order while their input bytes fit ``max_bytes`` (at least one bin)."""
+    if max_bytes is None:
+        return bins, []
+    total = 0
+    for i, b in enumerate(bins):
+        if i > 0 and total + b.total_bytes > max_bytes:
+            return bins[:i], bins[i:]
+        total += b.total_bytes
+    return bins, []
