@@ -1,0 +1,95 @@
+"""Cron and maintenance-window evaluation, table-driven with fixed clocks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from txntable.reconcile.schedule import ScheduleError, parse_cron, parse_window, zone
+
+
+def at(text: str, tz: str = "UTC") -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=zone(tz))
+
+
+@pytest.mark.parametrize(
+    ("expr", "after", "expected"),
+    [
+        ("0 2 * * *", "2026-11-21 23:59", "2026-11-22 02:00"),
+        ("0 2 * * *", "2026-11-22 02:00", "2026-11-23 02:00"),
+        ("*/15 * * * *", "2026-11-22 10:07", "2026-11-22 10:15"),
+        ("30 1 1 * *", "2026-11-22 00:00", "2026-12-01 01:30"),
+        ("0 0 * * mon", "2026-11-22 12:00", "2026-11-23 00:00"),  # 22nd is a Sunday
+        ("0 0 * * 7", "2026-11-22 12:00", "2026-11-29 00:00"),  # 7 is Sunday too
+        ("0 0 13 * fri", "2026-11-21 00:00", "2026-11-27 00:00"),  # day OR weekday
+        ("0 0 29 2 *", "2026-03-01 00:00", "2028-02-29 00:00"),
+        ("@hourly", "2026-11-22 10:07", "2026-11-22 11:00"),
+        ("0 9-17/4 * * 1-5", "2026-11-23 09:00", "2026-11-23 13:00"),
+        ("0 0 1 jan,jul *", "2026-02-01 00:00", "2026-07-01 00:00"),
+    ],
+)
+def test_next_after(expr: str, after: str, expected: str) -> None:
+    assert parse_cron(expr).next_after(at(after)) == at(expected)
+
+
+def test_time_zone_is_honoured() -> None:
+    cron = parse_cron("0 2 * * *")
+    nxt = cron.next_after(at("2026-11-22 00:00", "Europe/Berlin"))
+    assert nxt.astimezone(UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+
+
+def test_last_at_or_before_finds_missed_runs() -> None:
+    cron = parse_cron("0 * * * *")
+    due = cron.last_at_or_before(at("2026-11-22 10:30"), not_before=at("2026-11-22 07:59"))
+    assert due == at("2026-11-22 10:00")
+    assert cron.last_at_or_before(at("2026-11-22 10:30"), not_before=at("2026-11-22 10:00")) is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "",
+        "* * * *",
+        "60 * * * *",
+        "* 24 * * *",
+        "* * 0 * *",
+        "* * * 13 *",
+        "*/0 * * * *",
+        "5-1 * * * *",
+        "x * * * *",
+        "* * * * funday",
+        "1,,2 * * * *",
+    ],
+)
+def test_bad_cron_is_rejected_with_reason(expr: str) -> None:
+    with pytest.raises(ScheduleError):
+        parse_cron(expr)
+
+
+def test_unknown_zone() -> None:
+    with pytest.raises(ScheduleError, match="unknown time zone"):
+        zone("Mars/Olympus")
+
+
+@pytest.mark.parametrize(
+    ("window", "days", "when", "inside"),
+    [
+        ("01:00-05:00", None, "2026-11-22 01:00", True),
+        ("01:00-05:00", None, "2026-11-22 05:00", False),
+        ("22:00-04:00", None, "2026-11-22 23:30", True),
+        ("22:00-04:00", None, "2026-11-22 03:59", True),
+        ("22:00-04:00", None, "2026-11-22 12:00", False),
+        ("22:00-04:00", ["sat"], "2026-11-22 03:00", True),  # Sunday 03:00 = Saturday's window
+        ("22:00-04:00", ["sun"], "2026-11-22 03:00", False),
+        ("00:00-24:00", ["mon"], "2026-11-23 12:00", True),
+    ],
+)
+def test_windows(window: str, days: list[str] | None, when: str, inside: bool) -> None:
+    assert parse_window(window, days).contains(at(when)) is inside
+
+
+@pytest.mark.parametrize("window", ["1-2", "10:00", "25:00-26:00", "10:00-10:00", "aa:bb-01:00"])
+def test_bad_windows(window: str) -> None:
+    with pytest.raises(ScheduleError):
+        parse_window(window)
