@@ -1,0 +1,103 @@
+"""The operator's one configuration object, read from ``TXNTABLE_*`` environment variables.
+
+Every knob of the controller lives here, is validated once at start-up (a bad value stops the
+process with a message naming the variable, instead of failing later in a handler), and is
+documented in docs/configuration.md. The Helm chart maps its values 1:1 onto these variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, get_type_hints
+
+PREFIX = "TXNTABLE_"
+
+BACKENDS = ("sparkapplication", "job", "local")
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value the operator cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Controller settings. Field ``x_y`` is read from ``TXNTABLE_X_Y``."""
+
+    #: Namespaces to watch, comma-separated; empty = all namespaces (cluster-wide install).
+    watch_namespaces: str = ""
+    #: Seconds between observations of a table's log (each tick lists only new commits).
+    observe_interval_seconds: float = 30.0
+    #: Global limit on maintenance runs in flight, across all tables.
+    max_concurrent_runs: int = 4
+    #: Default launch backend when a policy does not name one.
+    default_backend: str = "sparkapplication"
+    #: Container image for Spark runs (driver and executors).
+    spark_image: str = "ghcr.io/txntable/txntable-spark:0.1.0"
+    #: ServiceAccount of Spark drivers (the chart creates it, apart from the controller's).
+    spark_service_account: str = "txntable-spark"
+    #: Checkpoints of logs with at most this many live files run inline in the controller.
+    inline_checkpoint_max_files: int = 200_000
+    #: Port of the Prometheus /metrics endpoint.
+    metrics_port: int = 8080
+    #: Port of the liveness/readiness endpoint (/healthz).
+    health_port: int = 8081
+    #: Optional Pushgateway URL that Spark drivers push their engine metrics to.
+    pushgateway_url: str = ""
+    #: Log format: json in the cluster, text for people.
+    log_format: str = "json"
+    #: Log level.
+    log_level: str = "INFO"
+    #: Kopf peering name for high availability (two replicas never run the same handler).
+    peering_name: str = "txntable"
+
+    def __post_init__(self) -> None:
+        if self.observe_interval_seconds <= 0:
+            raise ConfigError(f"{PREFIX}OBSERVE_INTERVAL_SECONDS must be > 0")
+        if self.max_concurrent_runs < 1:
+            raise ConfigError(f"{PREFIX}MAX_CONCURRENT_RUNS must be >= 1")
+        if self.default_backend not in BACKENDS:
+            raise ConfigError(f"{PREFIX}DEFAULT_BACKEND must be one of {', '.join(BACKENDS)}")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"{PREFIX}LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+        for name in ("metrics_port", "health_port"):
+            port = getattr(self, name)
+            if not 1 <= port <= 65535:
+                raise ConfigError(f"{PREFIX}{name.upper()} must be a port number (1-65535)")
+        if self.inline_checkpoint_max_files < 0:
+            raise ConfigError(f"{PREFIX}INLINE_CHECKPOINT_MAX_FILES must be >= 0")
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [n.strip() for n in self.watch_namespaces.split(",") if n.strip()]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        """Read every field from ``TXNTABLE_<FIELD>``; unset variables keep their defaults."""
+        env = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            key = PREFIX + f.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            kind = hints[f.name]
+            try:
+                values[f.name] = kind(raw) if kind in (int, float) else raw
+            except ValueError:
+                raise ConfigError(f"{key}={raw!r} is not a valid {kind.__name__}") from None
+        return cls(**values)
+
+    @staticmethod
+    def variables() -> list[tuple[str, str, Any]]:
+        """(variable, type, default) of every setting, for docs and the chart's tests."""
+        hints = get_type_hints(Config)
+        return [
+            (PREFIX + f.name.upper(), hints[f.name].__name__, f.default) for f in fields(Config)
+        ]
