@@ -1,0 +1,57 @@
+"""The read-path benchmark still runs end to end (tiny tables, one repetition, no timing checks).
+
+It exercises the log generator, the delta-rs checkpoint it asks for, both engines and the peak
+RSS subprocesses, so ``make bench`` cannot rot unnoticed between full runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bench import read_snapshot
+from bench.gen import TableSpec, table_path
+from bench.run import replace_section
+
+pytestmark = pytest.mark.integration
+
+
+def test_read_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
+    result = read_snapshot.run_specs(read_snapshot.TINY, reps=1, out_dir=tmp_path)
+    expected = {
+        "checkpoint": read_snapshot.TINY["checkpoint"].active_files,
+        "replay": read_snapshot.TINY["replay"].active_files,
+        "refresh": read_snapshot.TINY["checkpoint"].active_files,
+    }
+    for row, files in expected.items():
+        measured = result["rows"][row]
+        assert measured["files_ours"] == measured["files_theirs"] == [files], row
+        assert measured["ours_s"] > 0 and measured["theirs_s"] > 0
+    assert result["rss"]["ours"]["files"] == expected["checkpoint"]
+    assert result["rss"]["theirs"]["files"] == expected["checkpoint"]
+    markdown = read_snapshot.render(result)
+    assert "| ours |" in markdown and "ratio" in markdown
+
+
+def test_generated_log_is_what_delta_rs_reads(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    spec = TableSpec(commits=30, active_files=300, remove_every=4, removes_per=3, tail=2)
+    root = table_path(spec, tmp_path)
+    assert table_path(spec, tmp_path) == root  # cached: the second call reuses it
+    table = DeltaTable(str(root))
+    assert table.version() == spec.last_version
+    assert len(table.file_uris()) == spec.active_files
+    log = root / "_delta_log"
+    assert (log / f"{spec.checkpoint_version:020d}.checkpoint.parquet").stat().st_size > 0
+    removes = sum(p.read_text().count('{"remove":') for p in log.glob("*.json"))
+    assert removes == len(range(4, spec.commits, 4)) * spec.removes_per
+
+
+def test_run_rewrites_only_its_own_section() -> None:
+    text = "# Benchmarks\n\nprose\n"
+    once = replace_section(text, "x", "figures 1\n")
+    assert once.startswith(text.rstrip("\n")) and "figures 1" in once
+    twice = replace_section(once + "\nmore prose\n", "x", "figures 2\n")
+    assert "figures 1" not in twice and "figures 2" in twice and "more prose" in twice
+    assert twice.count("<!-- bench:x:begin -->") == 1
