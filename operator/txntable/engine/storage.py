@@ -293,6 +293,10 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     if scheme in ("", "file", "local"):
         path = parts.path if scheme else uri
         return LocalStorage(path)
+    if scheme in ("s3", "s3a"):
+        from txntable.engine.s3 import S3Storage  # boto3 only when needed
+
+        return S3Storage(uri, options)
     try:
         fs, path = fsspec.core.url_to_fs(uri, **options)
     except (ImportError, ValueError) as exc:
