@@ -71,26 +71,28 @@ def _non_file_rows(table: pa.Table) -> list[Action]:
         if column.null_count == len(column):
             continue
         for row in column.filter(pc.is_valid(column)).to_pylist():
-            out.append(cls.from_json(_from_arrow_row(row)))
+            obj = _to_json(row, column.type)
+            if name == "metaData":
+                obj.setdefault("format", {"provider": "parquet"}).setdefault("options", {})
+            out.append(cls.from_json(obj))
     return out
 
 
-def _from_arrow_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Arrow rows render maps as key/value pair lists; actions want JSON objects, nulls dropped."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        if value is None:
-            continue
-        if isinstance(value, list) and value and isinstance(value[0], tuple):
-            value = dict(value)
-        elif isinstance(value, dict):
-            value = _from_arrow_row(value)
-        out[key] = value
-    if "format" in out and "options" not in out["format"]:
-        out["format"]["options"] = {}
-    if "configuration" in out and isinstance(out["configuration"], list):
-        out["configuration"] = dict(out["configuration"])
-    return out
+def _to_json(value: Any, arrow_type: pa.DataType) -> Any:
+    """An Arrow value as the action JSON it came from: maps (key/value pair lists in Python,
+    empty ones included) become objects, null struct members are dropped."""
+    if value is None:
+        return None
+    if pa.types.is_map(arrow_type):
+        return {k: _to_json(v, arrow_type.item_type) for k, v in value}
+    if pa.types.is_struct(arrow_type):
+        types = {
+            arrow_type.field(i).name: arrow_type.field(i).type for i in range(arrow_type.num_fields)
+        }
+        return {k: _to_json(v, types[k]) for k, v in value.items() if v is not None}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return [_to_json(v, arrow_type.value_type) for v in value]
+    return value
 
 
 def read_checkpoint(storage: Storage, ref: CheckpointRef) -> TableState:

@@ -26,7 +26,7 @@ from txntable.engine.actions import (
     parse_commit,
 )
 from txntable.engine.checkpoint_read import read_checkpoint
-from txntable.engine.errors import CorruptLogError
+from txntable.engine.errors import CorruptLogError, VersionGapError
 from txntable.engine.features import check_readable
 from txntable.engine.paths import LOG_DIR, decode_path, has_scheme
 from txntable.engine.schema import Field, parse_partition_column, parse_schema, to_arrow_schema
@@ -90,7 +90,12 @@ class Snapshot:
 
     def refresh(self) -> Snapshot:
         """The latest snapshot, reusing this one's state when no newer checkpoint exists."""
-        commits, checkpoint = list_commits_after(self._storage, self.version)
+        try:
+            commits, checkpoint = list_commits_after(self._storage, self.version)
+        except VersionGapError:
+            # Metadata cleanup removed commits this snapshot has not seen; a full load starts
+            # from the newest checkpoint (and still fails if the gap is after it).
+            return Snapshot.load(self._storage)
         if not commits:
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
