@@ -13,9 +13,24 @@ Hierarchy::
     ├── UnsupportedFeatureError      the protocol asks for a feature this engine cannot honour
     │   ├── UnsupportedReaderFeatureError
     │   └── UnsupportedWriterFeatureError
-    └── InvalidArgumentError         a caller passed a value the engine cannot accept
-
-The commit path adds its own conflict errors (Delta's names) to this module when it lands.
+    ├── InvalidArgumentError         a caller passed a value the engine cannot accept
+    │   └── InvalidCommitError       the actions of a commit break a protocol rule (nothing written)
+    ├── UnsafeCommitStorageError     the storage has no atomic put-if-absent and the table does not
+    │                                declare a single writer (also a StorageError)
+    ├── CommitRetriesExceededError   the retry loop ran out of attempts (Spark's
+    │                                DELTA_MAX_COMMIT_RETRIES_EXCEEDED)
+    └── ConcurrentModificationException   a concurrent commit conflicts (Delta's names, SQLSTATE
+        │                                 2D521; attributes winning_version, winning_operation,
+        │                                 partition, winning_commit_info)
+        ├── ConcurrentWriteException          generic (e.g. the winning commit cannot be read)
+        ├── MetadataChangedException          the winner changed the table metadata
+        ├── ProtocolChangedException          the winner changed the protocol (or both created
+        │                                     the table)
+        ├── ConcurrentAppendException         the winner added files this transaction should
+        │                                     have read
+        ├── ConcurrentDeleteReadException     the winner removed a file this transaction read
+        ├── ConcurrentDeleteDeleteException   both removed the same file
+        └── ConcurrentTransactionException    same app id (txn) or metadata domain written
 """
 
 from __future__ import annotations
@@ -71,3 +86,89 @@ class UnsupportedWriterFeatureError(UnsupportedFeatureError):
 
 class InvalidArgumentError(EngineError, ValueError):
     """A caller passed an argument the engine cannot accept."""
+
+
+class InvalidCommitError(InvalidArgumentError):
+    """The actions of a commit break a rule of the protocol; nothing was written.
+
+    ``code`` is Delta Spark's error class for the same rule
+    (e.g. ``DELTA_DUPLICATE_ACTIONS_FOUND``).
+    """
+
+    def __init__(self, message: str, code: str = "DELTA_INVALID_COMMIT") -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+
+
+class UnsafeCommitStorageError(StorageError):
+    """Committing needs an atomic put-if-absent that this storage does not offer."""
+
+
+class CommitRetriesExceededError(EngineError):
+    """Every allowed commit attempt found its version taken (no conflict, just contention)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        start_version: int,
+        failed_at_version: int,
+        num_actions: int,
+        elapsed_s: float,
+    ) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.start_version = start_version
+        self.failed_at_version = failed_at_version
+        self.num_actions = num_actions
+        self.elapsed_s = elapsed_s
+
+
+class ConcurrentModificationException(EngineError):  # noqa: N818 - Delta's name
+    """A commit that landed after this transaction's read version conflicts with it."""
+
+    sqlstate = "2D521"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        winning_version: int | None = None,
+        winning_operation: str | None = None,
+        partition: str | None = None,
+        winning_commit_info: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+        self.partition = partition
+        self.winning_commit_info = winning_commit_info or {}
+
+
+class ConcurrentWriteException(ConcurrentModificationException):
+    """A generic concurrent-write conflict."""
+
+
+class MetadataChangedException(ConcurrentModificationException):
+    """The winning commit changed the table's metadata."""
+
+
+class ProtocolChangedException(ConcurrentModificationException):
+    """The winning commit changed the protocol, or created the table concurrently."""
+
+
+class ConcurrentAppendException(ConcurrentModificationException):
+    """The winning commit added files that this transaction should have read."""
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationException):
+    """The winning commit removed a file that this transaction read."""
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationException):
+    """The winning commit removed a file that this transaction also removes."""
+
+
+class ConcurrentTransactionException(ConcurrentModificationException):
+    """The winning commit wrote an app id (``txn``) or metadata domain this one depends on."""

@@ -16,6 +16,7 @@ from txntable.engine.errors import InvalidArgumentError, TableNotFoundError, Ver
 from txntable.engine.segment import Commit, list_all_commits
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import Storage, open_storage
+from txntable.engine.transaction import CommitOptions, Transaction
 
 
 class Table:
@@ -58,6 +59,10 @@ class Table:
 
     def version(self) -> int:
         return self.snapshot().version
+
+    def transaction(self, options: CommitOptions | None = None) -> Transaction:
+        """A transaction reading the latest snapshot (or creating the table if it has no log)."""
+        return Transaction(self, None, options)
 
     # -- history -------------------------------------------------------------------------
     def _commit_timestamps(self) -> list[tuple[int, int]]:

@@ -1,0 +1,442 @@
+"""Transactions: record what was read, validate what is written, commit with optimistic retries.
+
+This is the one place where the engine writes to a table's log (brief 5). A ``Transaction`` reads
+through a snapshot and records its read set (partition predicates, files, the whole table, app
+ids); ``commit`` validates the actions (``validate``), picks the isolation level (``isolation``),
+builds ``commitInfo`` and tries to create ``{version}.json`` with the storage's put-if-absent. When
+the version is taken, the commits that won are checked one by one with ``conflicts`` and the write
+is retried at the next free version, with backoff, until it lands or a conflict or the attempt
+budget ends it. Spark's structure is followed (optimistic first write, conflicts checked only after
+a lost race, the level fixed before the loop), plus lost-response detection through ``txnId``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from txntable.engine import observer as obs
+from txntable.engine.actions import (
+    Action,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    serialize_commit,
+)
+from txntable.engine.commit_info import CommitInfoBuilder
+from txntable.engine.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.errors import (
+    CommitRetriesExceededError,
+    ConcurrentModificationException,
+    ConcurrentWriteException,
+    CorruptLogError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    UnsafeCommitStorageError,
+)
+from txntable.engine.isolation import (
+    IsolationLevel,
+    level_to_use,
+    operation_changes_data,
+    table_isolation_level,
+)
+from txntable.engine.observer import CommitEvent, CommitObserver
+from txntable.engine.paths import LOG_DIR, commit_name
+from txntable.engine.predicates import TRUE, BoundPredicate, Predicate, bind
+from txntable.engine.segment import list_commits_after
+from txntable.engine.snapshot import Snapshot, read_commits
+from txntable.engine.state import ADD_SCHEMA
+from txntable.engine.storage import FileExistsInStoreError, Storage
+from txntable.engine.validate import PreparedCommit, is_true, prepare_commit
+
+if TYPE_CHECKING:
+    from txntable.engine.table import Table
+
+log = logging.getLogger(__name__)
+
+SINGLE_WRITER_KEY = "txntable.singleWriter"
+_MAX_AMBIGUOUS_WRITE_ERRORS = 3
+_RELIST_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """A landed commit."""
+
+    version: int
+    attempts: int
+    isolation_level: str
+    txn_id: str
+    operation: str
+
+
+PostCommitHook = Callable[["Table", CommitResult], None]
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """How to commit: retry budget and backoff, provenance, metrics hook, post-commit hooks."""
+
+    max_attempts: int = 1000
+    backoff_initial_s: float = 0.005
+    backoff_max_s: float = 1.0
+    table_name: str | None = None  # metrics label given by the caller (never a path)
+    run_id: str | None = None  # written into commitInfo as "txntableRunId"
+    commit_info: Mapping[str, Any] = field(default_factory=dict)  # extra commitInfo members
+    observer: CommitObserver | None = None
+    post_commit_hooks: Sequence[PostCommitHook] = ()
+    #: injectable for tests: wall clock in ms and the sleep between attempts
+    clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+    sleep: Callable[[float], None] = field(default=time.sleep)
+
+
+class Transaction:
+    """One optimistic transaction on ``table``, reading at ``snapshot`` (latest by default).
+
+    Without a snapshot and without a log at the location, it creates the table: its first
+    commit (version 0) must carry ``metaData`` and gets protocol (1,2) unless one is given.
+    """
+
+    def __init__(
+        self, table: Table, snapshot: Snapshot | None = None, options: CommitOptions | None = None
+    ) -> None:
+        self.table = table
+        self.options = options or CommitOptions()
+        if self.options.max_attempts < 1:
+            raise InvalidArgumentError("max_attempts must be at least 1")
+        if snapshot is None:
+            try:
+                snapshot = table.snapshot()
+            except TableNotFoundError:
+                snapshot = None
+        self.snapshot = snapshot
+        self.read_version = snapshot.version if snapshot else -1
+        self.txn_id = str(uuid.uuid4())
+        self._actions: list[Action] = []
+        self._read_predicates: list[BoundPredicate] = []
+        self._read_files: set[str] = set()
+        self._read_whole_table = False
+        self._read_app_ids: set[str] = set()
+        self._committed = False
+        self._attempts = 0
+
+    # -- reading ---------------------------------------------------------------------------
+    def scan(self, predicate: str | Predicate | None = None) -> pa.Table:
+        """Live files (``ADD_SCHEMA`` rows) whose partition values match ``predicate``.
+
+        Records the partition part of the predicate (``TRUE`` if it has none) and the files
+        returned, which is what later decides the conflicts this transaction can have.
+        """
+        if self.snapshot is None:
+            self._read_predicates.append(BoundPredicate(TRUE, (), {}))
+            return ADD_SCHEMA.empty_table()
+        bound = bind(predicate, self.snapshot.fields, self.snapshot.partition_columns)
+        files = self.snapshot.files()
+        if bound.partition != TRUE and files.num_rows:
+            files = files.filter(bound.matches(self.snapshot.partition_values()))
+        self._read_predicates.append(bound)
+        self._read_files.update(files.column("path").to_pylist())
+        return files
+
+    def read_whole_table(self) -> None:
+        """Declare that the result depends on the entire table (never a blind append)."""
+        self._read_whole_table = True
+        self._read_predicates.append(BoundPredicate(TRUE, (), {}))
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The latest ``txn`` version of ``app_id`` at the read version (recorded as read)."""
+        self._read_app_ids.add(app_id)
+        return self.snapshot.txn_version(app_id) if self.snapshot else None
+
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metadata this transaction writes with (its own change, else the snapshot's)."""
+        own = next((a for a in self._actions if isinstance(a, Metadata)), None)
+        return own or (self.snapshot.metadata if self.snapshot else None)
+
+    # -- writing ---------------------------------------------------------------------------
+    def add(self, *actions: Action) -> None:
+        """Stage actions (files, txn, domain metadata, metadata, protocol) for the commit."""
+        self._check_open()
+        for action in actions:
+            if isinstance(action, CommitInfo):
+                raise InvalidArgumentError(
+                    "commitInfo is written by the transaction; pass extra members through "
+                    "CommitOptions.commit_info"
+                )
+            self._actions.append(action)
+
+    def set_metadata(self, metadata: Metadata) -> None:
+        self.add(metadata)
+
+    def set_protocol(self, protocol: Protocol) -> None:
+        self.add(protocol)
+
+    def _check_open(self) -> None:
+        if self._committed:
+            raise InvalidArgumentError("this transaction was already committed")
+
+    # -- committing ------------------------------------------------------------------------
+    def commit(
+        self,
+        operation: str,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        *,
+        changes_data: bool | None = None,
+    ) -> CommitResult:
+        """Validate and commit the staged actions; returns the version that landed."""
+        self._check_open()
+        self._committed = True
+        started = time.monotonic()
+        opts = self.options
+        event = CommitEvent(opts.table_name or "unnamed", operation, "none")
+        try:
+            prepared = self._prepare()
+            table_level = table_isolation_level(prepared.metadata.configuration)
+        except Exception:
+            self._finished(event, obs.INVALID, 0, started)
+            raise
+        if changes_data is None:
+            changes_data = operation_changes_data(operation)
+        level = level_to_use(prepared.actions, table_level, changes_data)
+        event = CommitEvent(event.table, operation, level.value)
+        if level is not table_level:
+            obs.notify(opts.observer, lambda o: o.on_isolation_downgrade(event, table_level.value))
+        pending = PendingCommit(
+            actions=prepared.actions,
+            isolation_level=level,
+            read_predicates=tuple(self._read_predicates),
+            read_files=frozenset(self._read_files),
+            read_whole_table=self._read_whole_table,
+            read_app_ids=frozenset(self._read_app_ids),
+            read_protocol=self.snapshot.protocol if self.snapshot else None,
+            read_metadata=self.snapshot.metadata if self.snapshot else None,
+            is_blind_append=self._is_blind_append(prepared.actions),
+            table_name=opts.table_name or self.table.uri,
+        )
+        info = CommitInfoBuilder(
+            operation=operation,
+            parameters=dict(parameters or {}),
+            metrics=dict(metrics or {}),
+            read_version=self.read_version,
+            isolation_level=level.value,
+            is_blind_append=pending.is_blind_append,
+            txn_id=self.txn_id,
+            run_id=opts.run_id,
+            extra=dict(opts.commit_info),
+            ict_enabled=is_true(
+                prepared.metadata.configuration.get("delta.enableInCommitTimestamps")
+            ),
+            now_ms=opts.clock_ms(),
+            previous_timestamp_ms=self.snapshot.timestamp_ms if self.snapshot else None,
+        )
+        try:
+            version = self._commit_loop(prepared, pending, info, event)
+        except ConcurrentModificationException as exc:
+            kind = type(exc).__name__
+            obs.notify(opts.observer, lambda o: o.on_conflict(event, kind))
+            self._finished(event, obs.CONFLICT, self._attempts, started)
+            raise
+        except CommitRetriesExceededError:
+            self._finished(event, obs.RETRIES_EXCEEDED, self._attempts, started)
+            raise
+        except Exception:
+            self._finished(event, obs.ERROR, self._attempts, started)
+            raise
+        result = CommitResult(version, self._attempts, level.value, self.txn_id, operation)
+        self._finished(event, obs.COMMITTED, self._attempts, started)
+        for hook in opts.post_commit_hooks:
+            try:
+                hook(self.table, result)
+            except Exception:
+                log.exception(
+                    "post-commit hook %r failed after version %d; the commit stands",
+                    getattr(hook, "__name__", hook),
+                    version,
+                )
+        return result
+
+    def _finished(self, event: CommitEvent, outcome: str, attempts: int, started: float) -> None:
+        elapsed = time.monotonic() - started
+        obs.notify(
+            self.options.observer, lambda o: o.on_finished(event, outcome, attempts, elapsed)
+        )
+
+    def _prepare(self) -> PreparedCommit:
+        snap = self.snapshot
+        prepared = prepare_commit(
+            self._actions,
+            snap.protocol if snap else None,
+            snap.metadata if snap else None,
+            snap.files() if snap else None,
+        )
+        storage = self.table.storage
+        if not storage.atomic_put_if_absent and not is_true(
+            prepared.metadata.configuration.get(SINGLE_WRITER_KEY)
+        ):
+            raise UnsafeCommitStorageError(
+                f"{type(storage).__name__} at {storage.root_uri} cannot create a commit file "
+                "atomically (no put-if-absent), so concurrent writers could overwrite each "
+                f"other's commits; refusing to commit. If this process is the table's only "
+                f"writer, set the table property {SINGLE_WRITER_KEY}=true."
+            )
+        return prepared
+
+    def _is_blind_append(self, actions: Sequence[Action]) -> bool:
+        from txntable.engine.actions import AddCDCFile, AddFile, RemoveFile
+
+        only_adds = all(
+            isinstance(a, AddFile)
+            for a in actions
+            if isinstance(a, AddFile | RemoveFile | AddCDCFile)
+        )
+        depends = bool(self._read_predicates or self._read_files or self._read_whole_table)
+        return only_adds and not depends
+
+    # -- the retry loop ----------------------------------------------------------------------
+    def _commit_loop(
+        self,
+        prepared: PreparedCommit,
+        pending: PendingCommit,
+        info: CommitInfoBuilder,
+        event: CommitEvent,
+    ) -> int:
+        """Write until the commit lands; returns its version (``self._attempts`` = writes)."""
+        opts = self.options
+        storage = self.table.storage
+        single_writer = not storage.atomic_put_if_absent
+        start_version = attempt_version = self.read_version + 1
+        started = time.monotonic()
+        check = False
+        ambiguous_errors = 0
+        while True:
+            attempt = self._attempts
+            if attempt >= opts.max_attempts:
+                raise CommitRetriesExceededError(
+                    f"gave up committing after {attempt} attempts: started at version "
+                    f"{start_version}, last tried version {attempt_version} "
+                    f"({len(prepared.actions)} actions, {time.monotonic() - started:.3f}s). "
+                    "Other writers kept winning; try again or raise max_attempts.",
+                    attempts=attempt,
+                    start_version=start_version,
+                    failed_at_version=attempt_version,
+                    num_actions=len(prepared.actions),
+                    elapsed_s=time.monotonic() - started,
+                )
+            if check:
+                winners = self._winners(storage, attempt_version)
+                for index, winner in enumerate(winners):
+                    if (
+                        index == 0
+                        and winner.commit_info
+                        and winner.commit_info.txn_id == self.txn_id
+                    ):
+                        return winner.version  # our earlier attempt landed after all
+                    check_conflicts(pending, winner)
+                    info.observe_winner(winner)
+                if winners:
+                    attempt_version = winners[-1].version + 1
+                self._notify_retry(event, attempt, len(winners))
+                opts.sleep(self._backoff(attempt))
+                check = False
+            self._attempts = attempt = attempt + 1
+            self._notify_attempt(event, attempt)
+            data = serialize_commit([info.build(attempt), *prepared.actions])
+            name = f"{LOG_DIR}/{commit_name(attempt_version)}"
+            try:
+                _put(storage, name, data, single_writer)
+                return attempt_version
+            except FileExistsInStoreError:
+                check = True
+            except StorageError:
+                # The write may have landed although we saw an error (lost response).
+                landed = self._read_own(storage, attempt_version)
+                if landed is True:
+                    return attempt_version
+                if landed is False:
+                    check = True
+                    continue
+                ambiguous_errors += 1
+                if ambiguous_errors >= _MAX_AMBIGUOUS_WRITE_ERRORS:
+                    raise
+                log.warning("commit write of version %d failed; retrying", attempt_version)
+                opts.sleep(self._backoff(attempt))
+
+    def _notify_attempt(self, event: CommitEvent, attempt: int) -> None:
+        obs.notify(self.options.observer, lambda o: o.on_attempt(event, attempt))
+
+    def _notify_retry(self, event: CommitEvent, attempt: int, winners: int) -> None:
+        obs.notify(self.options.observer, lambda o: o.on_retry(event, attempt, winners))
+
+    def _backoff(self, attempt: int) -> float:
+        opts = self.options
+        cap = min(opts.backoff_max_s, opts.backoff_initial_s * (2 ** max(0, attempt - 1)))
+        return random.uniform(cap / 2, cap) if cap > 0 else 0.0
+
+    def _read_own(self, storage: Storage, version: int) -> bool | None:
+        """After an ambiguous write error: True if our commit is there, False if another is,
+        None if the version is still free (or unreadable)."""
+        try:
+            data = storage.read_log(commit_name(version))
+        except (FileNotFoundError, StorageError):
+            return None
+        from txntable.engine.actions import parse_commit
+
+        try:
+            actions = parse_commit(data)
+        except CorruptLogError:
+            return False
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        return bool(info and info.txn_id == self.txn_id)
+
+    def _winners(self, storage: Storage, first: int) -> list[WinningCommit]:
+        """Commits from version ``first`` on, in order; re-lists briefly if the store lags."""
+        for relist in range(_RELIST_ATTEMPTS):
+            try:
+                commits, _ = list_commits_after(storage, first - 1)
+            except CorruptLogError as exc:
+                raise ConcurrentWriteException(
+                    f"cannot list the commits that won version {first}: {exc}; nothing was "
+                    "written, retry the operation",
+                    winning_version=first,
+                ) from exc
+            if commits:
+                break
+            self.options.sleep(self._backoff(relist + 1))
+        else:
+            return []
+        try:
+            parsed = read_commits(storage, commits)
+        except CorruptLogError as exc:
+            raise ConcurrentWriteException(
+                f"cannot read a commit that won against this transaction ({exc}); nothing was "
+                "written, retry the operation",
+                winning_version=first,
+            ) from exc
+        mtimes = {c.version: c.file.mtime_ms for c in commits}
+        return [WinningCommit(v, actions, mtimes[v]) for v, actions in parsed]
+
+
+def _put(storage: Storage, name: str, data: bytes, single_writer: bool) -> None:
+    if not single_writer:
+        storage.write_if_absent(name, data)
+        return
+    # Declared single writer on a store without put-if-absent: check, then write.
+    try:
+        storage.read(name)
+    except FileNotFoundError:
+        storage.write(name, data)
+        return
+    raise FileExistsInStoreError(f"{name} already exists")
+
+
+__all__ = ["CommitOptions", "CommitResult", "IsolationLevel", "Transaction"]
