@@ -103,7 +103,19 @@ def to_arrow_schema(fields: list[Field]) -> pa.Schema:
 
 
 def parse_partition_column(values: pa.Array, delta_type: Any) -> pa.Array:
-    """Typed partition values from their log strings; empty string and null become null."""
+    """Typed partition values from their log strings; empty string and null become null.
+
+    A value that does not parse as its column's type is a corrupt log, not a crash.
+    """
+    try:
+        return _parse_partition_column(values, delta_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeEncodeError) as exc:
+        raise InvalidActionError(
+            f"partition values cannot be read as {json.dumps(delta_type)}: {exc}"[:500]
+        ) from exc
+
+
+def _parse_partition_column(values: pa.Array, delta_type: Any) -> pa.Array:
     strings = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
     target = to_arrow_type(delta_type)
     if pa.types.is_string(target):

@@ -1,0 +1,155 @@
+"""Protocol and table-feature checks (brief 4): what we read, what we write, what we refuse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import TESTDATA
+from txntable.engine.actions import Metadata, Protocol
+from txntable.engine.errors import (
+    UnsupportedFeatureError,
+    UnsupportedReaderFeatureError,
+    UnsupportedWriterFeatureError,
+)
+from txntable.engine.features import (
+    check_readable,
+    check_writable,
+    reader_features,
+    writer_features,
+)
+from txntable.engine.table import Table
+
+
+def meta(
+    configuration: dict[str, str] | None = None, field_metadata: dict | None = None
+) -> Metadata:
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "a", "type": "long", "nullable": True, "metadata": field_metadata or {}}
+        ],
+    }
+    return Metadata(id="x", schema_string=json.dumps(schema), configuration=configuration or {})
+
+
+def test_legacy_versions_imply_features() -> None:
+    assert writer_features(Protocol(1, 2)) == {"appendOnly", "invariants"}
+    assert "identityColumns" in writer_features(Protocol(1, 6))
+    assert reader_features(Protocol(2, 5)) == {"columnMapping"}
+    assert reader_features(Protocol(1, 2)) == frozenset()
+    explicit = Protocol(3, 7, ["deletionVectors"], ["deletionVectors", "appendOnly"])
+    assert reader_features(explicit) == {"deletionVectors"}
+    assert writer_features(explicit) == {"deletionVectors", "appendOnly"}
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        Protocol(1, 1),
+        Protocol(1, 2),
+        Protocol(1, 4),
+        Protocol(1, 7, None, ["appendOnly", "domainMetadata"]),
+        Protocol(3, 7, ["deletionVectors", "v2Checkpoint", "timestampNtz"], ["deletionVectors"]),
+        Protocol(3, 7, ["vacuumProtocolCheck"], ["vacuumProtocolCheck", "checkpointProtection"]),
+    ],
+)
+def test_readable_and_writable(protocol: Protocol) -> None:
+    check_readable(protocol)
+    check_writable(protocol, meta())
+
+
+@pytest.mark.parametrize(
+    ("protocol", "named", "message"),
+    [
+        (Protocol(4, 7), "readerVersion=4", "reader protocol version 4"),
+        (Protocol(0, 2), "readerVersion=0", "reader protocol version 0"),
+        (Protocol(3, 6, ["deletionVectors"]), "readerVersion=3", "requires writer version 7"),
+        (Protocol(1, 2, ["deletionVectors"]), "deletionVectors", "deletionVectors"),
+        (Protocol(3, 7, ["blahabl", "deletionVectors"], ["blahabl"]), "blahabl", "blahabl"),
+        (Protocol(3, 7, ["typeWidening"], ["typeWidening"]), "typeWidening", "typeWidening"),
+        (
+            Protocol(3, 7, ["catalogManaged"], ["catalogManaged"]),
+            "catalogManaged",
+            "catalogManaged",
+        ),
+    ],
+)
+def test_unreadable_protocols_name_the_problem(
+    protocol: Protocol, named: str, message: str
+) -> None:
+    with pytest.raises(UnsupportedReaderFeatureError, match=message) as info:
+        check_readable(protocol)
+    assert named in info.value.features
+    with pytest.raises(UnsupportedFeatureError):
+        check_writable(protocol)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "named"),
+    [
+        (Protocol(1, 8), "writerVersion=8"),
+        (Protocol(2, 5), "columnMapping"),
+        (Protocol(1, 7, None, ["rowTracking", "appendOnly"]), "rowTracking"),
+        (Protocol(1, 7, None, ["clustering"]), "clustering"),
+        (Protocol(1, 7, None, ["icebergCompatV1"]), "icebergCompatV1"),
+        (Protocol(1, 7, None, ["someFutureFeature"]), "someFutureFeature"),
+        (Protocol(3, 7, ["columnMapping"], ["columnMapping"]), "columnMapping"),
+    ],
+)
+def test_unwritable_protocols_name_the_feature(protocol: Protocol, named: str) -> None:
+    check_readable(protocol)
+    with pytest.raises(UnsupportedWriterFeatureError) as info:
+        check_writable(protocol, meta())
+    assert named in info.value.features
+    assert named.removeprefix("writerVersion=") in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "metadata", "named"),
+    [
+        (Protocol(1, 2), meta(field_metadata={"delta.invariants": "{}"}), "invariants"),
+        (Protocol(1, 3), meta({"delta.constraints.pos": "a > 0"}), "checkConstraints"),
+        (
+            Protocol(1, 4),
+            meta(field_metadata={"delta.generationExpression": "1"}),
+            "generatedColumns",
+        ),
+        (
+            Protocol(1, 7, None, ["identityColumns"]),
+            meta(field_metadata={"delta.identity.start": 1}),
+            "identityColumns",
+        ),
+    ],
+)
+def test_supported_if_inactive_features_are_refused_when_active(
+    protocol: Protocol, metadata: Metadata, named: str
+) -> None:
+    check_writable(protocol, meta())  # inactive: fine
+    with pytest.raises(UnsupportedWriterFeatureError, match=named):
+        check_writable(protocol, metadata)
+
+
+def test_reference_table_with_unknown_features_is_refused_on_read() -> None:
+    # simple_table_features declares reader version 5 with a feature list (deltalake refuses too)
+    with pytest.raises(UnsupportedReaderFeatureError, match="reader protocol version 5"):
+        Table.open(str(TESTDATA / "simple_table_features")).snapshot()
+
+
+@pytest.mark.parametrize(
+    ("name", "writable"),
+    [
+        ("simple_table", True),
+        ("table-with-dv-small", True),
+        ("table_with_column_mapping", False),  # column mapping: read only
+        ("checkpoint-v2-table", False),  # identity column active
+    ],
+)
+def test_reference_tables_writability(name: str, writable: bool) -> None:
+    snapshot = Table.open(str(TESTDATA / name)).snapshot()
+    if writable:
+        check_writable(snapshot.protocol, snapshot.metadata)
+    else:
+        with pytest.raises(UnsupportedWriterFeatureError):
+            check_writable(snapshot.protocol, snapshot.metadata)
