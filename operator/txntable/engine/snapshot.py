@@ -171,7 +171,33 @@ class Snapshot:
 
     def file_uris(self) -> list[str]:
         """Absolute, percent-decoded location of every live file (aligned with ``files()``)."""
-        return [self.resolve(p) for p in self._state.files.column("path").to_pylist()]
+        prefix = self._relative_prefix()
+        out: list[str] = []
+        for chunk in self._state.files.column("path").chunks:
+            if prefix is None or chunk.null_count:
+                out.extend(self.resolve(p) for p in chunk.to_pylist())
+                continue
+            # Most paths are relative and need no decoding: join them to the root in Arrow and
+            # send through ``resolve`` only the rows that may be encoded, absolute or URIs.
+            uris = pc.binary_join_element_wise(prefix, chunk, "").to_pylist()
+            if _may_need_resolving(chunk):
+                special = pc.or_(
+                    pc.or_(pc.match_substring(chunk, "%"), pc.match_substring(chunk, ":")),
+                    pc.starts_with(chunk, "/"),
+                )
+                for i in pc.indices_nonzero(special).to_pylist():
+                    uris[i] = self.resolve(chunk[i].as_py())
+            out.extend(uris)
+        return out
+
+    def _relative_prefix(self) -> str | None:
+        """What ``resolve`` puts before a plain relative path (``None``: no such constant)."""
+        if isinstance(self._storage, LocalStorage):
+            root = self._storage.root_path
+            return root if root.endswith("/") else root + "/"
+        if type(self._storage).uri is Storage.uri:
+            return self._storage.root_uri + "/"
+        return None
 
     def resolve(self, raw_path: str) -> str:
         """Absolute location of an action path: decoded once, joined to the root if relative."""
@@ -219,6 +245,27 @@ class Snapshot:
     @property
     def domains(self) -> dict[str, DomainMetadata]:
         return dict(self._state.domains)
+
+
+def _may_need_resolving(paths: pa.Array) -> bool:
+    """Whether any path may be percent-encoded (``%``), a URI (``:``) or absolute (``/``).
+
+    One scan of the raw bytes (a memchr) instead of a per-row substring search.
+    """
+    if len(paths) == 0:
+        return False
+    if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)):
+        return True
+    if pc.any(pc.starts_with(paths, "/")).as_py():
+        return True
+    offsets_buf, data = paths.buffers()[1:3]
+    if data is None:
+        return False
+    as_bytes = memoryview(offsets_buf).cast("B")
+    offsets = as_bytes.cast("q") if pa.types.is_large_string(paths.type) else as_bytes.cast("i")
+    start, end = offsets[paths.offset], offsets[paths.offset + len(paths)]
+    raw = data.slice(start, end - start).to_pybytes()
+    return b"%" in raw or b":" in raw
 
 
 def _commit_timestamp(state: TableState, last_actions: list[Action], fallback: int) -> int:

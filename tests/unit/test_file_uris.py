@@ -1,0 +1,81 @@
+"""``Snapshot.file_uris()`` takes a vectorised path for plain relative paths; it must give exactly
+what resolving every path one by one gives, whatever mix of encoded, absolute and URI paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from txntable.engine.actions import AddFile, Metadata, Protocol
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, actions_to_table
+from txntable.engine.storage import LocalStorage, MemoryStorage, Storage
+
+PATHS = [
+    "date=2024-01-01/part-0.parquet",
+    "a%20b/part-1.parquet",
+    "x%2525y/part-2.parquet",  # decoded exactly once -> x%25y
+    "plus+sign/part-3.parquet",
+    "/abs/elsewhere/part-4.parquet",
+    "file:///abs/uri/part-5.parquet",
+    "file:/abs/short/part-6.parquet",
+    "s3://bucket/t/part-7.parquet",
+    "c=1:2/part-8.parquet",
+    "",
+    "ünï/cödé-9.parquet",
+]
+
+
+def _snapshot(storage: Storage, chunks: list[list[str]]) -> Snapshot:
+    tables = [
+        actions_to_table([AddFile(path=p, size=1, modification_time=0) for p in chunk], ADD_SCHEMA)
+        for chunk in chunks
+    ]
+    files = pa.concat_tables(tables)
+    state = TableState(
+        0,
+        Protocol(1, 2),
+        Metadata(id="t", schema_string='{"type":"struct","fields":[]}'),
+        files,
+        REMOVE_SCHEMA.empty_table(),
+    )
+    return Snapshot(storage, state, 0)
+
+
+def _storages(tmp_path: Path) -> list[Storage]:
+    return [
+        LocalStorage(str(tmp_path)),
+        LocalStorage("/"),
+        MemoryStorage(fsspec.filesystem("memory"), "/bench-t", "memory://bench-t"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [PATHS],
+        [[p] for p in PATHS],  # one chunk per row
+        [PATHS[:1] * 50, PATHS, []],  # a clean chunk, a mixed one and an empty one
+        [[f"d={i % 7}/f{i}.parquet" for i in range(1000)]],
+    ],
+)
+def test_file_uris_equal_row_by_row_resolution(tmp_path: Path, chunks: list[list[str]]) -> None:
+    for storage in _storages(tmp_path):
+        snapshot = _snapshot(storage, chunks)
+        raw = snapshot.files().column("path").to_pylist()
+        assert snapshot.file_uris() == [snapshot.resolve(p) for p in raw]
+
+
+def test_file_uris_decode_and_join_as_documented(tmp_path: Path) -> None:
+    snapshot = _snapshot(LocalStorage(str(tmp_path)), [PATHS])
+    uris = snapshot.file_uris()
+    assert uris[0] == f"{tmp_path}/date=2024-01-01/part-0.parquet"
+    assert uris[1] == f"{tmp_path}/a b/part-1.parquet"
+    assert uris[2] == f"{tmp_path}/x%25y/part-2.parquet"
+    assert uris[3] == f"{tmp_path}/plus+sign/part-3.parquet"
+    assert uris[4] == "/abs/elsewhere/part-4.parquet"
+    assert uris[5] == "/abs/uri/part-5.parquet"
+    assert uris[7] == "s3://bucket/t/part-7.parquet"
