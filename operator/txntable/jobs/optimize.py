@@ -1,0 +1,131 @@
+"""``python -m txntable.jobs.optimize URI ...``: the OPTIMIZE driver, one JSON line out.
+
+This is what a SparkApplication, a Kubernetes Job running ``spark-submit``, or a local
+subprocess starts, and what ``txntable optimize`` runs in-process. Exit status: 0 when the run
+finished (bins skipped because of concurrent writers still count as finished, and are listed),
+1 when it failed after starting (the JSON line still reports what was committed), 2 on bad
+input (not a table, unsupported writer feature, bad predicate, bad size), with one
+``error: ...`` line on stderr and nothing changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from txntable.engine.errors import EngineError
+from txntable.engine.table import Table
+from txntable.engine.transaction import CommitOptions
+from txntable.maintenance.errors import MaintenanceError
+from txntable.maintenance.executor_arrow import ArrowExecutor
+from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
+from txntable.maintenance.planner import OptimizePolicy, parse_size
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared by the job and ``txntable optimize``."""
+    parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
+    parser.add_argument("--target-size", default="128MB", help="target file size (default 128MB)")
+    parser.add_argument(
+        "--min-file-size", default=None, help="files below this are candidates (default: target)"
+    )
+    parser.add_argument("--min-input-files", type=int, default=2, help="min files per bin")
+    parser.add_argument("--where", default=None, help="partition predicate, e.g. \"d = '2024'\"")
+    parser.add_argument("--zorder-by", default="", help="comma-separated columns to Z-order by")
+    parser.add_argument("--max-bytes", default=None, help="max input bytes rewritten by this run")
+    parser.add_argument(
+        "--commit-every", default="16GB", help="commit after about this many input bytes"
+    )
+    parser.add_argument("--executor", choices=("spark", "arrow"), default="spark")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--workers", type=int, default=2, help="threads of the arrow executor")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable)",
+    )
+    parser.add_argument("--run-id", default=None, help="recorded in commitInfo as txntableRunId")
+    parser.add_argument("--max-attempts", type=int, default=1000, help="commit attempts")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
+
+
+def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
+    zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
+    return OptimizePolicy(
+        target_file_size=parse_size(args.target_size),
+        min_file_size=parse_size(args.min_file_size) if args.min_file_size else None,
+        min_input_files=args.min_input_files,
+        max_bytes=parse_size(args.max_bytes) if args.max_bytes else None,
+        where=args.where or None,
+        zorder_by=zorder,
+        commit_batch_bytes=parse_size(args.commit_every),
+    )
+
+
+def storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise MaintenanceError(f"storage option {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def make_executor(args: argparse.Namespace) -> BinExecutor:
+    if args.executor == "arrow":
+        return ArrowExecutor(workers=args.workers)
+    from txntable.maintenance.executor_spark import SparkExecutor
+
+    return SparkExecutor(master=args.master)
+
+
+def execute(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
+    """Run with parsed arguments; bad input raises (``EngineError``/``MaintenanceError``)."""
+    policy = policy_from_args(args)
+    options = storage_options(args.storage_option)
+    if args.max_attempts < 1:
+        raise MaintenanceError("--max-attempts must be at least 1")
+    table = Table.open(args.uri, options)
+    executor = make_executor(args)
+    try:
+        result = optimize(
+            table,
+            policy,
+            executor,
+            storage_options=options,
+            commit_options=CommitOptions(max_attempts=args.max_attempts, run_id=args.run_id),
+            dry_run=args.dry_run,
+        )
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+    return result, (EXIT_FAILED if result.error else EXIT_OK)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        result, code = execute(args)
+    except (EngineError, MaintenanceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(json.dumps(result.to_json(), separators=(",", ":")), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Rewriting one bin, and the local executor that rewrites bins in threads of this process.
+
+``rewrite_bin`` is the unit of work every executor runs: read the bin's input files with
+pyarrow, conform them to the table schema (older files may lack a column or store a timestamp
+as INT96), optionally order the rows by the Z-order key, and write new Parquet files with fresh
+unique names into the bin's partition directory, each described by an ``add`` action
+(``dataChange=false``, statistics from the written footer). It takes and returns plain
+JSON-shaped values so a Spark task can run it unchanged on any executor, local or on Kubernetes:
+the task only needs the table URI and the storage options.
+
+A failing bin returns its error and the files it managed to write, so the orchestrator can
+delete them; the bin's inputs stay live. Nothing here commits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from txntable.engine.actions import AddFile
+from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
+from txntable.engine.schema import parse_schema, to_arrow_schema
+from txntable.engine.stats import StatsConfig, stats_from_parquet
+from txntable.engine.storage import LocalStorage, Storage, open_storage
+from txntable.engine.writer import data_file_name
+from txntable.maintenance.planner import ZORDER_TAG
+from txntable.maintenance.zorder import zorder_sort
+
+
+@dataclass(frozen=True)
+class BinTask:
+    """Everything a worker needs to rewrite one bin (picklable, JSON-shaped)."""
+
+    table_uri: str
+    bin_id: str
+    inputs: tuple[str, ...]  # raw log paths, verbatim
+    input_bytes: int
+    partition_columns: tuple[str, ...]
+    partition_values: Mapping[str, str | None]
+    schema_string: str
+    configuration: Mapping[str, str]
+    target_file_size: int
+    zorder_by: tuple[str, ...] = ()
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BinResult:
+    """What a worker did: ``adds`` (AddFile JSON) on success, else ``error``; ``written`` lists
+    the relative paths of every file it created (for clean-up when the bin is not committed)."""
+
+    bin_id: str
+    adds: tuple[dict[str, Any], ...] = ()
+    written: tuple[str, ...] = ()
+    rows: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> BinResult:
+        return cls(
+            bin_id=obj["bin_id"],
+            adds=tuple(obj.get("adds") or ()),
+            written=tuple(obj.get("written") or ()),
+            rows=int(obj.get("rows") or 0),
+            seconds=float(obj.get("seconds") or 0.0),
+            error=obj.get("error"),
+        )
+
+
+def data_schema(schema_string: str, partition_columns: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of the table's data files (partition columns are not stored)."""
+    excluded = set(partition_columns)
+    fields = [f for f in parse_schema(schema_string) if f.name not in excluded]
+    return to_arrow_schema(fields)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns: missing ones null, types cast (lossless)."""
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _read_input(storage: Storage, raw_path: str, options: Mapping[str, Any]) -> pa.Table:
+    decoded = decode_path(raw_path)
+    if has_scheme(raw_path):
+        with fsspec.open(decoded, "rb", **dict(options)) as fh:
+            return pq.ParquetFile(fh).read()
+    source = storage.open_input(decoded)
+    if isinstance(source, str):
+        return pq.ParquetFile(source).read()
+    with source:
+        return pq.ParquetFile(source).read()
+
+
+def _write_output(
+    storage: Storage, relative: str, data: pa.Table, written: list[str]
+) -> tuple[pq.FileMetaData, int]:
+    """Write one Parquet file (straight to disk when local); its footer and size."""
+    written.append(relative)
+    if isinstance(storage, LocalStorage):
+        path = os.path.join(storage.root_path, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(data, path, compression="snappy")
+        return pq.read_metadata(path), os.path.getsize(path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink, compression="snappy")
+    payload = sink.getvalue()
+    storage.write(relative, payload.to_pybytes())
+    return pq.read_metadata(pa.BufferReader(payload)), payload.size
+
+
+def rewrite_bin(task: BinTask) -> BinResult:
+    """Rewrite one bin; never raises (errors come back in the result)."""
+    start = time.monotonic()
+    written: list[str] = []
+    try:
+        storage = open_storage(task.table_uri, task.storage_options)
+        schema = data_schema(task.schema_string, task.partition_columns)
+        parts = [
+            conform(_read_input(storage, p, task.storage_options), schema) for p in task.inputs
+        ]
+        data = pa.concat_tables(parts) if parts else schema.empty_table()
+        tags: dict[str, str | None] | None = None
+        if task.zorder_by:
+            data = zorder_sort(data, task.zorder_by)
+            tags = {ZORDER_TAG: json.dumps(list(task.zorder_by), separators=(",", ":"))}
+        n_out = max(1, math.ceil(task.input_bytes / task.target_file_size))
+        rows_per_file = max(1, math.ceil(data.num_rows / n_out))
+        config = StatsConfig.from_configuration(task.configuration)
+        directory = partition_dir(list(task.partition_columns), dict(task.partition_values))
+        adds = []
+        for offset in range(0, data.num_rows, rows_per_file):  # no rows: removes only
+            chunk = data.slice(offset, rows_per_file)
+            name = data_file_name()
+            relative = f"{directory}/{name}" if task.partition_columns else name
+            meta, size = _write_output(storage, relative, chunk, written)
+            add = AddFile(
+                path=encode_path(relative),
+                partition_values=dict(task.partition_values),
+                size=size,
+                modification_time=int(time.time() * 1000),
+                data_change=False,
+                stats=stats_from_parquet(meta, config=config),
+                tags=tags,
+            )
+            adds.append(add.to_json())
+        return BinResult(
+            task.bin_id,
+            adds=tuple(adds),
+            written=tuple(written),
+            rows=data.num_rows,
+            seconds=time.monotonic() - start,
+        )
+    except Exception as exc:  # a worker reports, the orchestrator decides
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return BinResult(
+            task.bin_id,
+            written=tuple(written),
+            seconds=time.monotonic() - start,
+            error=detail,
+        )
+
+
+class ArrowExecutor:
+    """Runs bins in a thread pool of this process (pyarrow releases the GIL while decoding and
+    encoding), for small runs, tests and machines without a JVM."""
+
+    name = "arrow"
+
+    def __init__(self, workers: int = 2) -> None:
+        self.workers = max(1, workers)
+
+    def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        if not tasks:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(tasks))) as pool:
+            return list(pool.map(rewrite_bin, tasks))
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,95 @@
+"""The Spark executor: each bin is one Spark task running ``rewrite_bin`` on an executor.
+
+Why tasks over RDDs and not the DataFrame API (docs/adr/0001-optimize-on-spark.md): a bin must
+become exactly the files we describe in the ``add`` actions, with the statistics and tags we
+compute, in the partition directory we choose; Spark's Parquet writer would name, split and
+describe files its own way, and reading them back to learn that costs a second pass. A task that
+gets the table URI, storage options and its input paths works the same on ``local[N]`` and on
+``k8s://`` executors, and the driver only collects small JSON results.
+
+The session is created lazily (the JVM start is most of a small run) and can be passed in, so
+tests and benchmarks share one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """The function a Spark task runs: a ``BinTask`` as a dict in, a ``BinResult`` dict out."""
+    fields = dict(task)
+    for key in ("inputs", "partition_columns", "zorder_by"):
+        fields[key] = tuple(fields[key])
+    return rewrite_bin(BinTask(**fields)).to_json()
+
+
+class SparkExecutor:
+    """Runs bins as tasks of one Spark job per batch, one partition (task) per bin."""
+
+    name = "spark"
+
+    def __init__(
+        self,
+        spark: Any | None = None,
+        master: str = "local[2]",
+        app_name: str = "txntable-optimize",
+        conf: Mapping[str, str] | None = None,
+    ) -> None:
+        self._spark = spark
+        self._owns_session = spark is None
+        self.master = master
+        self.app_name = app_name
+        self.conf = dict(conf or {})
+
+    @property
+    def spark(self) -> Any:
+        """The session, started on first use."""
+        if self._spark is None:
+            self._spark = start_session(self.master, self.app_name, self.conf)
+        return self._spark
+
+    def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        if not tasks:
+            return []
+        payload = [asdict(t) for t in tasks]
+        for item in payload:
+            item["partition_values"] = dict(item["partition_values"])
+            item["configuration"] = dict(item["configuration"])
+            item["storage_options"] = dict(item["storage_options"])
+        sc = self.spark.sparkContext
+        sc.setJobDescription(f"txntable OPTIMIZE: {len(tasks)} bin(s)")
+        rdd = sc.parallelize(payload, len(payload))
+        return [BinResult.from_json(r) for r in rdd.map(run_task).collect()]
+
+    def close(self) -> None:
+        """Stop the session if this executor started it."""
+        if self._owns_session and self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+
+def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> Any:
+    """A SparkSession for maintenance work: UI off, few shuffle partitions, and Python workers
+    on this interpreter in local mode (so they import the same txntable)."""
+    from pyspark.sql import SparkSession
+
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,365 @@
+"""OPTIMIZE orchestration, shared by every executor: plan, rewrite bins, commit in batches.
+
+A run plans once, then for each batch of bins: the executor rewrites the bins (Arrow threads
+here, Spark tasks on a cluster), and the batch is committed as one transaction of
+``remove``/``add`` actions with ``dataChange=false`` (Delta's OPTIMIZE shape, brief 6.3), which the
+engine downgrades to SnapshotIsolation so concurrent appends never conflict with it.
+
+Never fighting other writers: before committing a batch, every input of every bin is checked to
+still be live at the latest version; a bin whose inputs a concurrent DELETE, OVERWRITE or other
+OPTIMIZE removed is dropped and reported, never committed. If the commit itself loses a race
+(``ConcurrentDeleteReadException`` and friends), the batch is re-checked against the new latest
+version and retried with the bins that are still valid, a bounded number of times. Batches that
+committed stay committed when a later one fails (partial progress).
+
+Files written for bins that are not committed are deleted, best effort, but only when the run
+knows their commit did not happen (dropped before committing, a conflict, a failed rewrite): after
+an ambiguous commit failure (e.g. a storage error while writing the commit file) they are left for
+VACUUM, because deleting a file that a commit might reference would corrupt the table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txntable.engine.actions import AddFile, RemoveFile
+from txntable.engine.errors import (
+    ConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from txntable.engine.features import check_writable
+from txntable.engine.schema import to_arrow_type
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.table import Table
+from txntable.engine.transaction import CommitOptions, Transaction
+from txntable.maintenance.errors import InvalidPolicyError
+from txntable.maintenance.executor_arrow import BinResult, BinTask
+from txntable.maintenance.planner import Bin, OptimizePlan, OptimizePolicy, plan_optimize
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH_ATTEMPTS = 10
+
+
+class BinExecutor(Protocol):
+    """Runs bins somewhere (threads, Spark) and returns one result per task, in any order."""
+
+    name: str
+
+    def run(self, tasks: Sequence[BinTask]) -> list[BinResult]: ...
+
+
+@dataclass
+class OptimizeResult:
+    """The outcome of a run; ``to_json`` is the job's one result line."""
+
+    table: str
+    version: int
+    read_version: int
+    executor: str
+    dry_run: bool = False
+    num_files_removed: int = 0
+    num_files_added: int = 0
+    num_bytes_removed: int = 0
+    num_bytes_added: int = 0
+    bins_planned: int = 0
+    bins_committed: int = 0
+    bins_skipped: int = 0
+    attempts: int = 0
+    seconds: float = 0.0
+    commits: list[int] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    plan: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "table": self.table,
+            "version": self.version,
+            "readVersion": self.read_version,
+            "executor": self.executor,
+            "dryRun": self.dry_run,
+            "numFilesRemoved": self.num_files_removed,
+            "numFilesAdded": self.num_files_added,
+            "numBytesRemoved": self.num_bytes_removed,
+            "numBytesAdded": self.num_bytes_added,
+            "binsPlanned": self.bins_planned,
+            "binsCommitted": self.bins_committed,
+            "binsSkipped": self.bins_skipped,
+            "attempts": self.attempts,
+            "seconds": round(self.seconds, 3),
+            "commits": self.commits,
+            "skipped": self.skipped,
+            "error": self.error,
+        }
+        if self.plan is not None:
+            out["plan"] = self.plan
+        return out
+
+
+def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
+    """Refuse Z-order columns the table cannot be clustered by, before any work."""
+    by_name = {f.name: f for f in snapshot.fields}
+    for col in policy.zorder_by:
+        f = by_name.get(col)
+        if f is None:
+            raise InvalidPolicyError(f"Z-order column {col!r} is not in the table schema")
+        if col in snapshot.partition_columns:
+            raise InvalidPolicyError(f"cannot Z-order by partition column {col!r}")
+        if pa.types.is_nested(to_arrow_type(f.type)):
+            raise InvalidPolicyError(f"cannot Z-order by nested column {col!r}")
+
+
+def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None) -> OptimizePlan:
+    """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
+    so the partition predicate is parsed and checked by the engine."""
+    snap = snapshot or table.snapshot()
+    check_writable(snap.protocol, snap.metadata)
+    validate_policy(snap, policy)
+    files = Transaction(table, snap).scan(policy.where)
+    return plan_optimize(files, snap.partition_columns, policy, snap.version)
+
+
+def optimize(
+    table: Table,
+    policy: OptimizePolicy,
+    executor: BinExecutor,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    commit_options: CommitOptions | None = None,
+    dry_run: bool = False,
+) -> OptimizeResult:
+    """Run OPTIMIZE on ``table``; conflicts with other writers are absorbed and reported."""
+    started = time.monotonic()
+    start_ms = int(time.time() * 1000)
+    snapshot = table.snapshot()
+    the_plan = plan(table, policy, snapshot)
+    result = OptimizeResult(
+        table=table.uri,
+        version=snapshot.version,
+        read_version=snapshot.version,
+        executor=executor.name,
+        dry_run=dry_run,
+        bins_planned=len(the_plan.bins),
+    )
+    if dry_run:
+        result.plan = the_plan.to_json()
+        result.seconds = time.monotonic() - started
+        return result
+    run = _Run(
+        table,
+        snapshot,
+        policy,
+        executor,
+        storage_options=storage_options or {},
+        commit_options=commit_options,
+        start_ms=start_ms,
+    )
+    try:
+        for batch in the_plan.batches():
+            if not run.run_batch(batch, result):
+                break
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.exception("optimize of %s failed after %d commit(s)", table.uri, len(result.commits))
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class _Run:
+    """State of one run across its batches."""
+
+    def __init__(
+        self,
+        table: Table,
+        snapshot: Snapshot,
+        policy: OptimizePolicy,
+        executor: BinExecutor,
+        *,
+        storage_options: Mapping[str, Any],
+        commit_options: CommitOptions | None,
+        start_ms: int,
+    ) -> None:
+        self.table = table
+        self.snapshot = snapshot
+        self.policy = policy
+        self.executor = executor
+        self.storage_options = dict(storage_options)
+        base = commit_options or CommitOptions()
+        self.commit_options = replace(base, run_id=base.run_id or str(uuid.uuid4()))
+        self.start_ms = start_ms
+
+    def task(self, b: Bin) -> BinTask:
+        meta = self.snapshot.metadata
+        return BinTask(
+            table_uri=self.table.uri,
+            bin_id=b.bin_id,
+            inputs=b.paths,
+            input_bytes=b.total_bytes,
+            partition_columns=tuple(meta.partition_columns),
+            partition_values=dict(b.partition_values),
+            schema_string=meta.schema_string,
+            configuration=dict(meta.configuration),
+            target_file_size=self.policy.target_file_size,
+            zorder_by=self.policy.zorder_by if b.zorder else (),
+            storage_options=self.storage_options,
+        )
+
+    def cleanup(self, results: Sequence[BinResult]) -> None:
+        for r in results:
+            for relative in r.written:
+                try:
+                    self.table.storage.delete(relative)
+                except Exception:  # best effort: an orphan is only wasted space
+                    log.warning("could not delete uncommitted file %s", relative)
+
+    def run_batch(self, batch: list[Bin], result: OptimizeResult) -> bool:
+        """Rewrite and commit one batch; False when the run must stop (metadata changed)."""
+        by_id = {b.bin_id: b for b in batch}
+        results = self.executor.run([self.task(b) for b in batch])
+        failed = [r for r in results if not r.ok]
+        for r in failed:
+            result.skipped.append({"binId": r.bin_id, "reason": f"rewrite failed: {r.error}"})
+        self.cleanup(failed)
+        pending = {r.bin_id: r for r in results if r.ok}
+        for _ in range(MAX_BATCH_ATTEMPTS):
+            if not pending:
+                break
+            latest = self.table.snapshot()
+            if _schema_changed(self.snapshot, latest):
+                self._skip(pending.values(), "table metadata changed since planning", result)
+                return False
+            live = _live_rows(latest, [p for bid in pending for p in by_id[bid].paths])
+            gone = [bid for bid in pending if not all(p in live for p in by_id[bid].paths)]
+            self._skip([pending.pop(bid) for bid in gone], "inputs removed concurrently", result)
+            if not pending:
+                break
+            try:
+                self._commit(
+                    latest, [by_id[b] for b in pending], list(pending.values()), live, result
+                )
+                return True
+            except (MetadataChangedException, ProtocolChangedException) as exc:
+                self._skip(pending.values(), f"{type(exc).__name__}: {exc}", result)
+                return False
+            except ConcurrentModificationException as exc:
+                result.attempts += 1
+                log.info("optimize batch lost a race (%s); re-checking inputs", exc)
+        if pending:
+            self._skip(pending.values(), "gave up after repeated conflicts", result)
+        return True
+
+    def _skip(self, results: Sequence[BinResult] | Any, reason: str, out: OptimizeResult) -> None:
+        items = list(results)
+        for r in items:
+            out.skipped.append({"binId": r.bin_id, "reason": reason})
+        out.bins_skipped += len(items)
+        self.cleanup(items)
+
+    def _commit(
+        self,
+        latest: Snapshot,
+        bins: list[Bin],
+        results: list[BinResult],
+        live: Mapping[str, AddFile],
+        out: OptimizeResult,
+    ) -> None:
+        txn = Transaction(self.table, latest, self.commit_options)
+        txn.scan(self.policy.where)
+        removes: list[RemoveFile] = [
+            live[p].to_remove(deletion_timestamp=self.start_ms, data_change=False)
+            for b in bins
+            for p in b.paths
+        ]
+        adds = [AddFile.from_json(a) for r in results for a in r.adds]
+        txn.add(*removes, *adds)
+        removed_bytes = sum(r.size or 0 for r in removes)
+        added_bytes = sum(a.size for a in adds)
+        committed = txn.commit(
+            "OPTIMIZE",
+            {
+                "predicate": json.dumps([self.policy.where] if self.policy.where else []),
+                "zOrderBy": json.dumps(list(self.policy.zorder_by)),
+                "clusterBy": "[]",
+                "auto": False,
+            },
+            _metrics(removes, adds),
+        )
+        out.version = committed.version
+        out.commits.append(committed.version)
+        out.attempts += committed.attempts
+        out.bins_committed += len(bins)
+        out.num_files_removed += len(removes)
+        out.num_files_added += len(adds)
+        out.num_bytes_removed += removed_bytes
+        out.num_bytes_added += added_bytes
+
+
+def _metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) -> dict[str, str]:
+    """Spark's OPTIMIZE operationMetrics (string values, brief 6.3)."""
+    sizes = sorted(a.size for a in adds) or [0]
+
+    def pct(q: float) -> int:
+        return sizes[min(len(sizes) - 1, int(q * (len(sizes) - 1) + 0.5))]
+
+    return {
+        "numAddedFiles": str(len(adds)),
+        "numRemovedFiles": str(len(removes)),
+        "numAddedBytes": str(sum(a.size for a in adds)),
+        "numRemovedBytes": str(sum(r.size or 0 for r in removes)),
+        "minFileSize": str(sizes[0]),
+        "p25FileSize": str(pct(0.25)),
+        "p50FileSize": str(pct(0.5)),
+        "p75FileSize": str(pct(0.75)),
+        "maxFileSize": str(sizes[-1]),
+        "numDeletionVectorsRemoved": "0",
+    }
+
+
+def _schema_changed(planned: Snapshot, latest: Snapshot) -> bool:
+    a, b = planned.metadata, latest.metadata
+    return (
+        a.schema_string != b.schema_string
+        or list(a.partition_columns) != list(b.partition_columns)
+        or a.configuration.get("delta.columnMapping.mode")
+        != b.configuration.get("delta.columnMapping.mode")
+    )
+
+
+def _live_rows(snapshot: Snapshot, paths: Sequence[str]) -> dict[str, AddFile]:
+    """Live ``add`` actions (without deletion vectors) for the given raw paths."""
+    files = snapshot.files()
+    if not paths or files.num_rows == 0:
+        return {}
+    mask = pc.and_(
+        pc.is_in(files.column("path"), value_set=pa.array(list(paths), pa.string())),
+        pc.is_null(files.column("deletionVector")),
+    )
+    out: dict[str, AddFile] = {}
+    for row in files.filter(mask).to_pylist():
+        obj = {k: v for k, v in row.items() if v is not None}
+        obj["partitionValues"] = dict(row.get("partitionValues") or [])
+        if "tags" in obj:
+            obj["tags"] = dict(obj["tags"])
+        add = AddFile.from_json(obj)
+        out[add.path] = add
+    return out
+
+
+__all__ = [
+    "BinExecutor",
+    "OptimizeResult",
+    "optimize",
+    "plan",
+    "validate_policy",
+]
