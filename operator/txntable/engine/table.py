@@ -7,16 +7,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
+from txntable.engine import write_api
 from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from txntable.engine.predicates import Predicate
 from txntable.engine.segment import Commit, list_all_commits
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import Storage, open_storage
-from txntable.engine.transaction import CommitOptions, Transaction
+from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
+from txntable.engine.writer import DataInput
 
 
 class Table:
@@ -63,6 +68,53 @@ class Table:
     def transaction(self, options: CommitOptions | None = None) -> Transaction:
         """A transaction reading the latest snapshot (or creating the table if it has no log)."""
         return Transaction(self, None, options)
+
+    # -- writing data (engine.write_api) ---------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        partition_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        options: CommitOptions | None = None,
+    ) -> Table:
+        """Create a new, empty table (version 0); refuses when one already exists there."""
+        table = cls(open_storage(uri, storage_options))
+        write_api.create(
+            table,
+            schema,
+            partition_by,
+            properties,
+            name=name,
+            description=description,
+            options=options,
+        )
+        return table
+
+    def append(self, data: DataInput, *, options: CommitOptions | None = None) -> CommitResult:
+        """Append an Arrow table or record batches as new Parquet files (a blind append)."""
+        return write_api.append(self, data, options=options)
+
+    def overwrite(
+        self,
+        data: DataInput,
+        partition_predicate: str | Predicate | None = None,
+        *,
+        options: CommitOptions | None = None,
+    ) -> CommitResult:
+        """Replace all rows, or those of the partitions matching ``partition_predicate``."""
+        return write_api.overwrite(self, data, partition_predicate, options=options)
+
+    def delete(
+        self, partition_predicate: str | Predicate | None, *, options: CommitOptions | None = None
+    ) -> CommitResult | None:
+        """Drop the files of matching partitions (``None``: all); ``None`` if nothing matched."""
+        return write_api.delete(self, partition_predicate, options=options)
 
     # -- history -------------------------------------------------------------------------
     def _commit_timestamps(self) -> list[tuple[int, int]]:

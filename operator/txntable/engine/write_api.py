@@ -1,0 +1,301 @@
+"""The data-writing operations behind ``Table``: create, append, overwrite, delete.
+
+Each is one transaction (``engine.transaction``) over data files written by ``engine.writer``,
+recorded the way Spark records the same operation, so other engines read and reason about our
+commits as they would about Spark's: an append reads nothing and is a blind append (it never
+conflicts with other appends); an overwrite or delete reads exactly the partitions it replaces,
+so it conflicts only with writers that touched those partitions.
+
+``delete`` drops whole files of matching partitions. When a concurrent commit removed or added
+files it had read (a compaction rewriting the partition, an append into it), it is run again
+against the newer table, a bounded number of times: deleting a partition is the same request at
+any version, and re-reading means rows removed by the other commit are never brought back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txntable.engine.actions import AddFile, Metadata, Protocol, RemoveFile
+from txntable.engine.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedWriterFeatureError,
+)
+from txntable.engine.features import check_writable
+from txntable.engine.paths import LOG_DIR
+from txntable.engine.predicates import BoundPredicate, Predicate, bind
+from txntable.engine.schema import (
+    parse_schema,
+    schema_string_from_arrow,
+    uses_timestamp_ntz,
+)
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.storage import LocalStorage
+from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
+from txntable.engine.writer import DataInput, conform, to_arrow_table, write_data_files
+
+if TYPE_CHECKING:
+    from txntable.engine.table import Table
+
+#: Table properties a new table may not set, because this engine cannot honour the feature.
+_REFUSED_PROPERTIES = {
+    "delta.columnMapping.mode": "columnMapping",
+    "delta.enableChangeDataFeed": "changeDataFeed",
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.enableTypeWidening": "typeWidening",
+    "delta.checkpointPolicy": "v2Checkpoint",
+}
+_PARTITION_TYPES = (
+    "string",
+    "long",
+    "integer",
+    "short",
+    "byte",
+    "float",
+    "double",
+    "boolean",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+)
+DELETE_CONFLICT_RETRIES = 10
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidArgumentError(f"table properties must be strings: {key!r}={value!r}")
+        feature = _REFUSED_PROPERTIES.get(key)
+        if feature and value.strip().lower() not in ("false", "none", ""):
+            raise UnsupportedWriterFeatureError(
+                f"table property {key}={value} needs the {feature} feature, which this engine "
+                "does not write",
+                (feature,),
+            )
+        out[key] = value
+    return out
+
+
+def new_table_metadata(
+    schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> tuple[Protocol, Metadata]:
+    """Protocol and metadata for version 0 of a new table (brief 4.4)."""
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    schema_string = schema_string_from_arrow(schema)
+    fields = {f.name: f for f in parse_schema(schema_string)}
+    seen: set[str] = set()
+    for column in partition_by:
+        if column not in fields:
+            raise InvalidArgumentError(f"partition column {column!r} is not in the schema")
+        if column in seen:
+            raise InvalidArgumentError(f"partition column {column!r} is listed twice")
+        if fields[column].type not in _PARTITION_TYPES:
+            raise InvalidArgumentError(
+                f"partition column {column!r} has type {fields[column].type!r}, "
+                "which cannot be a partition column"
+            )
+        seen.add(column)
+    if len(seen) == len(fields):
+        raise InvalidArgumentError("at least one column must not be a partition column")
+    config = _check_properties(properties or {})
+    if uses_timestamp_ntz(json.loads(schema_string)):
+        protocol = Protocol(
+            3, 7, reader_features=["timestampNtz"], writer_features=["timestampNtz"]
+        )
+    else:
+        protocol = Protocol(1, 2)
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        name=name,
+        description=description,
+        schema_string=schema_string,
+        partition_columns=list(partition_by),
+        configuration=config,
+        created_time=_now_ms(),
+    )
+    return protocol, metadata
+
+
+def create(
+    table: Table,
+    schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    options: CommitOptions | None = None,
+) -> CommitResult:
+    """Commit version 0 of a new table; refuses when a table already exists there."""
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    protocol, metadata = new_table_metadata(schema, partition_by, properties, name, description)
+    storage = table.storage
+    if isinstance(storage, LocalStorage):  # a local table starts as a directory with a log dir
+        with _local_errors(storage.root_path):
+            os.makedirs(os.path.join(storage.root_path, LOG_DIR), exist_ok=True)
+    if storage.list_log():
+        raise InvalidArgumentError(f"a Delta table already exists at {table.uri}")
+    txn = Transaction(table, None, options)
+    txn.set_protocol(protocol)
+    txn.set_metadata(metadata)
+    parameters = {
+        "partitionBy": json.dumps(list(metadata.partition_columns)),
+        "description": description,
+        "isManaged": "false",
+        "properties": json.dumps(metadata.configuration, separators=(",", ":")),
+    }
+    return txn.commit("CREATE TABLE", parameters)
+
+
+@contextmanager
+def _local_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"cannot create the table directory {path}: {exc}") from exc
+
+
+def _writable_snapshot(table: Table) -> Snapshot:
+    try:
+        snapshot = table.snapshot()
+    except TableNotFoundError:
+        raise TableNotFoundError(
+            f"no Delta table at {table.uri}; create it first with Table.create"
+        ) from None
+    check_writable(snapshot.protocol, snapshot.metadata)
+    return snapshot
+
+
+def _file_metrics(adds: Sequence[AddFile]) -> dict[str, str]:
+    rows = sum(json.loads(a.stats or "{}").get("numRecords", 0) for a in adds)
+    return {
+        "numFiles": str(len(adds)),
+        "numOutputRows": str(rows),
+        "numOutputBytes": str(sum(a.size for a in adds)),
+    }
+
+
+def append(table: Table, data: DataInput, *, options: CommitOptions | None = None) -> CommitResult:
+    """Add rows as new files: a blind append (reads nothing, conflicts with no other append)."""
+    snapshot = _writable_snapshot(table)
+    adds = write_data_files(table.storage, snapshot.metadata, data)
+    txn = Transaction(table, snapshot, options)
+    txn.add(*adds)
+    parameters = {"mode": "Append", "partitionBy": json.dumps(snapshot.partition_columns)}
+    return txn.commit("WRITE", parameters, _file_metrics(adds))
+
+
+def _bind_partition_only(predicate: str | Predicate, snapshot: Snapshot) -> BoundPredicate:
+    bound = bind(predicate, snapshot.fields, snapshot.partition_columns)
+    if bound.data:
+        raise InvalidArgumentError(
+            "the predicate may only use partition columns "
+            f"({', '.join(snapshot.partition_columns) or 'the table has none'}); "
+            f"data conditions: {' AND '.join(p.sql() for p in bound.data)}"
+        )
+    return bound
+
+
+def _removes(snapshot: Snapshot, paths: set[str]) -> list[RemoveFile]:
+    now = _now_ms()
+    return [add.to_remove(now, True) for add in snapshot.add_actions() if add.path in paths]
+
+
+def overwrite(
+    table: Table,
+    data: DataInput,
+    partition_predicate: str | Predicate | None = None,
+    *,
+    options: CommitOptions | None = None,
+) -> CommitResult:
+    """Replace the whole table, or only the partitions matching ``partition_predicate``
+    (Spark's ``replaceWhere``); every new row must then match the predicate too."""
+    snapshot = _writable_snapshot(table)
+    bound = None
+    if partition_predicate is not None:
+        bound = _bind_partition_only(partition_predicate, snapshot)
+        conformed = conform(to_arrow_table(data), snapshot.metadata)
+        if snapshot.partition_columns and conformed.num_rows:
+            mask = bound.matches(conformed.select(snapshot.partition_columns))
+            outside = conformed.num_rows - pc.sum(pc.cast(mask, pa.int64())).as_py()
+            if outside:
+                raise InvalidArgumentError(
+                    f"{outside} new row(s) do not match the overwrite predicate "
+                    f"{bound.sql()}; nothing was written"
+                )
+        data = conformed
+    adds = write_data_files(table.storage, snapshot.metadata, data)
+    txn = Transaction(table, snapshot, options)
+    files = txn.scan(bound.partition if bound else None)
+    removes = _removes(snapshot, set(files.column("path").to_pylist()))
+    txn.add(*removes, *adds)
+    parameters: dict[str, Any] = {
+        "mode": "Overwrite",
+        "partitionBy": json.dumps(snapshot.partition_columns),
+    }
+    if bound is not None:
+        parameters["predicate"] = json.dumps([bound.sql()])
+    metrics = _file_metrics(adds) | {"numRemovedFiles": str(len(removes))}
+    return txn.commit("WRITE", parameters, metrics)
+
+
+def delete(
+    table: Table,
+    partition_predicate: str | Predicate | None,
+    *,
+    options: CommitOptions | None = None,
+) -> CommitResult | None:
+    """Drop every file of the partitions matching ``partition_predicate`` (``None``: all files).
+
+    Returns ``None`` (and commits nothing) when no file matches.
+    """
+    for attempt in range(DELETE_CONFLICT_RETRIES + 1):
+        snapshot = _writable_snapshot(table)
+        bound = _bind_partition_only(partition_predicate, snapshot) if partition_predicate else None
+        txn = Transaction(table, snapshot, options)
+        files = txn.scan(bound.partition if bound else None)
+        if files.num_rows == 0:
+            return None
+        removes = _removes(snapshot, set(files.column("path").to_pylist()))
+        txn.add(*removes)
+        rows = sum(json.loads(r.stats or "{}").get("numRecords", 0) for r in removes)
+        parameters = {"predicate": json.dumps([bound.sql()] if bound else [])}
+        metrics = {
+            "numRemovedFiles": str(len(removes)),
+            "numDeletedRows": str(rows),
+            "numCopiedRows": "0",
+            "numAddedFiles": "0",
+        }
+        try:
+            return txn.commit("DELETE", parameters, metrics)
+        except (ConcurrentDeleteReadException, ConcurrentAppendException):
+            if attempt == DELETE_CONFLICT_RETRIES:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
