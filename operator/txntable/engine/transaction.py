@@ -31,12 +31,11 @@ from txntable.engine.actions import (
     serialize_commit,
 )
 from txntable.engine.commit_info import CommitInfoBuilder
-from txntable.engine.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.commit_io import commit_carries_txn, put_commit, read_winners
+from txntable.engine.conflicts import PendingCommit, check_conflicts
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentModificationException,
-    ConcurrentWriteException,
-    CorruptLogError,
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
@@ -49,12 +48,10 @@ from txntable.engine.isolation import (
     table_isolation_level,
 )
 from txntable.engine.observer import CommitEvent, CommitObserver
-from txntable.engine.paths import LOG_DIR, commit_name
 from txntable.engine.predicates import TRUE, BoundPredicate, Predicate, bind
-from txntable.engine.segment import list_commits_after
-from txntable.engine.snapshot import Snapshot, read_commits
+from txntable.engine.snapshot import Snapshot
 from txntable.engine.state import ADD_SCHEMA
-from txntable.engine.storage import FileExistsInStoreError, Storage
+from txntable.engine.storage import FileExistsInStoreError
 from txntable.engine.validate import PreparedCommit, is_true, prepare_commit
 
 if TYPE_CHECKING:
@@ -64,7 +61,6 @@ log = logging.getLogger(__name__)
 
 SINGLE_WRITER_KEY = "txntable.singleWriter"
 _MAX_AMBIGUOUS_WRITE_ERRORS = 3
-_RELIST_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -333,7 +329,7 @@ class Transaction:
                     elapsed_s=time.monotonic() - started,
                 )
             if check:
-                winners = self._winners(storage, attempt_version)
+                winners = read_winners(storage, attempt_version, opts.sleep, self._backoff)
                 for index, winner in enumerate(winners):
                     if (
                         index == 0
@@ -351,15 +347,14 @@ class Transaction:
             self._attempts = attempt = attempt + 1
             self._notify_attempt(event, attempt)
             data = serialize_commit([info.build(attempt), *prepared.actions])
-            name = f"{LOG_DIR}/{commit_name(attempt_version)}"
             try:
-                _put(storage, name, data, single_writer)
+                put_commit(storage, attempt_version, data, single_writer)
                 return attempt_version
             except FileExistsInStoreError:
                 check = True
             except StorageError:
                 # The write may have landed although we saw an error (lost response).
-                landed = self._read_own(storage, attempt_version)
+                landed = commit_carries_txn(storage, attempt_version, self.txn_id)
                 if landed is True:
                     return attempt_version
                 if landed is False:
@@ -381,62 +376,6 @@ class Transaction:
         opts = self.options
         cap = min(opts.backoff_max_s, opts.backoff_initial_s * (2 ** max(0, attempt - 1)))
         return random.uniform(cap / 2, cap) if cap > 0 else 0.0
-
-    def _read_own(self, storage: Storage, version: int) -> bool | None:
-        """After an ambiguous write error: True if our commit is there, False if another is,
-        None if the version is still free (or unreadable)."""
-        try:
-            data = storage.read_log(commit_name(version))
-        except (FileNotFoundError, StorageError):
-            return None
-        from txntable.engine.actions import parse_commit
-
-        try:
-            actions = parse_commit(data)
-        except CorruptLogError:
-            return False
-        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-        return bool(info and info.txn_id == self.txn_id)
-
-    def _winners(self, storage: Storage, first: int) -> list[WinningCommit]:
-        """Commits from version ``first`` on, in order; re-lists briefly if the store lags."""
-        for relist in range(_RELIST_ATTEMPTS):
-            try:
-                commits, _ = list_commits_after(storage, first - 1)
-            except CorruptLogError as exc:
-                raise ConcurrentWriteException(
-                    f"cannot list the commits that won version {first}: {exc}; nothing was "
-                    "written, retry the operation",
-                    winning_version=first,
-                ) from exc
-            if commits:
-                break
-            self.options.sleep(self._backoff(relist + 1))
-        else:
-            return []
-        try:
-            parsed = read_commits(storage, commits)
-        except CorruptLogError as exc:
-            raise ConcurrentWriteException(
-                f"cannot read a commit that won against this transaction ({exc}); nothing was "
-                "written, retry the operation",
-                winning_version=first,
-            ) from exc
-        mtimes = {c.version: c.file.mtime_ms for c in commits}
-        return [WinningCommit(v, actions, mtimes[v]) for v, actions in parsed]
-
-
-def _put(storage: Storage, name: str, data: bytes, single_writer: bool) -> None:
-    if not single_writer:
-        storage.write_if_absent(name, data)
-        return
-    # Declared single writer on a store without put-if-absent: check, then write.
-    try:
-        storage.read(name)
-    except FileNotFoundError:
-        storage.write(name, data)
-        return
-    raise FileExistsInStoreError(f"{name} already exists")
 
 
 __all__ = ["CommitOptions", "CommitResult", "IsolationLevel", "Transaction"]

@@ -1,0 +1,87 @@
+"""Log I/O of the commit loop: write a commit file, find and read the commits that won.
+
+Split from ``transaction`` so the retry loop reads as the algorithm it is. Every failure to read a
+winner becomes a ``ConcurrentWriteException`` (nothing was written, the caller may retry) rather
+than a silent commit over something unseen (brief 9, case 34).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from txntable.engine.actions import CommitInfo, parse_commit
+from txntable.engine.conflicts import WinningCommit
+from txntable.engine.errors import ConcurrentWriteException, CorruptLogError, StorageError
+from txntable.engine.paths import LOG_DIR, commit_name
+from txntable.engine.segment import list_commits_after
+from txntable.engine.snapshot import read_commits
+from txntable.engine.storage import FileExistsInStoreError, Storage
+
+_RELIST_ATTEMPTS = 5
+
+
+def put_commit(storage: Storage, version: int, data: bytes, single_writer: bool) -> None:
+    """Create ``{version}.json``; ``FileExistsInStoreError`` when the version is taken.
+
+    ``single_writer``: the store has no put-if-absent and the table declared one writer, so a
+    check-then-write is enough.
+    """
+    name = f"{LOG_DIR}/{commit_name(version)}"
+    if not single_writer:
+        storage.write_if_absent(name, data)
+        return
+    try:
+        storage.read(name)
+    except FileNotFoundError:
+        storage.write(name, data)
+        return
+    raise FileExistsInStoreError(f"{name} already exists")
+
+
+def commit_carries_txn(storage: Storage, version: int, txn_id: str) -> bool | None:
+    """After an ambiguous write error: True if ``{version}.json`` is ours (same ``txnId``),
+    False if another writer's, None if the version is still free or cannot be read."""
+    try:
+        data = storage.read_log(commit_name(version))
+    except (FileNotFoundError, StorageError):
+        return None
+    try:
+        actions = parse_commit(data)
+    except CorruptLogError:
+        return False
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    return bool(info and info.txn_id == txn_id)
+
+
+def read_winners(
+    storage: Storage,
+    first: int,
+    sleep: Callable[[float], None],
+    backoff: Callable[[int], float],
+) -> list[WinningCommit]:
+    """Commits from version ``first`` on, in order; re-lists briefly if the listing lags the
+    failed write (eventually consistent stores). Empty if none ever shows up."""
+    for relist in range(_RELIST_ATTEMPTS):
+        try:
+            commits, _ = list_commits_after(storage, first - 1)
+        except CorruptLogError as exc:
+            raise ConcurrentWriteException(
+                f"cannot list the commits that won version {first}: {exc}; nothing was "
+                "written, retry the operation",
+                winning_version=first,
+            ) from exc
+        if commits:
+            break
+        sleep(backoff(relist + 1))
+    else:
+        return []
+    try:
+        parsed = read_commits(storage, commits)
+    except CorruptLogError as exc:
+        raise ConcurrentWriteException(
+            f"cannot read a commit that won against this transaction ({exc}); nothing was "
+            "written, retry the operation",
+            winning_version=first,
+        ) from exc
+    mtimes = {c.version: c.file.mtime_ms for c in commits}
+    return [WinningCommit(v, actions, mtimes[v]) for v, actions in parsed]
