@@ -94,7 +94,7 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
             "properties " + ", ".join(f"{k}={v}" for k, v in sorted(m["configuration"].items()))
         )
     for f in doc["files"][:max_files]:
-        pv = ",".join(f"{k}={v}" for k, v in f["partitionValues"].items())
+        pv = ",".join(f"{k}={'null' if v is None else v}" for k, v in f["partitionValues"].items())
         lines.append(f"  {_human(f['size']):>10}  {f['path']}" + (f"  [{pv}]" if pv else ""))
     if n > max_files:
         lines.append(f"  ... {n - max_files} more")
