@@ -1,0 +1,215 @@
+"""Log cleanup (brief 7.8) and the checkpoint post-commit hook."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import deltagen as g
+from txntable.engine import retention
+from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.cleanup import cleanup_expired_logs, day_cutoff, plan_log_cleanup
+from txntable.engine.hooks import checkpoint_hook, should_checkpoint
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.storage import FileInfo, LocalStorage
+from txntable.engine.table import Table
+
+DAY = retention.DAY_MS
+NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+CUTOFF = day_cutoff(NOW, 30 * DAY)
+
+
+def _commit(v: int, mtime: int) -> FileInfo:
+    return FileInfo(f"{v:020d}.json", 100, mtime)
+
+
+def _cp(v: int, mtime: int, size: int = 100) -> FileInfo:
+    return FileInfo(f"{v:020d}.checkpoint.parquet", size, mtime)
+
+
+def test_cutoff_is_truncated_to_midnight_utc() -> None:
+    assert CUTOFF % DAY == 0
+    assert NOW - 31 * DAY < CUTOFF <= NOW - 30 * DAY
+
+
+def test_keeps_the_cutoff_checkpoint_and_its_commit() -> None:
+    old = CUTOFF - 10 * DAY
+    listing = [_commit(v, old + v) for v in range(8)] + [
+        _cp(3, old),
+        _cp(6, old),
+        FileInfo(f"{2:020d}.crc", 10, old),
+        FileInfo(f"{6:020d}.crc", 10, old),
+        FileInfo(f"{1:020d}.{4:020d}.compacted.json", 10, old),
+        FileInfo(f"{6:020d}.{7:020d}.compacted.json", 10, old),
+        FileInfo(f"{7:020d}.{7:020d}.compacted.json", 10, old),
+    ]
+    plan = plan_log_cleanup(listing, CUTOFF)
+    assert plan.checkpoint_version == 6
+    assert plan.log_files == [
+        f"{0:020d}.json",
+        f"{1:020d}.{4:020d}.compacted.json",
+        f"{1:020d}.json",
+        f"{2:020d}.crc",
+        f"{2:020d}.json",
+        f"{3:020d}.checkpoint.parquet",
+        f"{3:020d}.json",
+        f"{4:020d}.json",
+        f"{5:020d}.json",
+        f"{6:020d}.{7:020d}.compacted.json",
+    ]
+
+
+def test_commits_newer_than_the_cutoff_bound_the_checkpoint() -> None:
+    old, new = CUTOFF - DAY, CUTOFF + DAY
+    listing = [_commit(v, old if v <= 4 else new) for v in range(10)] + [_cp(2, old), _cp(8, new)]
+    plan = plan_log_cleanup(listing, CUTOFF)
+    assert plan.checkpoint_version == 2
+    assert plan.log_files == [f"{0:020d}.json", f"{1:020d}.json"]
+
+
+def test_modification_times_are_made_monotonic() -> None:
+    # commit 3 has a newer mtime than the cutoff; commit 4's older mtime cannot pull the
+    # cutoff past it (adjusted to commit 3's time + 1)
+    old, new = CUTOFF - DAY, CUTOFF + DAY
+    listing = [_commit(0, old), _commit(1, old), _commit(2, old), _commit(3, new), _commit(4, old)]
+    listing += [_cp(2, old), _cp(4, old)]
+    plan = plan_log_cleanup(listing, CUTOFF)
+    assert plan.checkpoint_version == 2
+
+
+def test_incomplete_or_empty_checkpoints_are_not_cutoffs() -> None:
+    old = CUTOFF - DAY
+    listing = [_commit(v, old) for v in range(8)] + [
+        _cp(2, old),
+        _cp(5, old, size=0),
+        FileInfo(f"{6:020d}.checkpoint.{1:010d}.{2:010d}.parquet", 10, old),
+    ]
+    plan = plan_log_cleanup(listing, CUTOFF)
+    assert plan.checkpoint_version == 2
+
+
+def test_nothing_without_a_checkpoint_or_recent_log() -> None:
+    old = CUTOFF - DAY
+    assert plan_log_cleanup([_commit(v, old) for v in range(5)], CUTOFF).log_files == []
+    recent = [_commit(v, CUTOFF + DAY) for v in range(5)] + [_cp(3, CUTOFF + DAY)]
+    assert plan_log_cleanup(recent, CUTOFF).checkpoint_version is None
+
+
+# -- on a real log ---------------------------------------------------------------------------
+def _aged_table(
+    tmp_path: Path, commits: int = 8, configuration: dict[str, str] | None = None, **proto: object
+) -> Path:
+    root = tmp_path / "t"
+    g.write_commit(
+        root,
+        0,
+        [
+            g.commit_info(),
+            g.protocol(**proto) if proto else g.protocol(),
+            g.metadata(configuration=configuration),
+        ],
+    )
+    for v in range(1, commits):
+        g.write_commit(root, v, [g.commit_info(), g.add(f"f{v}.parquet", v)])
+    return root
+
+
+def _age(root: Path, mtime_ms: int) -> None:
+    for f in (root / "_delta_log").iterdir():
+        if f.is_file():
+            os.utime(f, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+
+def test_dry_run_then_cleanup_keeps_the_table_readable(tmp_path: Path) -> None:
+    root = _aged_table(tmp_path)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    _age(root, CUTOFF - DAY)
+    before = Snapshot.load(storage)
+    listing = sorted(p.name for p in (root / "_delta_log").iterdir())
+    dry = cleanup_expired_logs(before, now_ms=NOW, dry_run=True)
+    assert dry.checkpoint_version == 5
+    assert dry.deleted == tuple(f"_delta_log/{v:020d}.json" for v in range(5))
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == listing
+    done = cleanup_expired_logs(before, now_ms=NOW)
+    assert done.deleted == dry.deleted
+    after = Snapshot.load(storage)
+    assert (after.version, after.num_files) == (before.version, before.num_files)
+    assert (root / "_delta_log" / f"{5:020d}.json").exists()
+    assert cleanup_expired_logs(after, now_ms=NOW).deleted == ()
+
+
+def test_log_retention_property_and_override(tmp_path: Path) -> None:
+    root = _aged_table(tmp_path, configuration={retention.LOG_RETENTION: "interval 60 days"})
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    _age(root, CUTOFF - DAY)  # 31+ days old: kept under 60 days of retention
+    snapshot = Snapshot.load(storage)
+    assert cleanup_expired_logs(snapshot, now_ms=NOW).deleted == ()
+    assert len(cleanup_expired_logs(snapshot, now_ms=NOW, retention_ms=DAY).deleted) == 5
+
+
+def test_checkpoint_protection_and_disabled_cleanup_skip(tmp_path: Path) -> None:
+    root = _aged_table(
+        tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=["checkpointProtection"]
+    )
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    _age(root, CUTOFF - DAY)
+    result = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
+    assert result.deleted == () and "checkpointProtection" in (result.skipped or "")
+
+    other = _aged_table(tmp_path / "b", configuration={retention.EXPIRED_LOG_CLEANUP: "false"})
+    storage = LocalStorage(str(other))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    _age(other, CUTOFF - DAY)
+    result = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
+    assert result.deleted == () and result.skipped
+
+
+def test_unreferenced_old_sidecars_go(tmp_path: Path) -> None:
+    root = _aged_table(tmp_path)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    sidecars = root / "_delta_log" / "_sidecars"
+    sidecars.mkdir()
+    (sidecars / "old.parquet").write_bytes(b"x")
+    (sidecars / "fresh.parquet").write_bytes(b"x")
+    _age(root, CUTOFF - DAY)
+    fresh = NOW - 3600_000
+    os.utime(sidecars / "fresh.parquet", ns=(fresh * 1_000_000, fresh * 1_000_000))
+    os.utime(sidecars / "old.parquet", ns=((CUTOFF - DAY) * 1_000_000,) * 2)
+    result = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
+    assert "_delta_log/_sidecars/old.parquet" in result.deleted
+    assert (sidecars / "fresh.parquet").exists() and not (sidecars / "old.parquet").exists()
+
+
+# -- the post-commit hook ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Result:
+    version: int
+
+
+def test_cadence_is_sparks() -> None:
+    assert [v for v in range(25) if should_checkpoint(v, 10)] == [10, 20]
+    assert not should_checkpoint(0, 1)
+
+
+def test_hook_checkpoints_on_the_interval_only(tmp_path: Path) -> None:
+    root = _aged_table(tmp_path, commits=12, configuration={"delta.checkpointInterval": "5"})
+    table = Table.open(str(root))
+    checkpoint_hook(table, _Result(9))
+    assert not list((root / "_delta_log").glob("*.checkpoint.parquet"))
+    checkpoint_hook(table, _Result(10))
+    assert [p.name for p in (root / "_delta_log").glob("*.checkpoint.parquet")] == [
+        f"{10:020d}.checkpoint.parquet"
+    ]
+
+
+def test_hook_swallows_engine_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = _aged_table(tmp_path, commits=3, configuration={"delta.checkpointInterval": "zero"})
+    checkpoint_hook(Table.open(str(root)), _Result(2))
+    assert "failed" in caplog.text
