@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from txntable.cli import demo_cmd, inspect_cmd, optimize_cmd
+from txntable.cli import checkpoint_cmd, cleanup_cmd, demo_cmd, inspect_cmd, optimize_cmd
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
 
@@ -21,6 +21,8 @@ COMMANDS: tuple[ModuleType, ...] = (
     inspect_cmd,
     demo_cmd,
     optimize_cmd,
+    checkpoint_cmd,
+    cleanup_cmd,
 )
 
 EXIT_ENGINE_ERROR = 1

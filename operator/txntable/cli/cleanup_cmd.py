@@ -1,0 +1,51 @@
+"""``txntable cleanup URI``: delete expired log files (or list them with ``--dry-run``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from txntable.engine import Table
+from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.retention import parse_interval_ms
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "cleanup",
+        help="delete commits and checkpoints older than delta.logRetentionDuration",
+    )
+    parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
+    parser.add_argument("--dry-run", action="store_true", help="list, do not delete")
+    parser.add_argument(
+        "--retention",
+        default=None,
+        help="override delta.logRetentionDuration, e.g. 'interval 7 days'",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    retention_ms = parse_interval_ms(args.retention) if args.retention else None
+    snapshot = Table.open(args.uri).snapshot()
+    result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=retention_ms)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    cutoff = datetime.fromtimestamp(result.cutoff_ms / 1000, UTC).isoformat()
+    if result.skipped:
+        print(f"cleanup skipped: {result.skipped}")
+    elif result.checkpoint_version is None:
+        print(f"nothing to delete: no complete checkpoint older than {cutoff}")
+    else:
+        verb = "would delete" if result.dry_run else "deleted"
+        print(
+            f"{verb} {len(result.deleted)} files below checkpoint "
+            f"{result.checkpoint_version} (cutoff {cutoff})"
+        )
+        for path in result.deleted:
+            print(f"  {path}")
+    return 0
