@@ -217,20 +217,25 @@ class _Folder:
         base_tombs = self.base.tombstones if self.base else empty(REMOVE_SCHEMA)
         if touched:
             value_set = pa.array(list(touched), pa.string())
-            if base_files.num_rows:
-                base_files = base_files.filter(
-                    pc.invert(pc.is_in(key_column(base_files), value_set))
-                )
-            if base_tombs.num_rows:
-                base_tombs = base_tombs.filter(
-                    pc.invert(pc.is_in(key_column(base_tombs), value_set))
-                )
+            base_files = _drop_keys(base_files, value_set)
+            base_tombs = _drop_keys(base_tombs, value_set)
         files = _concat(base_files, actions_to_table(self.adds.values(), ADD_SCHEMA))
         tombs = _concat(base_tombs, actions_to_table(self.removes.values(), REMOVE_SCHEMA))
         state = TableState(
             version, self.protocol, self.metadata, files, tombs, self.txns, self.domains
         )
         return self.protocol, self.metadata, state
+
+
+def _drop_keys(table: pa.Table, keys: pa.Array) -> pa.Table:
+    """``table`` without the rows whose key is in ``keys``; no copy when none is (the common
+    case of appends on top of a big checkpoint, where a filter would copy every column)."""
+    if not table.num_rows:
+        return table
+    hit = pc.is_in(key_column(table), keys)
+    if not pc.any(hit).as_py():
+        return table
+    return table.filter(pc.invert(hit))
 
 
 def _concat(a: pa.Table, b: pa.Table) -> pa.Table:

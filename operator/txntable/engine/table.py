@@ -35,7 +35,7 @@ class Table:
     def open(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> Table:
         """Open an existing table; raises ``TableNotFoundError`` when there is none."""
         storage = open_storage(uri, storage_options)
-        if not storage.list_log():
+        if not storage.has_log_files():
             raise TableNotFoundError(
                 f"no Delta table at {storage.root_uri} (empty or missing _delta_log)"
             )
