@@ -1,0 +1,159 @@
+"""OPTIMIZE against other writers in other processes: appends (ours and deltalake) never lose a
+row, and a racing DELETE or OVERWRITE never sees its rows come back.
+
+The appenders and deleters are separate processes committing through their own engines while
+this process runs OPTIMIZE repeatedly with one bin per commit (many commits, many chances to
+race). A deterministic variant forces the race at the commit itself: the delete lands after the
+pre-commit check, so the engine's conflict checker must catch it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+import txntable.maintenance.optimize as optimize_module
+from tests.integration.optimize_helpers import fragmented_table, rows_multiset
+from txntable.engine.table import Table
+from txntable.maintenance.executor_arrow import ArrowExecutor
+from txntable.maintenance.optimize import optimize
+from txntable.maintenance.planner import OptimizePolicy
+
+pytestmark = pytest.mark.integration
+
+ONE_BIN_PER_COMMIT = OptimizePolicy(commit_batch_bytes=1)
+
+APPEND_DELTALAKE = """
+import sys, pyarrow as pa
+from deltalake import write_deltalake
+from tests.integration.optimize_helpers import batch
+path, start, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    write_deltalake(path, batch(start + i * 5, 5), mode="append", partition_by=["p"])
+"""
+
+APPEND_OURS = """
+import sys
+from txntable.engine.table import Table
+from tests.integration.optimize_helpers import batch
+path, start, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+table = Table.open(path)
+for i in range(n):
+    table.append(batch(start + i * 5, 5))
+"""
+
+DELETE_DELTALAKE = """
+import sys, time
+from deltalake import DeltaTable
+time.sleep(float(sys.argv[3]))
+DeltaTable(sys.argv[1]).delete(sys.argv[2])
+"""
+
+OVERWRITE_DELTALAKE = """
+import sys, time
+from deltalake import write_deltalake
+from tests.integration.optimize_helpers import batch
+time.sleep(float(sys.argv[2]))
+rows = batch(900_000, 30, partitions=1).set_column(1, "p", [["part1"] * 30])
+write_deltalake(sys.argv[1], rows, mode="overwrite", predicate="p = 'part1'")
+"""
+
+
+def spawn(script: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=Path(__file__).resolve().parents[2],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def optimize_until(procs: list[subprocess.Popen[str]], path: Path) -> list:
+    """Run OPTIMIZE over and over while ``procs`` run, then once more after they finish."""
+    results = []
+    while any(p.poll() is None for p in procs):
+        results.append(optimize(Table.open(str(path)), ONE_BIN_PER_COMMIT, ArrowExecutor()))
+        time.sleep(0.01)
+    results.append(optimize(Table.open(str(path)), ONE_BIN_PER_COMMIT, ArrowExecutor()))
+    for p in procs:
+        _, err = p.communicate()
+        assert p.returncode == 0, err[-2000:]
+    return results
+
+
+def ids(path: Path) -> Counter[int]:
+    return Counter(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
+
+
+def test_appends_from_both_engines_are_never_lost(tmp_path: Path) -> None:
+    path = fragmented_table(tmp_path / "t", commits=12, rows=20, partitioned=True)
+    base = ids(path)
+    procs = [spawn(APPEND_DELTALAKE, path, 100_000, 25), spawn(APPEND_OURS, path, 200_000, 25)]
+    results = optimize_until(procs, path)
+    assert all(r.error is None for r in results), [r.error for r in results if r.error]
+    assert sum(r.bins_committed for r in results) >= 4
+    expected = base + Counter(range(100_000, 100_125)) + Counter(range(200_000, 200_125))
+    assert ids(path) == expected
+    # the log shows OPTIMIZE commits interleaved with appends, all SnapshotIsolation
+    history = DeltaTable(str(path)).history()
+    ops = Counter(h["operation"] for h in history)
+    assert ops["OPTIMIZE"] >= 2 and ops["WRITE"] >= 12 + 50
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3])
+def test_racing_delete_never_resurrects_rows(tmp_path: Path, delay: float) -> None:
+    path = fragmented_table(tmp_path / "t", commits=15, rows=30, partitioned=True)
+    before = ids(path)
+    doomed = Counter(
+        r["id"] for r in DeltaTable(str(path)).to_pyarrow_table().to_pylist() if r["p"] == "part0"
+    )
+    procs = [spawn(DELETE_DELTALAKE, path, "p = 'part0'", delay)]
+    results = optimize_until(procs, path)
+    assert all(r.error is None for r in results)
+    assert ids(path) == before - doomed
+
+
+def test_racing_overwrite_wins_its_partition(tmp_path: Path) -> None:
+    path = fragmented_table(tmp_path / "t", commits=15, rows=30, partitioned=True)
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    kept = Counter(r["id"] for r in table.to_pylist() if r["p"] != "part1")
+    results = optimize_until([spawn(OVERWRITE_DELTALAKE, path, 0.1)], path)
+    assert all(r.error is None for r in results)
+    assert ids(path) == kept + Counter(range(900_000, 900_030))
+
+
+def test_delete_landing_during_the_commit_is_caught_by_the_conflict_checker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deleter commits after our input check and before our commit: the engine raises
+    ConcurrentDeleteReadException, the batch is re-checked, the dead bin dropped, the others
+    committed."""
+    path = fragmented_table(tmp_path / "t", commits=4, rows=30, partitioned=True)
+    before = rows_multiset(path)
+    real_live_rows = optimize_module._live_rows
+    fired: list[bool] = []
+
+    def live_rows_then_delete(snapshot, paths):
+        out = real_live_rows(snapshot, paths)
+        if not fired:
+            fired.append(True)
+            DeltaTable(str(path)).delete("p = 'part2'")
+        return out
+
+    monkeypatch.setattr(optimize_module, "_live_rows", live_rows_then_delete)
+    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    assert result.error is None
+    assert result.bins_skipped == 1 and result.bins_committed == 3
+    assert result.attempts >= 2  # the lost race is counted
+    after = DeltaTable(str(path)).to_pyarrow_table()
+    assert "part2" not in after.column("p").to_pylist()
+    expected = Counter({k: v for k, v in before.items() if '"p": "part2"' not in k})
+    assert rows_multiset(path) == expected
+    history = DeltaTable(str(path)).history(2)
+    assert [h["operation"] for h in history] == ["OPTIMIZE", "DELETE"]
