@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txntable.engine.snapshot import Snapshot
+from txntable.engine.storage import LocalStorage
 
 SCHEMA_STRING = json.dumps(
     {
@@ -167,6 +168,41 @@ def copy_table(src: Path, dest: Path) -> Path:
         for name in files:
             os.chmod(os.path.join(root, name), 0o644)
     return dest
+
+
+# -- snapshots -------------------------------------------------------------------------------
+def fingerprint(s: Snapshot) -> dict[str, Any]:
+    """Everything a snapshot reconstructs, in a comparable form."""
+    files = s.files()
+    dvs = files.column("deletionVector").to_pylist()
+    rows = sorted(
+        (path, size, json.dumps(pv, sort_keys=True), json.dumps(dv, sort_keys=True))
+        for path, size, pv, dv in zip(
+            files.column("path").to_pylist(),
+            files.column("size").to_pylist(),
+            [dict(v or []) for v in files.column("partitionValues").to_pylist()],
+            dvs,
+            strict=True,
+        )
+    )
+    tombstones = sorted(s.tombstones().column("path").to_pylist())
+    return {
+        "version": s.version,
+        "files": rows,
+        "tombstones": tombstones,
+        "protocol": s.protocol.to_json(),
+        "metadata": s.metadata.to_json(),
+        "txns": {k: v.to_json() for k, v in s.state.txns.items()},
+        "domains": {k: v.to_json() for k, v in s.domains.items()},
+    }
+
+
+def load(path: Path, version: int | None = None) -> Snapshot:
+    return Snapshot.load(LocalStorage(str(path)), version)
+
+
+def log(path: Path) -> Path:
+    return path / "_delta_log"
 
 
 # -- comparison with deltalake ---------------------------------------------------------------

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,7 +20,6 @@ from tests import deltagen as g
 from txntable.engine import snapshot as snapshot_module
 from txntable.engine.errors import (
     CorruptLogError,
-    InvalidActionError,
     TableNotFoundError,
     TruncatedLogError,
     VersionGapError,
@@ -28,45 +28,11 @@ from txntable.engine.errors import (
 from txntable.engine.last_checkpoint import render
 from txntable.engine.paths import LogFileKind
 from txntable.engine.segment import build_segment
-from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import LocalStorage
 from txntable.engine.table import Table
 
 CKPT_TABLE = "simple_table_with_checkpoint"  # commits 0..10, classic checkpoint at 10
-
-
-def fingerprint(s: Snapshot) -> dict[str, Any]:
-    """Everything a snapshot reconstructs, in a comparable form."""
-    files = s.files()
-    dvs = files.column("deletionVector").to_pylist()
-    rows = sorted(
-        (path, size, json.dumps(pv, sort_keys=True), json.dumps(dv, sort_keys=True))
-        for path, size, pv, dv in zip(
-            files.column("path").to_pylist(),
-            files.column("size").to_pylist(),
-            [dict(v or []) for v in files.column("partitionValues").to_pylist()],
-            dvs,
-            strict=True,
-        )
-    )
-    tombstones = sorted(s.tombstones().column("path").to_pylist())
-    return {
-        "version": s.version,
-        "files": rows,
-        "tombstones": tombstones,
-        "protocol": s.protocol.to_json(),
-        "metadata": s.metadata.to_json(),
-        "txns": {k: v.to_json() for k, v in s.state.txns.items()},
-        "domains": {k: v.to_json() for k, v in s.domains.items()},
-    }
-
-
-def load(path: Path, version: int | None = None) -> Snapshot:
-    return Snapshot.load(LocalStorage(str(path)), version)
-
-
-def log(path: Path) -> Path:
-    return path / "_delta_log"
+fingerprint, load, log = g.fingerprint, g.load, g.log
 
 
 @pytest.fixture
@@ -287,192 +253,6 @@ def test_hint_pointing_to_a_deleted_checkpoint_with_cleaned_log_is_an_error(
         load(ckpt_table)
 
 
-# -- commit contents -------------------------------------------------------------------------
-def test_invalid_json_line_names_the_file(ckpt_table: Path) -> None:
-    (log(ckpt_table) / f"{11:020d}.json").write_text('{"commitInfo":{}}\n{"add": {oops\n')
-    with pytest.raises(InvalidActionError, match=r"00000000000000000011\.json.*line 2"):
-        load(ckpt_table)
-
-
-def test_wrongly_typed_action_names_the_file(ckpt_table: Path) -> None:
-    g.write_commit(ckpt_table, 11, [g.add("x.parquet", size="big")])  # type: ignore[arg-type]
-    with pytest.raises(InvalidActionError, match=r"00000000000000000011\.json.*size"):
-        load(ckpt_table)
-
-
-def test_commit_without_trailing_newline(tmp_path: Path) -> None:
-    g.write_commit(tmp_path, 0, [g.protocol(), g.metadata()], newline=False)
-    g.write_commit(tmp_path, 1, [g.add("a.parquet"), g.add("b.parquet")], newline=False)
-    assert sorted(load(tmp_path).files().column("path").to_pylist()) == ["a.parquet", "b.parquet"]
-
-
-def test_unknown_actions_and_fields_are_ignored(tmp_path: Path) -> None:
-    g.write_commit(
-        tmp_path,
-        0,
-        [
-            g.commit_info(nested={"deep": [1, {"x": None}]}),
-            {"futureAction": {"anything": [1, 2]}},
-            g.protocol(futureProtocolField=True),
-            g.metadata(),
-            g.add("a.parquet", futureAddField={"k": "v"}),
-        ],
-    )
-    s = load(tmp_path)
-    assert s.files().column("path").to_pylist() == ["a.parquet"]
-    assert s.protocol.extra == {"futureProtocolField": True}
-
-
-def test_missing_protocol_or_metadata_is_a_corrupt_log(tmp_path: Path) -> None:
-    g.write_commit(tmp_path, 0, [g.metadata(), g.add("a.parquet")])
-    with pytest.raises(CorruptLogError, match="no protocol or no metadata"):
-        load(tmp_path)
-
-
-# -- replay ----------------------------------------------------------------------------------
-def test_add_remove_readd_resurrects_the_file(tmp_path: Path) -> None:
-    g.write_log(
-        tmp_path,
-        {
-            0: [g.protocol(), g.metadata()],
-            1: [g.add("a.parquet", size=1)],
-            2: [g.remove("a.parquet")],
-            3: [g.add("a.parquet", size=3)],
-        },
-    )
-    for version, files, tombs in [
-        (1, [("a.parquet", 1)], []),
-        (2, [], ["a.parquet"]),
-        (3, [("a.parquet", 3)], []),
-    ]:
-        s = load(tmp_path, version)
-        got = list(
-            zip(
-                s.files().column("path").to_pylist(),
-                s.files().column("size").to_pylist(),
-                strict=True,
-            )
-        )
-        assert got == files
-        assert s.tombstones().column("path").to_pylist() == tombs
-
-
-def test_add_remove_readd_within_one_fold(tmp_path: Path) -> None:
-    # the same sequence folded in one go (no intermediate snapshot)
-    g.write_log(
-        tmp_path,
-        {
-            0: [g.protocol(), g.metadata(), g.add("a.parquet", size=1)],
-            1: [g.remove("a.parquet")],
-            2: [g.add("a.parquet", size=3), g.add("b.parquet")],
-            3: [g.remove("b.parquet")],
-        },
-    )
-    s = load(tmp_path)
-    assert s.files().column("path").to_pylist() == ["a.parquet"]
-    assert s.files().column("size").to_pylist() == [3]
-    assert s.tombstones().column("path").to_pylist() == ["b.parquet"]
-
-
-def test_remove_of_a_never_added_path_is_a_pure_tombstone(tmp_path: Path) -> None:
-    g.write_log(
-        tmp_path,
-        {0: [g.protocol(), g.metadata(), g.add("a.parquet")], 1: [g.remove("ghost.parquet")]},
-    )
-    s = load(tmp_path)
-    assert s.files().column("path").to_pylist() == ["a.parquet"]
-    assert s.tombstones().column("path").to_pylist() == ["ghost.parquet"]
-
-
-def test_readd_with_new_stats_replaces_the_entry(tmp_path: Path) -> None:
-    g.write_log(
-        tmp_path,
-        {
-            0: [g.protocol(), g.metadata(), g.add("a.parquet", stats='{"numRecords":1}')],
-            1: [g.add("a.parquet", stats='{"numRecords":2}')],
-        },
-    )
-    s = load(tmp_path)
-    assert s.files().column("stats").to_pylist() == ['{"numRecords":2}']
-
-
-DV_PROTOCOL = g.protocol(
-    3, 7, readerFeatures=["deletionVectors"], writerFeatures=["deletionVectors"]
-)
-
-
-def test_same_path_with_different_deletion_vectors(tmp_path: Path) -> None:
-    dv1, dv2 = g.dv("dvone", 1), g.dv("dvtwo", 2, offset=None)
-    g.write_log(
-        tmp_path,
-        {
-            0: [DV_PROTOCOL, g.metadata(), g.add("a.parquet"), g.add("b.parquet")],
-            1: [g.add("a.parquet", dv=dv1), g.remove("a.parquet")],
-            2: [g.add("a.parquet", dv=dv2), g.remove("a.parquet", dv=dv1)],
-            3: [g.remove("b.parquet", dv=dv1)],  # different key: b.parquet stays live
-        },
-    )
-    s = load(tmp_path)
-    rows = sorted(
-        (p, (d or {}).get("pathOrInlineDv"))
-        for p, d in zip(
-            s.files().column("path").to_pylist(),
-            s.files().column("deletionVector").to_pylist(),
-            strict=True,
-        )
-    )
-    assert rows == [("a.parquet", dv2["pathOrInlineDv"]), ("b.parquet", None)]
-    for version in range(4):  # incremental folds agree with full loads
-        assert fingerprint(load(tmp_path, 0 if version == 0 else version)) == fingerprint(
-            Table.open(str(tmp_path)).snapshot(version=version)
-        )
-    s1 = load(tmp_path, 1)
-    by_path = dict(
-        zip(
-            s1.files().column("path").to_pylist(),
-            s1.files().column("deletionVector").to_pylist(),
-            strict=True,
-        )
-    )
-    assert by_path["a.parquet"]["cardinality"] == 1
-    assert by_path["b.parquet"] is None
-
-
-def test_txn_latest_wins_even_when_decreasing_and_domains_can_be_removed(tmp_path: Path) -> None:
-    dm = {"domainMetadata": {"domain": "app.x", "configuration": '{"a":1}', "removed": False}}
-    gone = {"domainMetadata": {"domain": "app.x", "configuration": "", "removed": True}}
-    back = {"domainMetadata": {"domain": "app.x", "configuration": '{"a":2}', "removed": False}}
-    g.write_log(
-        tmp_path,
-        {
-            0: [g.protocol(1, 7, writerFeatures=["domainMetadata"]), g.metadata(), dm,
-                {"txn": {"appId": "s", "version": 5}}],
-            1: [{"txn": {"appId": "s", "version": 3, "lastUpdated": 7}}, gone],
-            2: [back],
-        },
-    )  # fmt: skip
-    assert load(tmp_path, 0).txn_version("s") == 5
-    assert load(tmp_path, 1).txn_version("s") == 3
-    assert load(tmp_path, 1).domains == {}
-    assert load(tmp_path).domains["app.x"].configuration == '{"a":2}'
-    assert load(tmp_path).txn_version("other") is None
-
-
-def test_metadata_and_protocol_changes_mid_log(tmp_path: Path) -> None:
-    g.write_log(
-        tmp_path,
-        {
-            0: [g.protocol(), g.metadata(), g.add("a.parquet")],
-            1: [g.metadata(["part"], {"delta.appendOnly": "true"}), g.protocol(1, 3)],
-        },
-    )
-    s = load(tmp_path)
-    assert s.partition_columns == ["part"]
-    assert s.configuration == {"delta.appendOnly": "true"}
-    assert s.protocol.min_writer_version == 3
-    assert load(tmp_path, 0).partition_columns == []
-
-
 # -- refresh and time travel -----------------------------------------------------------------
 def test_refresh_equals_a_full_load(tmp_path: Path) -> None:
     g.simple_log(tmp_path, 3)
@@ -550,50 +330,75 @@ def test_time_travel_to_every_version_equals_replay_without_checkpoint(
         assert a == b, v
 
 
-def test_absolute_and_relative_paths_resolve(tmp_path: Path) -> None:
-    other = tmp_path / "elsewhere"
-    table = tmp_path / "t"
-    g.write_log(
-        table,
-        {
-            0: [
-                g.protocol(),
-                g.metadata(),
-                g.add("rel%20a.parquet"),
-                g.add(f"file://{other}/abs%20b.parquet"),
-                g.add(f"file:{other}/c%2Bd.parquet"),
-                g.add(f"{other}/scheme-less.parquet"),
-                g.add("s3://bucket/t/x%3Dy.parquet"),
-            ]
-        },
-    )
-    # (delta-rs 1.x joins absolute URIs onto the table root; the protocol says they are absolute)
-    assert sorted(load(table).file_uris()) == sorted(
+# -- V2 checkpoints --------------------------------------------------------------------------
+_STR_MAP = pa.map_(pa.string(), pa.string())
+_V2_TYPES = {
+    "checkpointMetadata": pa.struct([("version", pa.int64()), ("tags", _STR_MAP)]),
+    "sidecar": pa.struct(
+        [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())]
+    ),
+    "protocol": pa.struct(
         [
-            f"{table}/rel a.parquet",
-            f"{other}/abs b.parquet",
-            f"{other}/c+d.parquet",
-            f"{other}/scheme-less.parquet",
-            "s3://bucket/t/x=y.parquet",
+            ("minReaderVersion", pa.int32()),
+            ("minWriterVersion", pa.int32()),
+            ("readerFeatures", pa.list_(pa.string())),
+            ("writerFeatures", pa.list_(pa.string())),
         ]
+    ),
+    "metaData": pa.struct(
+        [
+            ("id", pa.string()),
+            ("format", pa.struct([("provider", pa.string()), ("options", _STR_MAP)])),
+            ("schemaString", pa.string()),
+            ("partitionColumns", pa.list_(pa.string())),
+            ("configuration", _STR_MAP),
+            ("createdTime", pa.int64()),
+        ]
+    ),
+}
+
+
+def _as_arrow(value: Any, arrow_type: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_map(arrow_type):
+        return list(value.items())
+    if pa.types.is_struct(arrow_type):
+        return {
+            f.name: _as_arrow(value.get(f.name), f.type)
+            for f in (arrow_type.field(i) for i in range(arrow_type.num_fields))
+        }
+    return value
+
+
+@pytest.mark.parametrize("name_kind", ["uuid", "classic"])
+def test_v2_checkpoint_as_parquet_with_sidecars(table_copy: Any, name_kind: str) -> None:
+    """The JSON top-level V2 checkpoint rewritten as Parquet (UUID-named, and classic-named:
+    the kind is decided by content) gives the same snapshot."""
+    path = table_copy("checkpoint-v2-table")
+    expected = fingerprint(load(path))
+    d = log(path)
+    (top,) = d.glob(f"{8:020d}.checkpoint.*.json")
+    rows = [json.loads(line) for line in top.read_text().splitlines() if line.strip()]
+    columns = {
+        key: pa.array([_as_arrow(r.get(key), t) for r in rows], t) for key, t in _V2_TYPES.items()
+    }
+    target = (
+        top.with_suffix(".parquet") if name_kind == "uuid" else d / f"{8:020d}.checkpoint.parquet"
     )
+    pq.write_table(pa.table(columns), target)
+    top.unlink()
+    for v in range(9):
+        (d / f"{v:020d}.json").unlink()
+    (d / "_last_checkpoint").unlink()
+    segment = build_segment(LocalStorage(str(path)))
+    assert segment.checkpoint is not None and segment.checkpoint.version == 8
+    assert fingerprint(load(path)) == expected
 
 
-def test_memory_storage_reads_the_same_log(tmp_path: Path) -> None:
-    import fsspec
-
-    g.simple_log(tmp_path, 4)
-    g.write_commit(tmp_path, 4, [g.remove("f2.parquet"), g.add("p%20q.parquet")])
-    fs = fsspec.filesystem("memory")
-    root = "/txntable-test-segment"
-    for name in os.listdir(log(tmp_path)):
-        fs.pipe_file(f"{root}/_delta_log/{name}", (log(tmp_path) / name).read_bytes())
-    try:
-        table = Table.open(f"memory://{root}")
-        snap = table.snapshot()
-        expected = fingerprint(load(tmp_path))
-        assert fingerprint(snap) == expected
-        assert f"memory://{root}/p q.parquet" in snap.file_uris()
-        assert table.snapshot(version=2).version == 2
-    finally:
-        fs.rm(root, recursive=True)
+def test_v2_checkpoint_with_missing_sidecar_is_a_corrupt_log(table_copy: Any) -> None:
+    path = table_copy("checkpoint-v2-table")
+    for sidecar in (log(path) / "_sidecars").glob(f"{8:020d}.*"):
+        sidecar.unlink()
+    with pytest.raises(CorruptLogError, match="_sidecars/00000000000000000008"):
+        load(path)

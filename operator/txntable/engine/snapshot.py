@@ -73,7 +73,16 @@ class Snapshot:
 
     @classmethod
     def _from_segment(cls, storage: Storage, segment: LogSegment) -> Snapshot:
-        base = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+        base = None
+        if segment.checkpoint is not None:
+            try:
+                base = read_checkpoint(storage, segment.checkpoint)
+            except FileNotFoundError as exc:
+                # a sidecar that was never written, or a file deleted after the listing
+                raise CorruptLogError(
+                    f"the checkpoint at version {segment.checkpoint.version} of "
+                    f"{storage.root_uri} needs a file that does not exist: {exc}"
+                ) from exc
         if base is not None:
             check_readable(base.protocol)
         commits = read_commits(storage, segment.commits)
