@@ -187,6 +187,23 @@ def test_unreferenced_old_sidecars_go(tmp_path: Path) -> None:
     assert (sidecars / "fresh.parquet").exists() and not (sidecars / "old.parquet").exists()
 
 
+def test_crashed_writer_temp_files_go_after_a_day(tmp_path: Path) -> None:
+    root = _aged_table(tmp_path)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    log = root / "_delta_log"
+    old_tmp = log / f".{5:020d}.checkpoint.parquet.abc.tmp"
+    new_tmp = log / f".{6:020d}.checkpoint.parquet.def.tmp"
+    foreign = log / ".other.tmp"
+    for f in (old_tmp, new_tmp, foreign):
+        f.write_bytes(b"partial")
+    _age(root, CUTOFF - DAY)
+    os.utime(new_tmp, ns=((NOW - 1000) * 1_000_000,) * 2)
+    result = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
+    assert f"_delta_log/{old_tmp.name}" in result.deleted
+    assert not old_tmp.exists() and new_tmp.exists() and foreign.exists()
+
+
 # -- the post-commit hook ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Result:

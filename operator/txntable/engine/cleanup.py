@@ -10,12 +10,14 @@ below it and sidecars no remaining checkpoint references that are older than a d
 checkpoint and its commit stay, so every version from it on is still reconstructable.
 Deletion runs in ascending version order: a crash at any point leaves a suffix of the log that
 the cutoff checkpoint still covers. Tables with the ``checkpointProtection`` writer feature are
-left alone (its extra rules are not implemented).
+left alone (its extra rules are not implemented). Temporary files of a crashed checkpoint writer
+are removed once they are a day old.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -36,6 +38,8 @@ from txntable.engine.testhooks import pause_point
 log = logging.getLogger(__name__)
 
 SIDECAR_GRACE_MS = retention.DAY_MS
+#: temporary files of a checkpoint writer that crashed (``checkpoint_write._write_local``)
+_CHECKPOINT_TEMP = re.compile(r"^\.\d{20}\.checkpoint\..*\.tmp$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +198,14 @@ def cleanup_expired_logs(
     if not retention.bool_property(config, retention.EXPIRED_LOG_CLEANUP, True):
         return CleanupResult(cutoff, None, (), dry_run, "delta.enableExpiredLogCleanup is false")
     storage = snapshot.storage
-    plan = plan_log_cleanup(storage.list_log(), cutoff)
-    if plan.checkpoint_version is None:
-        return CleanupResult(cutoff, None, (), dry_run, None)
+    listing = storage.list_log()
+    plan = plan_log_cleanup(listing, cutoff)
     doomed = [f"{LOG_DIR}/{name}" for name in plan.log_files]
+    doomed += [
+        f"{LOG_DIR}/{f.name}"
+        for f in listing
+        if _CHECKPOINT_TEMP.match(f.name) and f.mtime_ms < now - SIDECAR_GRACE_MS
+    ]
     doomed += [f"{LOG_DIR}/{s}" for s in _doomed_sidecars(storage, plan.kept_checkpoints, now)]
     if not dry_run:
         pause_point("cleanup:before-delete")
@@ -205,7 +213,7 @@ def cleanup_expired_logs(
             storage.delete(relative)
             pause_point(f"cleanup:deleted:{count}")
         log.info(
-            "log cleanup of %s deleted %d files below checkpoint %d",
+            "log cleanup of %s deleted %d files below checkpoint %s",
             storage.root_uri,
             len(doomed),
             plan.checkpoint_version,

@@ -1,0 +1,127 @@
+"""A checkpoint or a cleanup killed (SIGKILL) at any step leaves a table every engine can read.
+
+The writer runs as a real subprocess (the ``txntable`` CLI). ``TXNTABLE_TEST_PAUSE_AT`` makes it
+stop at a named step (``engine/testhooks.py``) and write a marker; the test then kills it with
+``SIGKILL``, checks that our reader and deltalake both still see exactly the table they saw before,
+and that a later checkpoint (or cleanup) succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from tests.integration.test_checkpoint_interop import (
+    _deltalake,
+    _deltalake_table,
+    _drop_commits_before,
+    _ours,
+)
+from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.retention import DAY_MS
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.storage import LocalStorage
+from txntable.engine.testhooks import MARKER_ENV, PAUSE_ENV
+
+pytestmark = pytest.mark.integration
+
+
+def _run_until(point: str, args: list[str], tmp_path: Path) -> None:
+    """Run ``txntable ARGS`` until it pauses at ``point``, then SIGKILL it."""
+    marker = tmp_path / f"marker-{point.replace(':', '_')}"
+    env = {
+        **os.environ,
+        PAUSE_ENV: point,
+        MARKER_ENV: str(marker),
+        "PYTHONPATH": str(REPO / "operator"),
+    }
+    code = "import sys; from txntable.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            if proc.poll() is not None:
+                _, err = proc.communicate()
+                raise AssertionError(f"writer exited ({proc.returncode}) before {point}: {err!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"writer never reached {point}")
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _readable_as_before(root: Path, before: dict[str, Any]) -> None:
+    assert _ours(root) == before
+    assert _deltalake(root) == before
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "checkpoint:before-parts",
+        "checkpoint:row-group-written",  # a half-written part under its temporary name
+        "checkpoint:part-written:1",  # an incomplete set of parts
+        "checkpoint:part-written:2",
+        "checkpoint:before-hint",  # every part, no hint yet
+        "checkpoint:after-hint",
+    ],
+)
+def test_checkpoint_killed(point: str, tmp_path: Path) -> None:
+    root = _deltalake_table(tmp_path)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 1))  # an older checkpoint and hint exist
+    before = _deltalake(root)
+    _run_until(point, ["checkpoint", str(root), "--part-size", "2"], tmp_path)
+    leftovers = list((root / "_delta_log").glob(".*.tmp"))
+    assert bool(leftovers) == (point == "checkpoint:row-group-written")
+    _readable_as_before(root, before)
+    result = write_checkpoint(Snapshot.load(storage), part_size=2)
+    assert result.parts is not None and result.hint_written
+    _readable_as_before(root, before)
+    _drop_commits_before(root, result.version)
+    _readable_as_before(root, before)
+
+
+@pytest.mark.parametrize(
+    "point", ["cleanup:before-delete", "cleanup:deleted:1", "cleanup:deleted:3"]
+)
+def test_cleanup_killed(point: str, tmp_path: Path) -> None:
+    root = _deltalake_table(tmp_path)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 1))
+    checkpoint = write_checkpoint(Snapshot.load(storage, 3))  # four older files to delete
+    old = (int(time.time() * 1000) - 40 * DAY_MS) * 1_000_000
+    for f in (root / "_delta_log").iterdir():
+        os.utime(f, ns=(old, old))
+    before = _deltalake(root)
+    _run_until(point, ["cleanup", str(root)], tmp_path)
+    _readable_as_before(root, before)
+    done = cleanup_expired_logs(Snapshot.load(storage))
+    assert done.checkpoint_version == checkpoint.version
+    assert not (root / "_delta_log" / f"{0:020d}.json").exists()
+    _readable_as_before(root, before)
+    later = write_checkpoint(Snapshot.load(storage))
+    assert later.hint_written
+    _readable_as_before(root, before)
