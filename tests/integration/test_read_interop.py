@@ -60,6 +60,8 @@ def test_reference_table_every_version(name: str) -> None:
     table = Table.open(str(path))
     latest = DeltaTable(str(path))
     assert_same(table.snapshot(), latest)
+    ours_history = [(h["version"], h.get("operation")) for h in table.history()]
+    assert ours_history == [(h["version"], h.get("operation")) for h in latest.history()]
     compared = 0
     for version in range(latest.version() + 1):
         try:

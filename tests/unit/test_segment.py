@@ -83,6 +83,20 @@ def test_missing_log_is_not_a_table(tmp_path: Path) -> None:
         Table.open(str(tmp_path))
 
 
+@pytest.mark.parametrize("spelling", ["plain", "file-uri", "file-uri-encoded"])
+def test_table_locations_with_special_characters(tmp_path: Path, spelling: str) -> None:
+    table = g.simple_log(tmp_path / "a b%2C日本", 2)
+    uri = {
+        "plain": str(table),
+        # unencoded: fine as long as the name has no '%' (a '%2C' in a URI means ',')
+        "file-uri": f"file://{table}".replace("%2C", "%252C"),
+        "file-uri-encoded": f"file://{tmp_path}/a%20b%252C%E6%97%A5%E6%9C%AC",
+    }[spelling]
+    snap = Table.open(uri).snapshot()
+    assert snap.version == 1
+    assert snap.file_uris() == [f"{table}/f1.parquet"]
+
+
 # -- gaps and truncation ---------------------------------------------------------------------
 def test_gap_after_the_checkpoint_is_an_error(ckpt_table: Path) -> None:
     g.write_commit(ckpt_table, 12, [g.commit_info()])  # 11 missing

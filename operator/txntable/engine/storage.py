@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -306,7 +306,8 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     parts = urlsplit(uri)
     scheme = parts.scheme if len(parts.scheme) > 1 else ""  # 'C:' is a drive, not a scheme
     if scheme in ("", "file", "local"):
-        path = parts.path if scheme else uri
+        # a file: URI is percent-encoded (file:///data/a%20b is "/data/a b"); a plain path is not
+        path = unquote(parts.path) if scheme else uri
         return LocalStorage(path)
     if scheme in ("s3", "s3a"):
         from txntable.engine.s3 import S3Storage  # boto3 only when needed
