@@ -74,6 +74,8 @@ WRITABLE_FEATURES = frozenset(
         "v2Checkpoint",
         "deletionVectors",
         "checkpointProtection",
+        # the commit path writes commitInfo first with a monotonic inCommitTimestamp (brief 5.8)
+        "inCommitTimestamp",
     }
 )
 
