@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -416,3 +417,37 @@ def test_v2_checkpoint_with_missing_sidecar_is_a_corrupt_log(table_copy: Any) ->
         sidecar.unlink()
     with pytest.raises(CorruptLogError, match="_sidecars/00000000000000000008"):
         load(path)
+
+
+def test_stats_are_rebuilt_from_stats_parsed(table_copy: Any) -> None:
+    """A checkpoint without JSON ``stats`` (only ``stats_parsed``) gives the same statistics,
+    timestamps in Delta's ISO form."""
+    path = table_copy("checkpoint-v2-table")
+    expected = {
+        p: json.loads(s)
+        for p, s in zip(
+            load(path).files().column("path").to_pylist(),
+            load(path).files().column("stats").to_pylist(),
+            strict=True,
+        )
+    }
+    for sidecar in (log(path) / "_sidecars").glob("*.parquet"):
+        table = pq.read_table(sidecar)
+        add = table.column("add").combine_chunks()
+        keep = [f for f in add.type if f.name != "stats"]
+        stripped = pa.StructArray.from_arrays(
+            [add.field(f.name) for f in keep], fields=keep, mask=pc.invert(pc.is_valid(add))
+        )
+        table = table.set_column(table.schema.get_field_index("add"), "add", stripped)
+        pq.write_table(table, sidecar)
+    snap = load(path)
+    got = {
+        p: json.loads(s)
+        for p, s in zip(
+            snap.files().column("path").to_pylist(),
+            snap.files().column("stats").to_pylist(),
+            strict=True,
+        )
+    }
+    assert got == expected
+    assert any("T" in v["minValues"]["created_at"] for v in got.values())

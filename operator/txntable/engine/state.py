@@ -117,21 +117,58 @@ def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 def _stats_from_struct(parsed: pa.Array) -> pa.Array:
-    """Rebuild JSON stats from ``stats_parsed`` (only for checkpoints written without ``stats``)."""
+    """Rebuild JSON stats from ``stats_parsed`` (only for checkpoints written without ``stats``),
+    in Delta's JSON forms: ISO timestamps with milliseconds, dates, numbers, no NaN."""
     import json
 
     out: list[str | None] = []
-    for row in parsed.to_pylist():
+    for row in _timestamps_to_ms(parsed).to_pylist():
         if row is None:
             out.append(None)
             continue
-        out.append(json.dumps(_jsonable(row), separators=(",", ":"), default=str))
+        out.append(json.dumps(_jsonable(row, parsed.type), separators=(",", ":")))
     return pa.array(out, pa.string())
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items() if v is not None}
+def _timestamps_to_ms(array: pa.Array) -> pa.Array:
+    kind = array.type
+    if pa.types.is_timestamp(kind):
+        return array.cast(pa.timestamp("ms", kind.tz), safe=False)
+    if pa.types.is_struct(kind) and kind.num_fields:
+        children = [_timestamps_to_ms(pc.struct_field(array, [i])) for i in range(kind.num_fields)]
+        fields = [pa.field(f.name, c.type, f.nullable) for f, c in zip(kind, children, strict=True)]
+        return pa.StructArray.from_arrays(
+            children, fields=fields, mask=pc.invert(pc.is_valid(array))
+        )
+    return array
+
+
+def _jsonable(value: Any, kind: pa.DataType) -> Any:
+    """A stats value as JSON (``None`` to leave it out); ``kind`` is the original Arrow type."""
+    import datetime as dt
+    import math
+    from decimal import Decimal
+
+    if value is None:
+        return None
+    if pa.types.is_struct(kind):
+        members = ((f.name, _jsonable(value.get(f.name), f.type)) for f in kind)
+        return {name: v for name, v in members if v is not None}
+    if isinstance(value, dt.datetime):
+        # instants (a time zone, or Spark's INT96 nanoseconds) end in Z; timestamp_ntz does not
+        instant = kind.tz is not None or kind.unit == "ns"
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        return text + "Z" if instant else text
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        value = float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, bytes | dt.time):
+        return None
     return value
 
 
