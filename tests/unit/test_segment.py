@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import deltagen as g
-from txntable.engine import snapshot as snapshot_module
 from txntable.engine.errors import (
     CorruptLogError,
     TableNotFoundError,
     TruncatedLogError,
     VersionGapError,
-    VersionNotFoundError,
 )
 from txntable.engine.last_checkpoint import render
 from txntable.engine.paths import LogFileKind
@@ -266,83 +263,6 @@ def test_hint_pointing_to_a_deleted_checkpoint_with_cleaned_log_is_an_error(
         os.unlink(log(ckpt_table) / f"{v:020d}.json")
     with pytest.raises(TruncatedLogError):
         load(ckpt_table)
-
-
-# -- refresh and time travel -----------------------------------------------------------------
-def test_refresh_equals_a_full_load(tmp_path: Path) -> None:
-    g.simple_log(tmp_path, 3)
-    snap = load(tmp_path)
-    assert snap.refresh() is snap
-    g.write_commit(tmp_path, 3, [g.remove("f1.parquet"), g.add("g.parquet")])
-    g.write_commit(
-        tmp_path, 4, [g.metadata(configuration={"k": "v"}), {"txn": {"appId": "a", "version": 1}}]
-    )
-    refreshed = snap.refresh()
-    assert refreshed.version == 4
-    assert fingerprint(refreshed) == fingerprint(load(tmp_path))
-    assert snap.version == 2, "refresh must not change the old snapshot"
-
-
-@pytest.mark.parametrize("replay_limit", [0, 1000])
-def test_refresh_across_a_new_checkpoint(
-    ckpt_table: Path, monkeypatch: pytest.MonkeyPatch, replay_limit: int
-) -> None:
-    # replay_limit 0 forces the "restart from the new checkpoint" branch, 1000 the replay branch
-    monkeypatch.setattr(snapshot_module, "_REFRESH_REPLAY_LIMIT", replay_limit)
-    old = load(ckpt_table, 4)
-    g.write_commit(ckpt_table, 11, [g.add("late.parquet")])
-    assert fingerprint(old.refresh()) == fingerprint(load(ckpt_table))
-
-
-def test_refresh_after_log_cleanup(ckpt_table: Path) -> None:
-    old = load(ckpt_table, 4)
-    g.write_commit(ckpt_table, 11, [g.add("late.parquet")])
-    for v in range(10):  # metadata cleanup deleted everything before the checkpoint
-        os.unlink(log(ckpt_table) / f"{v:020d}.json")
-    refreshed = old.refresh()
-    assert refreshed.version == 11
-    assert fingerprint(refreshed) == fingerprint(load(ckpt_table))
-
-
-def test_table_snapshot_follows_new_commits(tmp_path: Path) -> None:
-    g.simple_log(tmp_path, 2)
-    table = Table.open(str(tmp_path))
-    assert table.snapshot().version == 1
-    g.write_commit(tmp_path, 2, [g.add("n.parquet")])
-    assert table.snapshot().version == 2
-    assert fingerprint(table.snapshot()) == fingerprint(load(tmp_path))
-
-
-def test_time_travel_bounds(ckpt_table: Path) -> None:
-    with pytest.raises(VersionNotFoundError, match="newest version is 10"):
-        load(ckpt_table, 11)
-    for v in range(10):
-        os.unlink(log(ckpt_table) / f"{v:020d}.json")
-    assert load(ckpt_table, 10).version == 10
-    for v in (0, 3, 9):
-        with pytest.raises(VersionNotFoundError):
-            load(ckpt_table, v)
-    table = Table.open(str(ckpt_table))
-    with pytest.raises(VersionNotFoundError):
-        table.snapshot(version=5)
-    with pytest.raises(VersionNotFoundError):
-        table.snapshot(version=11)
-
-
-def test_time_travel_to_every_version_equals_replay_without_checkpoint(
-    ckpt_table: Path, tmp_path: Path
-) -> None:
-    # the same log without its checkpoint is replayed from commit 0 at every version
-    bare = tmp_path / "bare"
-    shutil.copytree(ckpt_table, bare)
-    for name in ("_last_checkpoint", f"{10:020d}.checkpoint.parquet"):
-        os.unlink(log(bare) / name)
-    for v in range(11):
-        a, b = fingerprint(load(ckpt_table, v)), fingerprint(load(bare, v))
-        # checkpoints keep only unexpired tombstones; compare live state
-        a.pop("tombstones")
-        b.pop("tombstones")
-        assert a == b, v
 
 
 # -- V2 checkpoints --------------------------------------------------------------------------
