@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.errors import InvalidArgumentError
+from txntable.engine.errors import InvalidActionError, InvalidArgumentError
 from txntable.engine.schema import parse_partition_column
 
 Literal = str | int | float | bool | None
@@ -207,7 +207,7 @@ def _typed_literal(value: Literal, arrow_type: pa.DataType, delta_type: Any) -> 
         return pa.scalar(value)  # let Arrow promote (id = 1.5 is simply false)
     try:
         parsed = parse_partition_column(pa.array([text], pa.string()), delta_type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, InvalidActionError) as exc:
         raise InvalidArgumentError(
             f"literal {sql_literal(value)} is not a valid {delta_type} value: {exc}"
         ) from exc
