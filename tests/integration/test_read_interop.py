@@ -261,3 +261,16 @@ def test_inspect_subprocess(tmp_path: Path) -> None:
     assert bad.stderr.splitlines() == [
         "error: unsupported reader protocol version 5 (this engine reads versions 1-3)"
     ]
+
+
+@pytest.mark.parametrize("column", ["my col", "a=b", "é", "x%y"])
+def test_partition_column_names_with_special_characters(tmp_path: Path, column: str) -> None:
+    values = ["v 1", "v/2", None, "50%", "日本"]
+    data = pa.table({"id": pa.array(range(len(values)), pa.int64()), column: values})
+    g.write_rows(tmp_path, data, mode="error", partition_by=[column])
+    snap = Table.open(str(tmp_path)).snapshot()
+    assert_same(snap, DeltaTable(str(tmp_path)))
+    assert sorted(snap.partition_values().column(column).to_pylist(), key=str) == sorted(
+        values, key=str
+    )
+    assert all(os.path.isfile(u) for u in snap.file_uris())

@@ -298,3 +298,18 @@ def test_arrow_state_reproduces_every_live_add_exactly(name: str) -> None:
         if from_checkpoint:
             value = {**value, "dataChange": ours[key]["dataChange"]}
         assert ours[key] == value, key
+
+
+def test_reconciliation_compares_raw_path_strings(tmp_path: Path) -> None:
+    """Brief 9 item 25: a remove spelled differently from its add (``a b`` vs ``a%20b``) does
+    not cancel it: keys are the raw log strings, so writers must copy the add's path."""
+    g.write_log(
+        tmp_path,
+        {
+            0: [g.protocol(), g.metadata(), g.add("a%20b.parquet"), g.add("c%2Bd.parquet")],
+            1: [g.remove("a b.parquet"), g.remove("c%2bd.parquet")],
+        },
+    )
+    s = load(tmp_path)
+    assert sorted(s.files().column("path").to_pylist()) == ["a%20b.parquet", "c%2Bd.parquet"]
+    assert s.file_uris()[0].endswith("/a b.parquet")

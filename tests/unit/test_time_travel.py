@@ -169,3 +169,18 @@ def test_timestamp_time_travel_with_in_commit_timestamps(tmp_path: Path) -> None
     assert table.version_at(BASE_MS + 5 * HOUR_MS) == 3
     assert table.snapshot().timestamp_ms == BASE_MS + 5 * HOUR_MS
     assert table.snapshot(version=1).timestamp_ms == BASE_MS + HOUR_MS
+
+
+def test_commit_written_after_listing_is_not_in_the_snapshot(tmp_path: Path) -> None:
+    from txntable.engine.segment import build_segment
+    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.storage import LocalStorage
+
+    g.simple_log(tmp_path, 3)
+    storage = LocalStorage(str(tmp_path))
+    segment = build_segment(storage)
+    g.write_commit(tmp_path, 3, [g.add("late.parquet")])  # lands between LIST and read
+    snap = Snapshot._from_segment(storage, segment)
+    assert snap.version == 2
+    assert "late.parquet" not in snap.files().column("path").to_pylist()
+    assert "late.parquet" in snap.refresh().files().column("path").to_pylist()
