@@ -6,5 +6,6 @@ goes through this package.
 
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.table import Table
+from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
 
-__all__ = ["Snapshot", "Table"]
+__all__ = ["CommitOptions", "CommitResult", "Snapshot", "Table", "Transaction"]

@@ -6,7 +6,8 @@ questions need the same evaluation, so there is one: predicates are evaluated wi
 *typed* partition values (``Snapshot.partition_values()``), with SQL's three-valued logic (a null
 result does not match). Only partition columns can be evaluated on file metadata; conjuncts over
 other columns of the schema are kept apart as data conjuncts, which neither prune files nor take
-part in conflict detection (Delta does the same).
+part in conflict detection (Delta does the same). The tree and its evaluation live in
+``predicate_tree``; this module parses and binds.
 
 Grammar (keywords case-insensitive)::
 

@@ -1,0 +1,266 @@
+"""Turn manifest JSON into the frozen dataclasses of ``types`` and back, checking as it goes.
+
+The dataclasses carry their schema facts in field metadata (``spec_field``): JSON name (the
+camelCase of the attribute unless given), bounds, patterns, lengths and whether an integer is
+written as a size or a duration. One generic walker enforces them, so the models mirror the
+CRDs' structural checks without a second hand-written validator per class; cross-field rules
+(the CEL rules) live in each class's ``check(path)``. A test compares this metadata with the
+CRD YAML so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping
+from datetime import datetime
+from enum import Enum
+from functools import cache
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from txntable.api.conditions import format_time, parse_time
+from txntable.api.errors import InvalidSpecError
+from txntable.api.quantity import (
+    DURATION_PATTERN,
+    SIZE_PATTERN,
+    QuantityError,
+    format_duration,
+    parse_bytes,
+    parse_duration,
+)
+
+T = TypeVar("T")
+
+SIZE = "size"
+DURATION = "duration"
+
+
+def spec_field(
+    default: Any = dataclasses.MISSING,
+    *,
+    factory: Any = dataclasses.MISSING,
+    name: str | None = None,
+    kind: str | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    pattern: str | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    text_default: str | None = None,
+) -> Any:
+    """A dataclass field with the schema facts the codec checks and the CRD test compares.
+
+    ``kind`` is ``"size"`` (int bytes written as a quantity) or ``"duration"`` (int seconds
+    written as ``30d``/``1h``); ``text_default`` is the default as the CRD spells it.
+    """
+    if kind == SIZE:
+        pattern = pattern or SIZE_PATTERN
+    elif kind == DURATION:
+        pattern = pattern or DURATION_PATTERN
+        max_length = max_length or 32
+    if text_default is not None and default is dataclasses.MISSING:
+        default = parse_bytes(text_default) if kind == SIZE else parse_duration(text_default)
+    meta = {
+        "name": name,
+        "kind": kind,
+        "minimum": minimum,
+        "maximum": maximum,
+        "pattern": pattern,
+        "min_length": min_length,
+        "max_length": max_length,
+        "min_items": min_items,
+        "max_items": max_items,
+        "text_default": text_default,
+    }
+    meta = {k: v for k, v in meta.items() if v is not None}
+    if isinstance(default, Mapping):  # mappings are unhashable: give each instance its own
+        frozen = MappingProxyType(dict(default))
+        factory = lambda: frozen  # noqa: E731
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def camel(name: str) -> str:
+    """``z_order_by`` -> ``zOrderBy``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def json_name(field: dataclasses.Field[Any]) -> str:
+    """The manifest key of a dataclass field."""
+    return str(field.metadata.get("name") or camel(field.name))
+
+
+@cache
+def hints(cls: type) -> dict[str, Any]:
+    """Resolved type hints of a dataclass (cached: they never change at run time)."""
+    return typing.get_type_hints(cls)
+
+
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` -> (X, True); anything else -> (tp, False)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _fail(path: str, reason: str) -> typing.NoReturn:
+    raise InvalidSpecError(path, reason)
+
+
+def _check_str(value: str, meta: Mapping[str, Any], path: str) -> None:
+    if "min_length" in meta and len(value) < meta["min_length"]:
+        _fail(path, f"must be at least {meta['min_length']} characters")
+    if "max_length" in meta and len(value) > meta["max_length"]:
+        _fail(path, f"must be at most {meta['max_length']} characters")
+    if "pattern" in meta and re.search(meta["pattern"], value) is None:
+        _fail(path, f"{value!r} does not match {meta['pattern']}")
+
+
+def _check_int(value: int, meta: Mapping[str, Any], path: str) -> None:
+    if "minimum" in meta and value < meta["minimum"]:
+        _fail(path, f"must be >= {meta['minimum']}")
+    if "maximum" in meta and value > meta["maximum"]:
+        _fail(path, f"must be <= {meta['maximum']}")
+
+
+def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
+    tp, optional = unwrap_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        _fail(path, "must not be null")
+    origin = typing.get_origin(tp)
+    kind = meta.get("kind")
+    if tp is bool:
+        if not isinstance(value, bool):
+            _fail(path, "must be a boolean")
+        return value
+    if tp is int and kind == SIZE:
+        try:
+            if isinstance(value, str):
+                _check_str(value, meta, path)
+            size = parse_bytes(value)
+        except QuantityError as exc:
+            _fail(path, str(exc))
+        _check_int(size, meta, path)
+        return size
+    if tp is int and kind == DURATION:
+        if not isinstance(value, str):
+            _fail(path, "must be a duration string (e.g. 30d, 12h, 1h30m, 90s)")
+        _check_str(value, meta, path)
+        try:
+            return parse_duration(value)
+        except QuantityError as exc:
+            _fail(path, str(exc))
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(path, "must be an integer")
+        _check_int(value, meta, path)
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            _fail(path, "must be a string")
+        _check_str(value, meta, path)
+        return value
+    if tp is datetime:
+        try:
+            return parse_time(str(value))
+        except ValueError:
+            _fail(path, f"{value!r} is not an RFC 3339 time")
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        allowed = [m.value for m in tp]
+        if value not in allowed:
+            _fail(path, f"{value!r} is not one of {allowed}")
+        return tp(value)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return from_obj(tp, value, path)
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if not isinstance(value, list):
+            _fail(path, "must be a list")
+        if "min_items" in meta and len(value) < meta["min_items"]:
+            _fail(path, f"must have at least {meta['min_items']} items")
+        if "max_items" in meta and len(value) > meta["max_items"]:
+            _fail(path, f"must have at most {meta['max_items']} items")
+        item_meta = {k: v for k, v in meta.items() if k in ("pattern", "max_length", "min_length")}
+        return tuple(_convert(item_tp, v, item_meta, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin in (Mapping, dict) or tp is Mapping:
+        if not isinstance(value, dict):
+            _fail(path, "must be an object")
+        if "max_items" in meta and len(value) > meta["max_items"]:
+            _fail(path, f"must have at most {meta['max_items']} entries")
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(item, str):
+                _fail(f"{path}[{key}]", "must be a string")
+            if "max_length" in meta and len(item) > meta["max_length"]:
+                _fail(f"{path}[{key}]", f"must be at most {meta['max_length']} characters")
+            out[str(key)] = item
+        return MappingProxyType(out)
+    raise TypeError(f"the codec cannot read {tp!r} at {path}")  # a bug in a model, not input
+
+
+def from_obj(cls: type[T], obj: Any, path: str) -> T:
+    """Build dataclass ``cls`` from a JSON object, or raise ``InvalidSpecError`` at ``path``."""
+    if not isinstance(obj, dict):
+        _fail(path, "must be an object")
+    fields = {json_name(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(obj) - set(fields))
+    if unknown:
+        _fail(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
+    kwargs: dict[str, Any] = {}
+    resolved = hints(typing.cast(type, cls))
+    for key, field in fields.items():
+        sub = f"{path}.{key}" if path else key
+        if key not in obj:
+            no_default = field.default is dataclasses.MISSING
+            if no_default and field.default_factory is dataclasses.MISSING:
+                _fail(sub, "required")
+            continue
+        kwargs[field.name] = _convert(resolved[field.name], obj[key], field.metadata, sub)
+    try:
+        built = cls(**kwargs)
+    except InvalidSpecError as exc:
+        where = f"{path}.{exc.field_path}" if path else exc.field_path
+        raise InvalidSpecError(where, exc.reason) from None
+    check = getattr(built, "check", None)
+    if check is not None:
+        check(path)
+    return built
+
+
+def _dump(value: Any, meta: Mapping[str, Any]) -> Any:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return format_duration(value) if meta.get("kind") == DURATION else value
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return format_time(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_obj(value)
+    if isinstance(value, tuple | list):
+        return [_dump(v, {}) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _dump(v, {}) for k, v in value.items()}
+    raise TypeError(f"cannot serialize {value!r}")
+
+
+def to_obj(instance: Any) -> dict[str, Any]:
+    """The JSON object for a dataclass instance (camelCase keys, ``None`` omitted)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        if value is not None:
+            out[json_name(field)] = _dump(value, field.metadata)
+    return out

@@ -1,0 +1,212 @@
+"""Pieces every custom resource shares: patterns, references, selectors, the Spark template,
+run records and the policy status.
+
+Each dataclass mirrors one object of the CRD schema (field names are the camelCase of the
+attributes, see ``_codec``); ``check(path)`` methods mirror the CEL rules with the same
+messages.
+"""
+
+# ruff: noqa: RUF009  (spec_field is our dataclasses.field wrapper; its defaults are immutable)
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Final
+
+from txntable.api import defaults as d
+from txntable.api._codec import DURATION, SIZE, spec_field
+from txntable.api.conditions import Condition
+from txntable.api.errors import InvalidSpecError
+
+DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+LABEL_KEY: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+# Option keys that name a credential: such values belong in a Secret, never in a manifest.
+SECRET_KEY_PATTERN: Final = (
+    r"(?i)(secret|passw|token|credential|private[._-]?key|access[._-]?key"
+    r"|account[._-]?key|session[._-]?key)"
+)
+MSG_SECRET_OPTION: Final = (
+    "credentials must come from a Secret (secretRef), not from inline options"
+)
+
+MSG_SELECTOR_VALUES: Final = (
+    "operators In and NotIn require values; Exists and DoesNotExist take none"
+)
+
+EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+def reject_secret_keys(options: Mapping[str, str], path: str) -> None:
+    """Mirror of the CEL rule on option maps: no key may look like a credential."""
+    for key in options:
+        if re.search(SECRET_KEY_PATTERN, key):
+            raise InvalidSpecError(f"{path}[{key}]", MSG_SECRET_OPTION)
+
+
+class Backend(StrEnum):
+    """Where a maintenance run executes (architecture.md, "Launch backends")."""
+
+    SPARK_APPLICATION = "SparkApplication"
+    JOB = "Job"
+    LOCAL = "Local"
+
+
+class PullPolicy(StrEnum):
+    """Kubernetes image pull policy."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class SelectorOperator(StrEnum):
+    """Operators of a label selector requirement."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+class RunOutcome(StrEnum):
+    """How a maintenance run ended (or that it still runs)."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    NOTHING_TO_DO = "NothingToDo"
+    CONFLICTED = "Conflicted"
+    FAILED = "Failed"
+
+
+class PolicyPhase(StrEnum):
+    """Short state of a policy, for the printer column."""
+
+    ACTIVE = "Active"
+    SUSPENDED = "Suspended"
+    INVALID = "Invalid"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalObjectReference:
+    """A reference by name to an object in the same namespace."""
+
+    name: str = spec_field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=253)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretReference:
+    """A Secret in the same namespace whose keys become storage options (credentials)."""
+
+    name: str = spec_field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=253)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelSelectorRequirement:
+    """One ``matchExpressions`` entry of a label selector."""
+
+    key: str = spec_field(pattern=LABEL_KEY, max_length=317)
+    operator: SelectorOperator = spec_field()
+    values: tuple[str, ...] = spec_field((), max_items=64, max_length=63)
+
+    def check(self, path: str) -> None:
+        """In/NotIn need values; Exists/DoesNotExist take none (as metav1 requires)."""
+        wants = self.operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+        if wants != bool(self.values):
+            raise InvalidSpecError(path, MSG_SELECTOR_VALUES)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy this requirement."""
+        present = self.key in labels
+        if self.operator is SelectorOperator.EXISTS:
+            return present
+        if self.operator is SelectorOperator.DOES_NOT_EXIST:
+            return not present
+        inside = present and labels[self.key] in self.values
+        return inside if self.operator is SelectorOperator.IN else not inside
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelSelector:
+    """A standard label selector over TxnTable labels; empty matches every table."""
+
+    match_labels: Mapping[str, str] = spec_field(EMPTY, max_items=64, max_length=63)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = spec_field((), max_items=32)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether an object with ``labels`` is selected."""
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverSpec:
+    """Resources of the Spark driver."""
+
+    cores: int = spec_field(d.DRIVER_CORES, minimum=1, maximum=64)
+    memory: int = spec_field(kind=SIZE, minimum=1, text_default=d.DRIVER_MEMORY)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutorSpec:
+    """Resources and count of Spark executors (``Local`` runs use instances x cores threads)."""
+
+    instances: int = spec_field(d.EXECUTOR_INSTANCES, minimum=1, maximum=1000)
+    cores: int = spec_field(d.EXECUTOR_CORES, minimum=1, maximum=64)
+    memory: int = spec_field(kind=SIZE, minimum=1, text_default=d.EXECUTOR_MEMORY)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkTemplate:
+    """How a maintenance run is launched; unset fields use the operator's configuration."""
+
+    backend: Backend | None = spec_field(None)
+    image: str | None = spec_field(None, min_length=1, max_length=512)
+    image_pull_policy: PullPolicy | None = spec_field(None)
+    service_account_name: str | None = spec_field(
+        None, pattern=DNS_SUBDOMAIN, min_length=1, max_length=253
+    )
+    driver: DriverSpec = spec_field(factory=DriverSpec)
+    executor: ExecutorSpec = spec_field(factory=ExecutorSpec)
+    spark_conf: Mapping[str, str] = spec_field(EMPTY, max_items=128, max_length=4096)
+    timeout: int = spec_field(kind=DURATION, text_default=d.RUN_TIMEOUT)
+
+    def check(self, path: str) -> None:
+        """Credentials never travel in sparkConf."""
+        reject_secret_keys(self.spark_conf, f"{path}.sparkConf")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """The last finished (or running) maintenance run, as reported in status."""
+
+    run_name: str = spec_field(max_length=253)
+    table: str | None = spec_field(None, max_length=253)
+    outcome: RunOutcome | None = spec_field(None)
+    start_time: datetime | None = spec_field(None)
+    completion_time: datetime | None = spec_field(None)
+    version: int | None = spec_field(None, minimum=0)
+    message: str | None = spec_field(None, max_length=4096)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyStatus:
+    """Observed state of a CompactionPolicy or CheckpointPolicy."""
+
+    observed_generation: int | None = spec_field(None, minimum=0)
+    phase: PolicyPhase | None = spec_field(None)
+    conditions: tuple[Condition, ...] = spec_field((), max_items=16)
+    matched_tables: tuple[str, ...] = spec_field((), max_items=1000, max_length=253)
+    matched_table_count: int | None = spec_field(None, minimum=0)
+    last_schedule_time: datetime | None = spec_field(None)
+    next_schedule_time: datetime | None = spec_field(None)
+    active_runs: tuple[RunRecord, ...] = spec_field((), max_items=1000)
+    last_run: RunRecord | None = spec_field(None)

@@ -1,0 +1,48 @@
+"""Names the API server and every component must agree on: group, version, kinds, labels.
+
+Kept in one module so the CRDs, the controller, the launchers and the tests never spell a
+plural or a label twice.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "txntable.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+CATEGORY: Final = "txntable"
+
+KIND_TABLE: Final = "TxnTable"
+KIND_COMPACTION_POLICY: Final = "CompactionPolicy"
+KIND_CHECKPOINT_POLICY: Final = "CheckpointPolicy"
+
+PLURAL_TABLE: Final = "txntables"
+PLURAL_COMPACTION_POLICY: Final = "compactionpolicies"
+PLURAL_CHECKPOINT_POLICY: Final = "checkpointpolicies"
+
+SINGULAR: Final = {
+    KIND_TABLE: "txntable",
+    KIND_COMPACTION_POLICY: "compactionpolicy",
+    KIND_CHECKPOINT_POLICY: "checkpointpolicy",
+}
+PLURALS: Final = {
+    KIND_TABLE: PLURAL_TABLE,
+    KIND_COMPACTION_POLICY: PLURAL_COMPACTION_POLICY,
+    KIND_CHECKPOINT_POLICY: PLURAL_CHECKPOINT_POLICY,
+}
+SHORT_NAMES: Final = {
+    KIND_TABLE: ("tt",),
+    KIND_COMPACTION_POLICY: ("cpol",),
+    KIND_CHECKPOINT_POLICY: ("ckpol",),
+}
+
+# Labels on every child object (runs, Jobs, SparkApplications, ConfigMaps).
+LABEL_TABLE: Final = f"{GROUP}/table"
+LABEL_POLICY: Final = f"{GROUP}/policy"
+LABEL_RUN: Final = f"{GROUP}/run"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "txntable-operator"
+
+# Finalizer the controller puts on tables it watches.
+FINALIZER: Final = f"{GROUP}/finalizer"

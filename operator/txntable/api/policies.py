@@ -1,0 +1,284 @@
+"""The CompactionPolicy and CheckpointPolicy custom resources: when and how to maintain tables.
+
+Both follow the scheduled-job pattern (CronJob, ScheduledSparkApplication): a trigger
+(schedule in a time zone, or thresholds observed in the log), ``suspend``, a concurrency
+policy and history limits; status reports the matched tables and the last/next runs. Cross-
+field CEL rules of the CRDs are mirrored by ``check`` with the same messages.
+"""
+
+# ruff: noqa: RUF009  (spec_field is our dataclasses.field wrapper; its defaults are immutable)
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass, field
+from datetime import time
+from enum import StrEnum
+from typing import Any, Final
+
+from txntable.api import defaults as d
+from txntable.api._codec import DURATION, SIZE, from_obj, spec_field, to_obj
+from txntable.api.common import (
+    LabelSelector,
+    PolicyStatus,
+    SparkTemplate,
+)
+from txntable.api.constants import KIND_CHECKPOINT_POLICY, KIND_COMPACTION_POLICY
+from txntable.api.errors import InvalidSpecError
+from txntable.api.meta import ObjectMeta, envelope
+
+
+def _cron_field(value: str, names: str = "", question: bool = False) -> str:
+    atom = f"({value}{'|' + names if names else ''})"
+    item = rf"(\*|{atom}(-{atom})?)(/[1-9][0-9]{{0,2}})?"
+    listed = rf"{item}(,{item})*"
+    return rf"(\?|{listed})" if question else listed
+
+
+_MONTHS = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+_DAYS = "SUN|MON|TUE|WED|THU|FRI|SAT"
+CRON_PATTERN: Final = (
+    r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|"
+    + " +".join(
+        (
+            _cron_field("[0-5]?[0-9]"),
+            _cron_field("[01]?[0-9]|2[0-3]"),
+            _cron_field("0?[1-9]|[12][0-9]|3[01]", question=True),
+            _cron_field("0?[1-9]|1[0-2]", _MONTHS),
+            _cron_field("[0-7]", _DAYS, question=True),
+        )
+    )
+    + ")$"
+)
+TIME_ZONE_PATTERN: Final = (
+    r"^(UTC|Etc/(UTC|GMT([+-](1[0-4]|[0-9]))?)|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+){1,2})$"
+)
+CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+MSG_NO_TRIGGER: Final = (
+    "set a schedule or at least one threshold (smallFiles, smallFilePercent, commitsSinceLastRun)"
+)
+MSG_MIN_ABOVE_TARGET: Final = "minFileSize must not exceed targetFileSize"
+MSG_EMPTY_WINDOW: Final = "a maintenance window must not start and end at the same time"
+MSG_FILTER_ARITY: Final = "In and NotIn take one or more values; other operators exactly one"
+
+
+class ConcurrencyPolicy(StrEnum):
+    """What to do when a run is due while the previous one on the same table still runs."""
+
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+class CheckpointMode(StrEnum):
+    """Where checkpoints are written: Auto chooses by log size."""
+
+    AUTO = "Auto"
+    INLINE = "Inline"
+    SPARK = "Spark"
+
+
+class Weekday(StrEnum):
+    """Days of a maintenance window."""
+
+    MON = "Mon"
+    TUE = "Tue"
+    WED = "Wed"
+    THU = "Thu"
+    FRI = "Fri"
+    SAT = "Sat"
+    SUN = "Sun"
+
+
+class FilterOperator(StrEnum):
+    """Comparison of a partition filter."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EQUALS = "Equals"
+    NOT_EQUALS = "NotEquals"
+    LESS_THAN = "LessThan"
+    LESS_OR_EQUAL = "LessOrEqual"
+    GREATER_THAN = "GreaterThan"
+    GREATER_OR_EQUAL = "GreaterOrEqual"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionFilter:
+    """Restrict compaction to partitions whose column compares true against the values."""
+
+    column: str = spec_field(min_length=1, max_length=255)
+    operator: FilterOperator = spec_field()
+    values: tuple[str, ...] = spec_field(min_items=1, max_items=256, max_length=1024)
+
+    def check(self, path: str) -> None:
+        """Mirror of the CEL arity rule."""
+        many = self.operator in (FilterOperator.IN, FilterOperator.NOT_IN)
+        if not many and len(self.values) != 1:
+            raise InvalidSpecError(path, MSG_FILTER_ARITY)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceWindow:
+    """A daily time range (in the policy's time zone) in which runs may start."""
+
+    start: str = spec_field(pattern=CLOCK_PATTERN)
+    end: str = spec_field(pattern=CLOCK_PATTERN)
+    days: tuple[Weekday, ...] = spec_field((), max_items=7)
+
+    def check(self, path: str) -> None:
+        """Mirror of the CEL rule: a window has a length (end before start crosses midnight)."""
+        if self.start == self.end:
+            raise InvalidSpecError(path, MSG_EMPTY_WINDOW)
+
+    @property
+    def start_time(self) -> time:
+        """``start`` as a time of day."""
+        return time.fromisoformat(self.start)
+
+    @property
+    def end_time(self) -> time:
+        """``end`` as a time of day (earlier than start: the window ends the next day)."""
+        return time.fromisoformat(self.end)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionTriggers:
+    """When compaction runs: on a schedule, when thresholds are crossed, or both."""
+
+    schedule: str | None = spec_field(None, pattern=CRON_PATTERN, max_length=256)
+    small_files: int | None = spec_field(None, minimum=1, maximum=10_000_000)
+    small_file_percent: int | None = spec_field(None, minimum=1, maximum=100)
+    commits_since_last_run: int | None = spec_field(None, minimum=1, maximum=1_000_000)
+    cooldown: int = spec_field(kind=DURATION, text_default=d.COOLDOWN)
+
+    def check(self, path: str) -> None:
+        """Mirror of the CEL rule: a schedule or a threshold must be set."""
+        thresholds = (self.small_files, self.small_file_percent, self.commits_since_last_run)
+        if self.schedule is None and all(t is None for t in thresholds):
+            raise InvalidSpecError(path, MSG_NO_TRIGGER)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitSettings:
+    """How a compaction run commits through the engine."""
+
+    max_attempts: int = spec_field(d.COMMIT_MAX_ATTEMPTS, minimum=1, maximum=100)
+    partial_commit_size: int | None = spec_field(None, kind=SIZE, minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionPolicySpec:
+    """How and when to OPTIMIZE (bin-pack, optionally Z-order) the selected tables."""
+
+    table_selector: LabelSelector | None = spec_field(None)
+    target_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.TARGET_FILE_SIZE)
+    min_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.MIN_FILE_SIZE)
+    min_input_files: int = spec_field(d.MIN_INPUT_FILES, minimum=2, maximum=100_000)
+    max_bytes_per_run: int = spec_field(kind=SIZE, minimum=1, text_default=d.MAX_BYTES_PER_RUN)
+    partition_filters: tuple[PartitionFilter, ...] = spec_field((), max_items=16)
+    z_order_by: tuple[str, ...] = spec_field((), max_items=8, min_length=1, max_length=255)
+    triggers: CompactionTriggers = spec_field()
+    time_zone: str = spec_field(d.TIME_ZONE, pattern=TIME_ZONE_PATTERN, max_length=64)
+    maintenance_windows: tuple[MaintenanceWindow, ...] = spec_field((), max_items=16)
+    concurrency_policy: ConcurrencyPolicy = spec_field(ConcurrencyPolicy.FORBID)
+    suspend: bool = spec_field(False)
+    commit: CommitSettings = spec_field(factory=CommitSettings)
+    spark: SparkTemplate = spec_field(factory=SparkTemplate)
+    successful_runs_history_limit: int = spec_field(
+        d.SUCCESSFUL_RUNS_HISTORY_LIMIT, minimum=0, maximum=100
+    )
+    failed_runs_history_limit: int = spec_field(d.FAILED_RUNS_HISTORY_LIMIT, minimum=0, maximum=100)
+
+    def check(self, path: str) -> None:
+        """Mirrors of the CEL rules, plus a time-zone lookup the schema cannot do."""
+        if self.min_file_size > self.target_file_size:
+            raise InvalidSpecError(path, MSG_MIN_ABOVE_TARGET)
+        if len(set(self.z_order_by)) != len(self.z_order_by):
+            raise InvalidSpecError(f"{path}.zOrderBy", "duplicate entry")
+        check_time_zone(self.time_zone, f"{path}.timeZone")
+
+
+def check_time_zone(name: str, path: str) -> None:
+    """The zone must exist in the tz database (the CRD can only check its shape)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidSpecError(path, f"unknown time zone {name!r}") from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogCleanup:
+    """Deleting expired log files after a checkpoint (Delta's expired-log cleanup)."""
+
+    enabled: bool = spec_field(True)
+    log_retention: int = spec_field(kind=DURATION, text_default=d.LOG_RETENTION)
+    checkpoint_retention: int = spec_field(kind=DURATION, text_default=d.CHECKPOINT_RETENTION)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointPolicySpec:
+    """When and how to write checkpoints for the selected tables."""
+
+    table_selector: LabelSelector | None = spec_field(None)
+    commit_interval: int = spec_field(d.COMMIT_INTERVAL, minimum=1, maximum=1_000_000)
+    max_age: int | None = spec_field(None, kind=DURATION)
+    mode: CheckpointMode = spec_field(CheckpointMode.AUTO)
+    inline_max_actions: int = spec_field(d.INLINE_MAX_ACTIONS, minimum=1, maximum=100_000_000)
+    part_size: int = spec_field(d.PART_SIZE, minimum=1000, maximum=100_000_000)
+    log_cleanup: LogCleanup = spec_field(factory=LogCleanup)
+    suspend: bool = spec_field(False)
+    spark: SparkTemplate = spec_field(factory=SparkTemplate)
+    successful_runs_history_limit: int = spec_field(
+        d.SUCCESSFUL_RUNS_HISTORY_LIMIT, minimum=0, maximum=100
+    )
+    failed_runs_history_limit: int = spec_field(d.FAILED_RUNS_HISTORY_LIMIT, minimum=0, maximum=100)
+
+
+def _status_dict(status: PolicyStatus) -> dict[str, Any]:
+    return to_obj(status)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionPolicy:
+    """A parsed, validated CompactionPolicy manifest."""
+
+    metadata: ObjectMeta
+    spec: CompactionPolicySpec
+    status: PolicyStatus = field(default_factory=PolicyStatus)
+
+    @classmethod
+    def from_manifest(cls, obj: object) -> CompactionPolicy:
+        """Parse and validate a manifest the way the CRD does."""
+        meta, spec, status = envelope(obj, KIND_COMPACTION_POLICY)
+        return cls(
+            metadata=meta,
+            spec=from_obj(CompactionPolicySpec, spec, "spec"),
+            status=from_obj(PolicyStatus, status, "status"),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        """The status subresource as JSON."""
+        return _status_dict(self.status)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointPolicy:
+    """A parsed, validated CheckpointPolicy manifest."""
+
+    metadata: ObjectMeta
+    spec: CheckpointPolicySpec
+    status: PolicyStatus = field(default_factory=PolicyStatus)
+
+    @classmethod
+    def from_manifest(cls, obj: object) -> CheckpointPolicy:
+        """Parse and validate a manifest the way the CRD does."""
+        meta, spec, status = envelope(obj, KIND_CHECKPOINT_POLICY)
+        return cls(
+            metadata=meta,
+            spec=from_obj(CheckpointPolicySpec, spec, "spec"),
+            status=from_obj(PolicyStatus, status, "status"),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        """The status subresource as JSON."""
+        return _status_dict(self.status)

@@ -1,0 +1,249 @@
+"""Validate manifests against the CRDs without an API server: what kube-apiserver would do.
+
+* structural defaulting (defaults of absent fields, recursively, as the API server applies them);
+* strict field validation (unknown fields rejected, as ``kubectl apply`` does by default);
+* the OpenAPI v3 schema with ``jsonschema``, plus the list semantics the API server adds
+  (``x-kubernetes-list-type: set`` / ``map`` keys must be unique);
+* every ``x-kubernetes-validations`` CEL rule with ``cel-python`` (``celpy``), with ``oldSelf``
+  for transition rules when an old object is given.
+
+cel-python implements standard CEL, not the Kubernetes CEL libraries. The only Kubernetes
+library our rules use is the quantity library (``quantity()``, ``compareTo`` ...); it is
+provided here on top of ``txntable.api.quantity``. ``rule_functions`` lists every function a
+rule calls so a test can prove none is left unevaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import celpy
+import jsonschema
+import yaml
+from celpy import celtypes
+
+from txntable.api.quantity import QuantityError, parse_quantity
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO / "crds"
+EXAMPLES = REPO / "examples"
+MISSING: Any = object()
+
+# Standard CEL functions/macros cel-python evaluates natively, and the Kubernetes quantity
+# library implemented below. Anything else in a rule fails test_crds.
+STANDARD_CEL = {
+    "has", "all", "exists", "exists_one", "map", "filter", "size", "matches",
+    "startsWith", "endsWith", "contains", "string", "int", "uint", "double", "bool", "type",
+}  # fmt: skip
+KUBERNETES_CEL = {
+    "quantity", "isQuantity", "compareTo", "isGreaterThan", "isLessThan", "asInteger", "sign",
+}  # fmt: skip
+
+
+def load_crds() -> dict[str, dict[str, Any]]:
+    """kind -> CRD document, for every file in crds/."""
+    out = {}
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        out[doc["spec"]["names"]["kind"]] = doc
+    return out
+
+
+def schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    """The openAPIV3Schema of the CRD's only version."""
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def load_examples() -> list[tuple[Path, dict[str, Any]]]:
+    """Every YAML document under examples/, with its file."""
+    docs = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        docs.extend((path, d) for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+# ----------------------------------------------------------------------------- defaulting
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Return ``value`` with schema defaults filled in, as the API server defaults objects."""
+    value = copy.deepcopy(value)
+    _default(schema, value)
+    return value
+
+
+def _default(schema: dict[str, Any], value: Any) -> None:
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                _default(sub, value[key])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for item in value.values():
+                _default(extra, item)
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            _default(schema["items"], item)
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+def strict(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy that rejects unknown fields (``kubectl apply``'s strict field validation)."""
+    out = copy.deepcopy(schema)
+
+    def walk(node: dict[str, Any]) -> None:
+        if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+            node["additionalProperties"] = False
+        for sub in node.get("properties", {}).values():
+            walk(sub)
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"])
+        if "items" in node:
+            walk(node["items"])
+
+    walk(out)
+    return out
+
+
+def schema_errors(schema: dict[str, Any], obj: Any) -> list[str]:
+    """OpenAPI and list-type violations, as ``path: message`` lines."""
+    validator = jsonschema.Draft7Validator(strict(schema))
+    errors = [
+        f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}"
+        for e in validator.iter_errors(obj)
+    ]
+    errors.extend(_list_errors(schema, obj, ""))
+    return errors
+
+
+def _list_errors(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                yield from _list_errors(sub, value[key], f"{path}.{key}".lstrip("."))
+    elif isinstance(value, list):
+        kind = schema.get("x-kubernetes-list-type")
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen: list[Any] = []
+        for i, item in enumerate(value):
+            ident = tuple(item.get(k) for k in keys) if kind == "map" else item
+            if kind in ("set", "map") and ident in seen:
+                yield f"{path}[{i}]: Duplicate value: {ident!r}"
+            seen.append(ident)
+            yield from _list_errors(schema.get("items", {}), item, f"{path}[{i}]")
+
+
+# ----------------------------------------------------------------------------- CEL
+
+
+class _Quantity:
+    """A Kubernetes quantity inside cel-python (the apiserver's quantity library)."""
+
+    def __init__(self, value: Decimal) -> None:
+        self.value = value
+
+
+def _quantity(text: Any) -> _Quantity:
+    try:
+        return _Quantity(parse_quantity(str(text)))
+    except QuantityError as exc:
+        raise ValueError(f"quantity: {exc}") from exc
+
+
+def _is_quantity(text: Any) -> celtypes.BoolType:
+    try:
+        parse_quantity(str(text))
+    except QuantityError:
+        return celtypes.BoolType(False)
+    return celtypes.BoolType(True)
+
+
+def _cmp(a: _Quantity, b: _Quantity) -> celtypes.IntType:
+    return celtypes.IntType((a.value > b.value) - (a.value < b.value))
+
+
+K8S_FUNCTIONS = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "compareTo": _cmp,
+    "isGreaterThan": lambda a, b: celtypes.BoolType(a.value > b.value),
+    "isLessThan": lambda a, b: celtypes.BoolType(a.value < b.value),
+    "asInteger": lambda a: celtypes.IntType(int(a.value)),
+    "sign": lambda a: celtypes.IntType((a.value > 0) - (a.value < 0)),
+}
+_ENV = celpy.Environment()
+_PROGRAMS: dict[str, Any] = {}
+
+
+def compile_rule(rule: str) -> Any:
+    """Compile a rule once (raises on syntax errors)."""
+    if rule not in _PROGRAMS:
+        _PROGRAMS[rule] = _ENV.program(_ENV.compile(rule), functions=K8S_FUNCTIONS)
+    return _PROGRAMS[rule]
+
+
+def rule_functions(rule: str) -> set[str]:
+    """Names the rule calls as functions or methods (string literals removed first)."""
+    code = re.sub(r"'[^']*'|\"[^\"]*\"", "''", rule)
+    return set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", code))
+
+
+class CelEvaluationError(AssertionError):
+    """A rule could not be evaluated: a bug in the rule or in this harness, never a pass."""
+
+
+def cel_errors(schema: dict[str, Any], obj: Any, old: Any = MISSING) -> list[str]:
+    """Messages of every CEL rule that evaluates to false, as ``path: message``."""
+    return list(_cel(schema, obj, old, ""))
+
+
+def _cel(schema: dict[str, Any], value: Any, old: Any, path: str) -> Iterator[str]:
+    for spec in schema.get("x-kubernetes-validations", []):
+        rule = spec["rule"]
+        if "oldSelf" in rule and old is MISSING:
+            continue  # transition rules run only on updates
+        activation = {"self": celpy.json_to_cel(value)}
+        if old is not MISSING:
+            activation["oldSelf"] = celpy.json_to_cel(old)
+        try:
+            result = compile_rule(rule).evaluate(activation)
+        except Exception as exc:
+            raise CelEvaluationError(f"{path}: rule {rule!r} failed to evaluate: {exc}") from exc
+        if isinstance(result, Exception) or not isinstance(result, celtypes.BoolType):
+            raise CelEvaluationError(f"{path}: rule {rule!r} gave {result!r}")
+        if not result:
+            yield f"{path}: {spec['message']}"
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                was = old.get(key, MISSING) if isinstance(old, dict) else MISSING
+                yield from _cel(sub, value[key], was, f"{path}.{key}".lstrip("."))
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, item in value.items():
+                yield from _cel(extra, item, MISSING, f"{path}[{key}]")
+    elif isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            yield from _cel(schema["items"], item, MISSING, f"{path}[{i}]")
+
+
+def validate(crd: dict[str, Any], obj: Any, old: Any = MISSING) -> list[str]:
+    """What the API server says about ``obj``: schema errors first, then CEL rule messages."""
+    schema = schema_of(crd)
+    obj = apply_defaults(schema, obj)
+    errors = schema_errors(schema, obj)
+    if errors:
+        return errors
+    if old is not MISSING:
+        old = apply_defaults(schema, old)
+    return cel_errors(schema, obj, old)

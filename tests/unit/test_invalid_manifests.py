@@ -1,0 +1,238 @@
+"""Invalid manifests: each is rejected by the CRD (schema or CEL) and by ``from_manifest``.
+
+Every case starts from a valid example, breaks one thing, and states what the API server
+would say (a substring of the schema error or the CEL rule's message) and where the models
+point (the field path of ``InvalidSpecError``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.unit.crdtools import MISSING, load_crds, load_examples, validate
+from txntable.api import CheckpointPolicy, CompactionPolicy, InvalidSpecError, TxnTable
+
+CRDS = load_crds()
+BASE = {
+    (p.name, d["kind"]): d
+    for p, d in load_examples()
+    if d["kind"] in CRDS and p.parent.name != "local"
+}
+TABLE = BASE["table-s3.yaml", "TxnTable"]
+NIGHTLY = BASE["compaction-nightly-zorder.yaml", "CompactionPolicy"]
+CKPT = BASE["checkpoint-policy.yaml", "CheckpointPolicy"]
+PARSERS: dict[str, Any] = {
+    "TxnTable": TxnTable,
+    "CompactionPolicy": CompactionPolicy,
+    "CheckpointPolicy": CheckpointPolicy,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    base: dict[str, Any]
+    edit: Callable[[dict[str, Any]], None]
+    api_says: str  # substring of the schema error or CEL message
+    path: str  # InvalidSpecError.field_path from the models
+    update: bool = False  # apply as an update of the unmodified base (oldSelf rules)
+
+
+def put(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """An edit that sets (or, with MISSING, deletes) a dotted path in the manifest."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        node = doc
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is MISSING:
+            del node[leaf]
+        else:
+            node[leaf] = value
+
+    return edit
+
+
+SECRET_MSG = "credentials must come from a Secret"
+CASES = [
+    # ------------------------------------------------------------------ TxnTable
+    Case("inline credential option", TABLE,
+         put("spec.storage.options.AWS_SECRET_ACCESS_KEY", "abc"), SECRET_MSG,
+         "spec.storage.options[AWS_SECRET_ACCESS_KEY]"),
+    Case("inline s3a secret key", TABLE,
+         lambda d: d["spec"]["storage"]["options"].update({"fs.s3a.secret.key": "abc"}),
+         SECRET_MSG, "spec.storage.options[fs.s3a.secret.key]"),
+    Case("inline accessKey field", TABLE, put("spec.storage.accessKey", "AKIA"),
+         "Additional properties are not allowed", "spec.storage.accessKey"),
+    Case("missing location", TABLE, put("spec.location", MISSING),
+         "'location' is a required property", "spec.location"),
+    Case("location scheme not supported", TABLE, put("spec.location", "ftp://host/t"),
+         "does not match", "spec.location"),
+    Case("mutated location on update", TABLE, put("spec.location", "s3://other/t"),
+         "location is immutable", "spec.location", update=True),
+    Case("partition column not a column", TABLE, put("spec.create.partitionColumns", ["day"]),
+         "every partition column must be one of the columns", "spec.create.partitionColumns[0]"),
+    Case("duplicate column", TABLE,
+         put("spec.create.columns", [{"name": "a", "type": "long"}, {"name": "a", "type": "date"}]),
+         "Duplicate value", "spec.create.columns[1].name"),
+    Case("unknown column type", TABLE,
+         put("spec.create.columns", [{"name": "a", "type": "varchar"}]), "does not match",
+         "spec.create.columns[0].type"),
+    Case("secretRef name not a DNS name", TABLE, put("spec.storage.secretRef.name", "Lake_Creds"),
+         "does not match", "spec.storage.secretRef.name"),
+    Case("observeInterval not a duration", TABLE, put("spec.observeInterval", "5 minutes"),
+         "does not match", "spec.observeInterval"),
+    Case("suspend not a boolean", TABLE, put("spec.suspend", "yes"),
+         "is not of type 'boolean'", "spec.suspend"),
+    # ------------------------------------------------------------------ CompactionPolicy
+    Case("min file size above target", NIGHTLY, put("spec.minFileSize", "1Gi"),
+         "minFileSize must not exceed targetFileSize", "spec"),
+    Case("min above target, bytes vs quantity", NIGHTLY, put("spec.minFileSize", 536870913),
+         "minFileSize must not exceed targetFileSize", "spec"),
+    Case("negative size integer", NIGHTLY, put("spec.targetFileSize", -1),
+         "less than the minimum of 1", "spec.targetFileSize"),
+    Case("negative size quantity", NIGHTLY, put("spec.targetFileSize", "-128Mi"),
+         "does not match", "spec.targetFileSize"),
+    Case("zero size", NIGHTLY, put("spec.maxBytesPerRun", "0"), "does not match",
+         "spec.maxBytesPerRun"),
+    Case("size not a Kubernetes quantity", NIGHTLY, put("spec.targetFileSize", "512MB"),
+         "does not match", "spec.targetFileSize"),
+    Case("bad cron: words", NIGHTLY, put("spec.triggers.schedule", "every night"),
+         "does not match", "spec.triggers.schedule"),
+    Case("bad cron: minute 61", NIGHTLY, put("spec.triggers.schedule", "61 2 * * *"),
+         "does not match", "spec.triggers.schedule"),
+    Case("bad cron: four fields", NIGHTLY, put("spec.triggers.schedule", "0 2 * *"),
+         "does not match", "spec.triggers.schedule"),
+    Case("cron with TZ prefix", NIGHTLY, put("spec.triggers.schedule", "TZ=UTC 0 2 * * *"),
+         "does not match", "spec.triggers.schedule"),
+    Case("no schedule and no threshold", NIGHTLY, put("spec.triggers", {"cooldown": "5m"}),
+         "set a schedule or at least one threshold", "spec.triggers"),
+    Case("missing triggers", NIGHTLY, put("spec.triggers", MISSING),
+         "'triggers' is a required property", "spec.triggers"),
+    Case("unknown backend", NIGHTLY, put("spec.spark.backend", "Flink"),
+         "is not one of", "spec.spark.backend"),
+    Case("bad timeZone", NIGHTLY, put("spec.timeZone", "+02:00"), "does not match",
+         "spec.timeZone"),
+    Case("timeZone lowercase", NIGHTLY, put("spec.timeZone", "europe/berlin"), "does not match",
+         "spec.timeZone"),
+    Case("empty maintenance window", NIGHTLY,
+         put("spec.maintenanceWindows", [{"start": "02:00", "end": "02:00"}]),
+         "must not start and end at the same time", "spec.maintenanceWindows[0]"),
+    Case("window hour 25", NIGHTLY,
+         put("spec.maintenanceWindows", [{"start": "25:00", "end": "02:00"}]),
+         "does not match", "spec.maintenanceWindows[0].start"),
+    Case("window day misspelt", NIGHTLY,
+         put("spec.maintenanceWindows", [{"start": "01:00", "end": "02:00", "days": ["Monday"]}]),
+         "is not one of", "spec.maintenanceWindows[0].days[0]"),
+    Case("duplicate zOrderBy column", NIGHTLY, put("spec.zOrderBy", ["a", "a"]),
+         "Duplicate value", "spec.zOrderBy"),
+    Case("too many zOrderBy columns", NIGHTLY, put("spec.zOrderBy", list("abcdefghi")),
+         "is too long", "spec.zOrderBy"),
+    Case("Equals with two values", NIGHTLY,
+         put("spec.partitionFilters", [{"column": "d",
+                                       "operator": "Equals", "values": ["1", "2"]}]),
+         "other operators exactly one", "spec.partitionFilters[0]"),
+    Case("selector In without values", NIGHTLY,
+         put("spec.tableSelector", {"matchExpressions": [{"key": "tier", "operator": "In"}]}),
+         "operators In and NotIn require values", "spec.tableSelector.matchExpressions[0]"),
+    Case("selector Exists with values", NIGHTLY,
+         put("spec.tableSelector",
+             {"matchExpressions": [{"key": "t", "operator": "Exists", "values": ["x"]}]}),
+         "operators In and NotIn require values", "spec.tableSelector.matchExpressions[0]"),
+    Case("concurrencyPolicy Allow", NIGHTLY, put("spec.concurrencyPolicy", "Allow"),
+         "is not one of", "spec.concurrencyPolicy"),
+    Case("secret in sparkConf", NIGHTLY,
+         put("spec.spark.sparkConf", {"spark.hadoop.fs.s3a.secret.key": "abc"}), SECRET_MSG,
+         "spec.spark.sparkConf[spark.hadoop.fs.s3a.secret.key]"),
+    Case("minInputFiles 1", NIGHTLY, put("spec.minInputFiles", 1), "less than the minimum of 2",
+         "spec.minInputFiles"),
+    Case("smallFilePercent above 100", NIGHTLY, put("spec.triggers.smallFilePercent", 101),
+         "greater than the maximum of 100", "spec.triggers.smallFilePercent"),
+    Case("executor memory negative", NIGHTLY, put("spec.spark.executor.memory", "-4Gi"),
+         "does not match", "spec.spark.executor.memory"),
+    Case("unknown field in spec", NIGHTLY, put("spec.schedule", "0 2 * * *"),
+         "Additional properties are not allowed", "spec.schedule"),
+    # ------------------------------------------------------------------ CheckpointPolicy
+    Case("commitInterval 0", CKPT, put("spec.commitInterval", 0), "less than the minimum of 1",
+         "spec.commitInterval"),
+    Case("unknown mode", CKPT, put("spec.mode", "Sometimes"), "is not one of", "spec.mode"),
+    Case("retention in words", CKPT, put("spec.logCleanup.logRetention", "30 days"),
+         "does not match", "spec.logCleanup.logRetention"),
+    Case("maxAge as a number", CKPT, put("spec.maxAge", 3600), "is not of type 'string'",
+         "spec.maxAge"),
+    Case("partSize too small", CKPT, put("spec.partSize", 10), "less than the minimum of 1000",
+         "spec.partSize"),
+    Case("unknown field interval", CKPT, put("spec.interval", 10),
+         "Additional properties are not allowed", "spec.interval"),
+    Case("token in sparkConf", CKPT,
+         put("spec.spark.sparkConf", {"spark.hadoop.fs.s3a.session.token": "t"}), SECRET_MSG,
+         "spec.spark.sparkConf[spark.hadoop.fs.s3a.session.token]"),
+]  # fmt: skip
+
+
+def _build(case: Case) -> tuple[dict[str, Any], Any]:
+    doc = copy.deepcopy(case.base)
+    case.edit(doc)
+    return doc, (case.base if case.update else MISSING)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_api_server_rejects(case: Case) -> None:
+    doc, old = _build(case)
+    errors = validate(CRDS[doc["kind"]], doc, old)
+    assert errors, "accepted"
+    assert any(case.api_says in e for e in errors), errors
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_models_reject_with_a_field_path(case: Case) -> None:
+    doc, old = _build(case)
+    parser = PARSERS[doc["kind"]]
+    with pytest.raises(InvalidSpecError) as info:
+        if case.update:
+            parser.from_manifest(doc, old=old)
+        else:
+            parser.from_manifest(doc)
+    assert info.value.field_path == case.path
+    assert info.value.reason
+    assert str(info.value).startswith(case.path)
+
+
+def test_the_base_manifests_are_valid() -> None:
+    """Guards the table above: every case fails because of its edit, not its base."""
+    for base in (TABLE, NIGHTLY, CKPT):
+        assert validate(CRDS[base["kind"]], base) == []
+        PARSERS[base["kind"]].from_manifest(base)
+
+
+def test_unknown_time_zone_is_caught_by_the_models_only() -> None:
+    """The schema checks a zone's shape; the tz database lookup happens in from_manifest."""
+    doc = copy.deepcopy(NIGHTLY)
+    doc["spec"]["timeZone"] = "Mars/Olympus_Mons"
+    assert validate(CRDS["CompactionPolicy"], doc) == []
+    with pytest.raises(InvalidSpecError, match="unknown time zone") as info:
+        CompactionPolicy.from_manifest(doc)
+    assert info.value.field_path == "spec.timeZone"
+
+
+@pytest.mark.parametrize(
+    ("edit", "path"),
+    [
+        (put("apiVersion", "txntable.io/v1"), "apiVersion"),
+        (put("kind", "Table"), "kind"),
+        (put("metadata", {}), "metadata.name"),
+        (put("spec", MISSING), "spec"),
+    ],
+)
+def test_envelope_errors(edit: Callable[[dict[str, Any]], None], path: str) -> None:
+    doc = copy.deepcopy(TABLE)
+    edit(doc)
+    with pytest.raises(InvalidSpecError) as info:
+        TxnTable.from_manifest(doc)
+    assert info.value.field_path == path
