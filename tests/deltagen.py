@@ -120,13 +120,18 @@ def dv(name: str, cardinality: int = 1, offset: int | None = 1) -> dict[str, Any
     return out
 
 
+def json_line(action: Mapping[str, Any]) -> str:
+    """One action as a compact JSON line (without the newline)."""
+    return json.dumps(action, separators=(",", ":"), ensure_ascii=False)
+
+
 def write_commit(
     table: Path, version: int, actions: Iterable[Mapping[str, Any]], newline: bool = True
 ) -> Path:
     """Write ``{version:020d}.json`` with one JSON action per line."""
     log = table / "_delta_log"
     log.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in actions]
+    lines = [json_line(a) for a in actions]
     text = "\n".join(lines) + ("\n" if newline else "")
     path = log / f"{version:020d}.json"
     path.write_text(text, encoding="utf-8")

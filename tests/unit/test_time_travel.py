@@ -184,3 +184,44 @@ def test_commit_written_after_listing_is_not_in_the_snapshot(tmp_path: Path) -> 
     assert snap.version == 2
     assert "late.parquet" not in snap.files().column("path").to_pylist()
     assert "late.parquet" in snap.refresh().files().column("path").to_pylist()
+
+
+def test_refresh_sees_new_commits_through_a_listing_cache() -> None:
+    """Object-store filesystems (gcsfs, adlfs) cache listings; refresh must not be fooled."""
+    import uuid
+
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.storage import FsspecStorage
+
+    class CachingMemoryFileSystem(MemoryFileSystem):  # type: ignore[misc]
+        cachable = False
+
+        def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+            path = self._strip_protocol(path)
+            if path not in self.dircache:
+                self.dircache[path] = super().ls(path, detail=True, **kwargs)
+            return self.dircache[path]
+
+        def invalidate_cache(self, path: str | None = None) -> None:
+            self.dircache.clear()
+
+    fs = CachingMemoryFileSystem()
+    root = f"/txntable-cache-{uuid.uuid4().hex}"
+    try:
+        for version, actions in {
+            0: [g.protocol(), g.metadata()],
+            1: [g.add("a.parquet")],
+        }.items():
+            lines = "".join(g.json_line(a) + "\n" for a in actions)
+            fs.pipe_file(f"{root}/_delta_log/{version:020d}.json", lines.encode())
+        storage = FsspecStorage(fs, root, f"memory://{root}")
+        snap = Snapshot.load(storage)
+        assert snap.version == 1
+        fs.pipe_file(
+            f"{root}/_delta_log/{2:020d}.json", (g.json_line(g.add("b.parquet")) + "\n").encode()
+        )
+        assert snap.refresh().version == 2
+    finally:
+        fs.rm(root, recursive=True)

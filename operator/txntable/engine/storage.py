@@ -231,8 +231,11 @@ class FsspecStorage(Storage):
     def list_dir(self, relative_dir: str, start_at: str = "") -> list[FileInfo]:
         out: list[FileInfo] = []
         with _io_errors(f"listing {relative_dir}"):
+            directory = self._abs(relative_dir)
+            # listing caches (gcsfs, adlfs, ...) would hide new commits from a refresh
+            self.fs.invalidate_cache(directory)
             try:
-                entries = self.fs.ls(self._abs(relative_dir), detail=True)
+                entries = self.fs.ls(directory, detail=True)
             except FileNotFoundError:
                 return out
         for entry in entries:
