@@ -120,8 +120,30 @@ def _wait_for_go(go_file: str, duration: float) -> float:
     return time.time() + duration
 
 
+def race_one_commit(path: str, options_json: str, go_file: str) -> None:
+    """Prepare an append at the current version, then commit it the moment the test says go."""
+    table = Table.open(path, json.loads(options_json))
+    snapshot = table.snapshot()
+    batch = _batch(f"race{os.getpid()}", 0, os.getpid() * 1000)
+    txn = Transaction(table, snapshot)
+    txn.add(*write_data_files(table.storage, snapshot.metadata, batch))
+    _wait_for_go(go_file, 0.0)
+    result = txn.commit("WRITE", {"mode": "Append"})
+    _emit(
+        {
+            "read_version": snapshot.version,
+            "version": result.version,
+            "attempts": result.attempts,
+            "ids": batch.column("id").to_pylist(),
+        }
+    )
+
+
 def main(argv: list[str]) -> int:
     role, path = argv[0], argv[1]
+    if role == "race":
+        race_one_commit(path, argv[2], argv[3])
+        return 0
     deadline = _wait_for_go(argv[-2], float(argv[-1]))
     if role == "ours":
         append_ours(path, argv[2], int(argv[3]), deadline)

@@ -1,0 +1,218 @@
+"""Commits on S3 through conditional PUT, against moto's S3 server (real HTTP, real 412s).
+
+Covers the S3 half of the put-if-absent contract: two processes racing for one version (one
+wins, the other retries onto the next), lost responses (a PUT that landed but whose answer never
+arrived must not become a second commit), 409 in-flight conflicts, stores declared without
+conditional writes, and delta-rs reading what we wrote there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+from deltalake import DeltaTable
+
+from tests.faults import LANDED_EXISTS, FaultyStorage
+from tests.integration.concurrent_writers import SCHEMA
+from txntable.engine.errors import UnsafeCommitStorageError
+from txntable.engine.s3 import S3Storage
+from txntable.engine.table import Table
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+BUCKET = "txntable-tests"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    server = shutil.which("moto_server", path=os.path.dirname(sys.executable))
+    if server is None:
+        pytest.fail("moto_server is missing: install the dev extra (pip install -e '.[dev]')")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("moto_server did not start within 15 s")
+        S3Storage(f"s3://{BUCKET}", _options(url)).client.create_bucket(Bucket=BUCKET)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _options(url: str) -> dict[str, str]:
+    return {"endpoint_url": url, "key": "test", "secret": "test", "region": "us-east-1"}
+
+
+def _new_table(endpoint: str) -> tuple[str, Table]:
+    uri = f"s3://{BUCKET}/t-{uuid.uuid4().hex[:8]}"
+    table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=_options(endpoint))
+    return uri, table
+
+
+def _commit_names(table: Table) -> list[str]:
+    return [f.name for f in table.storage.list_log() if f.name.endswith(".json")]
+
+
+def _batch(ids: list[int], part: str = "a") -> pa.Table:
+    return pa.table({"id": ids, "writer": ["t"] * len(ids), "p": [part] * len(ids)}, schema=SCHEMA)
+
+
+def test_commits_on_s3_are_read_by_deltalake(endpoint: str) -> None:
+    uri, table = _new_table(endpoint)
+    table.append(_batch([1, 2]))
+    table.append(_batch([3], "b"))
+    table.delete("p = 'b'")
+    dl = DeltaTable(
+        uri,
+        storage_options={
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+        },
+    )
+    assert dl.version() == 3
+    assert sorted(pa.table(dl.to_pyarrow_table()).column("id").to_pylist()) == [1, 2]
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]
+
+
+def test_two_processes_racing_for_one_version(endpoint: str, tmp_path: Path) -> None:
+    uri, table = _new_table(endpoint)
+    table.append(_batch([0]))
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.concurrent_writers",
+                "race",
+                uri,
+                json.dumps(_options(endpoint)),
+                str(go),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline() or "{}").get("ready"), proc.stderr
+    go.touch()
+    results: list[dict[str, Any]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert {r["read_version"] for r in results} == {1}
+    assert sorted(r["version"] for r in results) == [2, 3]
+    assert sorted(r["attempts"] for r in results) == [1, 2]  # the loser retried once
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]
+    ids = [i for r in results for i in r["ids"]]
+    reread = Table.open(uri, _options(endpoint)).snapshot()
+    assert reread.version == 3 and reread.num_files == 3
+    assert len(ids) == 10
+
+
+def test_lost_response_of_a_landed_put_is_not_a_second_commit(endpoint: str) -> None:
+    uri, table = _new_table(endpoint)
+    storage = table.storage
+    assert isinstance(storage, S3Storage)
+    calls: list[str] = []
+    last_key: list[str] = []
+
+    def remember_key(params: dict[str, Any], **_: Any) -> None:
+        last_key[:] = [params["Key"]]
+
+    def drop_first_commit_answer(**_: Any) -> None:
+        key = last_key[0]
+        if "/_delta_log/" in key and key.endswith(".json") and not calls:
+            calls.append(key)
+            raise ReadTimeoutError(endpoint_url=endpoint)
+
+    storage.client.meta.events.register("provide-client-params.s3.PutObject", remember_key)
+    storage.client.meta.events.register("after-call.s3.PutObject", drop_first_commit_answer)
+    result = table.append(_batch([1]))
+    assert calls == [f"{storage.prefix}/_delta_log/{1:020d}.json"]
+    assert result.version == 1
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(2)]
+    assert Table.open(uri, _options(endpoint)).snapshot().num_files == 1
+
+
+def test_landed_commit_reported_as_exists_is_recognised_by_txn_id(endpoint: str) -> None:
+    uri, _ = _new_table(endpoint)
+    faulty = FaultyStorage(S3Storage(uri, _options(endpoint)))
+    faulty.inject(LANDED_EXISTS)
+    result = Table(faulty).append(_batch([1]))
+    assert result.version == 1
+    assert [f.name for f in faulty.list_log() if f.name.endswith(".json")] == [
+        f"{v:020d}.json" for v in range(2)
+    ]
+
+
+def test_in_flight_conflict_409_is_retried(endpoint: str) -> None:
+    _, table = _new_table(endpoint)
+    storage = table.storage
+    assert isinstance(storage, S3Storage)
+    seen: list[int] = []
+
+    def conflict_once(params: dict[str, Any], **_: Any) -> None:
+        if params.get("IfNoneMatch") and not seen:
+            seen.append(1)
+            raise ClientError(
+                {
+                    "Error": {"Code": "ConditionalRequestConflict", "Message": "in flight"},
+                    "ResponseMetadata": {"HTTPStatusCode": 409},
+                },
+                "PutObject",
+            )
+
+    storage.client.meta.events.register("provide-client-params.s3.PutObject", conflict_once)
+    assert table.append(_batch([1])).version == 1
+    assert seen == [1]
+
+
+def test_store_without_conditional_put_refuses_to_commit(endpoint: str) -> None:
+    uri, _ = _new_table(endpoint)
+    options = _options(endpoint) | {"conditional_put": "false"}
+    table = Table.open(uri, options)
+    with pytest.raises(UnsafeCommitStorageError, match="singleWriter"):
+        table.append(_batch([1]))
+    assert len(_commit_names(table)) == 1
