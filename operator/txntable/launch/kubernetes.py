@@ -1,0 +1,441 @@
+"""Launchers that run maintenance on a cluster: SparkApplication and batch/v1 Job.
+
+Both take the official client's API objects as arguments (``CustomObjectsApi`` or
+``BatchV1Api``, plus an optional ``CoreV1Api`` for reading the driver's log), so tests pass
+small fakes and the controller passes clients built once at start-up. They only create what
+``manifests`` builds; errors are translated once, in ``translate``:
+
+    409 on create          adopt the existing run (after checking it is ours)
+    404 on get             RunNotFoundError (on create: the kind is not served, permanent)
+    429, 5xx, 0, timeouts  TransientLaunchError (Retry-After honoured)
+    other 4xx, bad params  PermanentLaunchError with a CamelCase reason
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Final, TypeVar
+
+import urllib3.exceptions
+from kubernetes.client.exceptions import ApiException, OpenApiException
+
+from txntable.api.constants import LABEL_MANAGED_BY, LABEL_TABLE, MANAGED_BY
+from txntable.config import Config
+from txntable.launch import manifests
+from txntable.launch.base import Launcher, check_adoptable
+from txntable.launch.errors import (
+    LaunchError,
+    PermanentLaunchError,
+    RunNotFoundError,
+    TransientLaunchError,
+)
+from txntable.launch.names import label_value
+from txntable.launch.run import Backend, RunRequest, RunState, RunStatus, last_json_line
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SPARK_GROUP: Final = "sparkoperator.k8s.io"
+SPARK_VERSION: Final = "v1beta2"
+SPARK_PLURAL: Final = "sparkapplications"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+TRANSIENT_STATUS: Final = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
+PERMANENT_REASONS: Final = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    422: "Invalid",
+}
+
+# Spark Operator application states (api/v1beta2 ApplicationStateType) → run state.
+SPARK_STATES: Final = {
+    "": RunState.PENDING,
+    "SUBMITTED": RunState.PENDING,
+    "PENDING_RERUN": RunState.PENDING,
+    "INVALIDATING": RunState.PENDING,
+    "RUNNING": RunState.RUNNING,
+    "SUCCEEDING": RunState.RUNNING,
+    "FAILING": RunState.RUNNING,
+    "COMPLETED": RunState.SUCCEEDED,
+    "FAILED": RunState.FAILED,
+    "SUBMISSION_FAILED": RunState.FAILED,
+}
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return str(exc.reason or "")
+
+
+def translate(exc: BaseException, what: str) -> LaunchError:
+    """The launch error for a client exception raised while doing ``what``."""
+    if isinstance(exc, ApiException):
+        status = int(exc.status or 0)
+        message = f"{what}: HTTP {status} {_api_message(exc)}".rstrip()
+        if status in TRANSIENT_STATUS:
+            delay = 10.0
+            retry_after = (exc.headers or {}).get("Retry-After")
+            if retry_after and str(retry_after).isdigit():
+                delay = float(retry_after)
+            return TransientLaunchError(message, delay=delay)
+        return PermanentLaunchError(message, reason=PERMANENT_REASONS.get(status, "ApiError"))
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):
+        return TransientLaunchError(f"{what}: {exc}")
+    if isinstance(exc, OpenApiException):
+        return PermanentLaunchError(f"{what}: {exc}", reason="ClientError")
+    return LaunchError(f"{what}: {exc}")
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (ApiException, OpenApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise translate(exc, what) from exc
+
+
+def _status_code(exc: BaseException) -> int | None:
+    cause = exc.__cause__
+    return int(cause.status or 0) if isinstance(cause, ApiException) else None
+
+
+def _time(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def _get(obj: Mapping[str, Any], *path: str) -> Any:
+    cur: Any = obj
+    for key in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+class _ClusterLauncher(Launcher):
+    """What both cluster launchers share: create-or-adopt, errors, listing, log results."""
+
+    kind_name: str
+
+    def __init__(
+        self,
+        config: Config,
+        core_api: Any | None = None,
+        *,
+        request_timeout: float = 30.0,
+        log_tail_lines: int = 500,
+    ) -> None:
+        self.config = config
+        self.core_api = core_api
+        self.request_timeout = request_timeout
+        self.log_tail_lines = log_tail_lines
+
+    # Backend-specific parts.
+    def build(self, req: RunRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _read(self, namespace: str, name: str) -> Any:
+        raise NotImplementedError
+
+    def _list(self, namespace: str, selector: str) -> Any:
+        raise NotImplementedError
+
+    def _remove(self, namespace: str, name: str) -> Any:
+        raise NotImplementedError
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def state_of(
+        self, obj: Mapping[str, Any]
+    ) -> tuple[RunState, str, datetime | None, datetime | None]:
+        raise NotImplementedError
+
+    def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    # The Launcher interface.
+    def launch(self, req: RunRequest) -> RunStatus:
+        body = self.build(req)
+        what = f"create {self.kind_name} {req.namespace}/{req.name}"
+        try:
+            created = _call(what, lambda: self._create(req.namespace, body))
+        except LaunchError as exc:
+            code = _status_code(exc)
+            if code == 409:
+                existing = self.status(req.namespace, req.name)
+                check_adoptable(existing, req)
+                log.info("adopted existing run", extra={"run": req.name, "table": req.table})
+                return _with(existing, adopted=True)
+            if code == 404:
+                raise PermanentLaunchError(
+                    f"{what}: the API server does not serve {self.kind_name} here "
+                    "(is its CRD installed?)",
+                    reason="KindNotServed",
+                ) from exc
+            raise
+        log.info("launched run", extra={"run": req.name, "table": req.table})
+        return self.to_status(self._plain(created))
+
+    def status(self, namespace: str, name: str) -> RunStatus:
+        what = f"get {self.kind_name} {namespace}/{name}"
+        try:
+            obj = self._plain(_call(what, lambda: self._read(namespace, name)))
+        except LaunchError as exc:
+            if _status_code(exc) == 404:
+                raise RunNotFoundError(namespace, name) from exc
+            raise
+        st = self.to_status(obj)
+        if st.state.finished and self.core_api is not None:
+            try:
+                text = self._driver_log(obj)
+            except LaunchError as exc:  # the result line is optional: the table log decides
+                log.debug("no driver log for %s/%s: %s", namespace, name, exc)
+                text = None
+            if text:
+                st = _with(st, result=last_json_line(text))
+        return st
+
+    def delete(self, namespace: str, name: str) -> None:
+        what = f"delete {self.kind_name} {namespace}/{name}"
+        try:
+            _call(what, lambda: self._remove(namespace, name))
+        except LaunchError as exc:
+            if _status_code(exc) != 404:
+                raise
+
+    def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
+        selector = f"{LABEL_TABLE}={label_value(table)},{LABEL_MANAGED_BY}={MANAGED_BY}"
+        what = f"list {self.kind_name} in {namespace}"
+        listing = self._plain(_call(what, lambda: self._list(namespace, selector)))
+        runs = [self.to_status(item) for item in listing.get("items") or []]
+        return sorted(runs, key=lambda r: (r.created.timestamp() if r.created else 0.0, r.name))
+
+    def to_status(self, obj: Mapping[str, Any]) -> RunStatus:
+        meta = obj.get("metadata") or {}
+        state, message, started, finished = self.state_of(obj)
+        return RunStatus(
+            name=str(meta.get("name", "")),
+            namespace=str(meta.get("namespace", "")),
+            state=state,
+            message=message,
+            created=_time(meta.get("creationTimestamp")),
+            started=started,
+            finished=finished if state.finished else None,
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+        )
+
+    def _read_log(self, namespace: str, pod: str, container: str) -> str | None:
+        core = self.core_api
+        if core is None:
+            return None
+        text = _call(
+            f"read log of pod {namespace}/{pod}",
+            lambda: core.read_namespaced_pod_log(
+                name=pod,
+                namespace=namespace,
+                container=container,
+                tail_lines=self.log_tail_lines,
+                _request_timeout=self.request_timeout,
+            ),
+        )
+        return text if isinstance(text, str) else None
+
+
+def _with(st: RunStatus, **changes: Any) -> RunStatus:
+    from dataclasses import replace
+
+    return replace(st, **changes)
+
+
+class SparkApplicationLauncher(_ClusterLauncher):
+    """Runs as ``sparkoperator.k8s.io/v1beta2`` SparkApplications (Kubeflow Spark Operator)."""
+
+    backend = Backend.SPARK_APPLICATION
+    kind_name = "SparkApplication"
+
+    def __init__(
+        self, custom_api: Any, config: Config, core_api: Any | None = None, **kw: Any
+    ) -> None:
+        super().__init__(config, core_api, **kw)
+        self.api = custom_api
+
+    def build(self, req: RunRequest) -> dict[str, Any]:
+        return manifests.spark_application(req, self.config)
+
+    def _args(self, namespace: str) -> dict[str, Any]:
+        return {
+            "group": SPARK_GROUP,
+            "version": SPARK_VERSION,
+            "namespace": namespace,
+            "plural": SPARK_PLURAL,
+            "_request_timeout": self.request_timeout,
+        }
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> Any:
+        return self.api.create_namespaced_custom_object(body=body, **self._args(namespace))
+
+    def _read(self, namespace: str, name: str) -> Any:
+        return self.api.get_namespaced_custom_object(name=name, **self._args(namespace))
+
+    def _list(self, namespace: str, selector: str) -> Any:
+        return self.api.list_namespaced_custom_object(
+            label_selector=selector, **self._args(namespace)
+        )
+
+    def _remove(self, namespace: str, name: str) -> Any:
+        return self.api.delete_namespaced_custom_object(
+            name=name, propagation_policy="Background", **self._args(namespace)
+        )
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        return obj if isinstance(obj, dict) else {}
+
+    def state_of(
+        self, obj: Mapping[str, Any]
+    ) -> tuple[RunState, str, datetime | None, datetime | None]:
+        app_state = _get(obj, "status", "applicationState") or {}
+        raw = str(app_state.get("state") or "")
+        state = SPARK_STATES.get(raw, RunState.UNKNOWN)
+        message = str(app_state.get("errorMessage") or "")
+        if not message and raw:
+            message = f"SparkApplication is {raw}"
+        started = _time(_get(obj, "status", "lastSubmissionAttemptTime"))
+        finished = _time(_get(obj, "status", "terminationTime"))
+        return state, message, started, finished
+
+    def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
+        meta = obj.get("metadata") or {}
+        pod = _get(obj, "status", "driverInfo", "podName") or f"{meta.get('name')}-driver"
+        return self._read_log(
+            str(meta.get("namespace")), str(pod), manifests.OPERATOR_DRIVER_CONTAINER
+        )
+
+
+class JobLauncher(_ClusterLauncher):
+    """Runs as batch/v1 Jobs whose pod runs ``spark-submit`` in client mode."""
+
+    backend = Backend.JOB
+    kind_name = "Job"
+
+    def __init__(
+        self, batch_api: Any, config: Config, core_api: Any | None = None, **kw: Any
+    ) -> None:
+        super().__init__(config, core_api, **kw)
+        self.api = batch_api
+
+    def build(self, req: RunRequest) -> dict[str, Any]:
+        return manifests.spark_submit_job(req, self.config)
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> Any:
+        return self.api.create_namespaced_job(
+            namespace=namespace, body=body, _request_timeout=self.request_timeout
+        )
+
+    def _read(self, namespace: str, name: str) -> Any:
+        return self.api.read_namespaced_job(
+            name=name, namespace=namespace, _request_timeout=self.request_timeout
+        )
+
+    def _list(self, namespace: str, selector: str) -> Any:
+        return self.api.list_namespaced_job(
+            namespace=namespace, label_selector=selector, _request_timeout=self.request_timeout
+        )
+
+    def _remove(self, namespace: str, name: str) -> Any:
+        return self.api.delete_namespaced_job(
+            name=name,
+            namespace=namespace,
+            propagation_policy="Background",
+            _request_timeout=self.request_timeout,
+        )
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        return _serialize(self.api, obj)
+
+    def state_of(
+        self, obj: Mapping[str, Any]
+    ) -> tuple[RunState, str, datetime | None, datetime | None]:
+        status = obj.get("status") or {}
+        started = _time(status.get("startTime"))
+        conditions = {
+            c.get("type"): c
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("status") == "True"
+        }
+        if "Complete" in conditions:
+            done = _time(status.get("completionTime")) or _time(
+                conditions["Complete"].get("lastTransitionTime")
+            )
+            return RunState.SUCCEEDED, "Job completed", started, done
+        if "Failed" in conditions:
+            cond = conditions["Failed"]
+            message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or ''}".rstrip(": ")
+            return RunState.FAILED, message, started, _time(cond.get("lastTransitionTime"))
+        if "FailureTarget" in conditions:
+            return RunState.RUNNING, "Job is failing; pods are terminating", started, None
+        if "Suspended" in conditions:
+            return RunState.PENDING, "Job is suspended", started, None
+        active = int(status.get("active") or 0)
+        ready = status.get("ready")
+        failed = int(status.get("failed") or 0)
+        if active and (ready is None or int(ready) > 0):
+            return RunState.RUNNING, "", started, None
+        if failed:
+            return RunState.PENDING, f"{failed} pod(s) failed; the Job retries", started, None
+        return RunState.PENDING, "", started, None
+
+    def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
+        core = self.core_api
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        if core is None:
+            return None
+        pods = _serialize(
+            core,
+            _call(
+                f"list pods of Job {namespace}/{name}",
+                lambda: core.list_namespaced_pod(
+                    namespace=namespace,
+                    label_selector=f"{JOB_NAME_LABEL}={name}",
+                    _request_timeout=self.request_timeout,
+                ),
+            ),
+        )
+        items = [p for p in pods.get("items") or [] if isinstance(p, Mapping)]
+        if not items:
+            return None
+        newest = max(items, key=lambda p: str(_get(p, "metadata", "creationTimestamp") or ""))
+        pod = str(_get(newest, "metadata", "name"))
+        return self._read_log(namespace, pod, manifests.DRIVER_CONTAINER)
+
+
+def _serialize(api: Any, obj: Any) -> dict[str, Any]:
+    """A client model as the API server's JSON (camelCase keys); dicts pass through."""
+    if isinstance(obj, dict):
+        return obj
+    client = getattr(api, "api_client", None)
+    if client is None:
+        return {}
+    plain = client.sanitize_for_serialization(obj)
+    return plain if isinstance(plain, dict) else {}

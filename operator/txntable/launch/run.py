@@ -1,0 +1,304 @@
+"""What a maintenance run is (``RunRequest``) and what became of it (``RunState``, ``RunStatus``).
+
+``RunRequest`` is the one typed input of every launcher: it is validated when built (a bad
+request raises ``PermanentLaunchError`` and nothing is created), carries only non-secret
+values (credentials stay in the Secret named by ``secret_ref``) and derives the run's
+deterministic name, labels and annotations. ``RunStatus`` is the launcher-neutral view of a
+run that the controller reads: state, message, the job's JSON result line when known, times.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Final
+
+from txntable.api.constants import (
+    LABEL_MANAGED_BY,
+    LABEL_POLICY,
+    LABEL_RUN,
+    LABEL_TABLE,
+    MANAGED_BY,
+)
+from txntable.launch.errors import PermanentLaunchError
+from txntable.launch.names import check_dns_label, check_dns_subdomain, label_value, run_name
+
+# Not (yet) in txntable.api.constants: the run's kind and retry attempt, and full names.
+LABEL_KIND: Final = "txntable.io/kind"
+ANNOTATION_SCHEDULED_TIME: Final = "txntable.io/scheduled-time"
+ANNOTATION_ATTEMPT: Final = "txntable.io/attempt"
+ANNOTATION_TABLE: Final = "txntable.io/table-name"
+ANNOTATION_POLICY: Final = "txntable.io/policy-name"
+
+# Environment every job process receives (non-secret; credentials come from the Secret).
+ENV_RUN_ID: Final = "TXNTABLE_RUN_ID"
+ENV_RUN_KIND: Final = "TXNTABLE_RUN_KIND"
+ENV_TABLE_URI: Final = "TXNTABLE_TABLE_URI"
+ENV_STORAGE_OPTIONS: Final = "TXNTABLE_STORAGE_OPTIONS"
+
+# Option keys that name a credential (same rule as the CRDs' CEL rule on option maps).
+SECRET_KEY: Final = re.compile(
+    r"(?i)(secret|passw|token|credential|private[._-]?key|access[._-]?key"
+    r"|account[._-]?key|session[._-]?key)"
+)
+# sparkConf keys the manifest builders own: setting them in a policy would break the run.
+RESERVED_SPARK_CONF: Final = frozenset(
+    {
+        "spark.master",
+        "spark.submit.deployMode",
+        "spark.app.name",
+        "spark.kubernetes.namespace",
+        "spark.kubernetes.container.image",
+        "spark.kubernetes.driver.pod.name",
+        "spark.kubernetes.executor.podNamePrefix",
+        "spark.kubernetes.executor.podTemplateFile",
+        "spark.driver.host",
+        "spark.driver.bindAddress",
+        "spark.driver.cores",
+        "spark.driver.memory",
+        "spark.executor.cores",
+        "spark.executor.memory",
+        "spark.executor.instances",
+    }
+)
+
+MIB: Final = 1024 * 1024
+
+
+class RunKind(StrEnum):
+    """What the run does; the job module is ``txntable.jobs.<kind>``."""
+
+    OPTIMIZE = "optimize"
+    CHECKPOINT = "checkpoint"
+
+
+class Backend(StrEnum):
+    """Where a run executes; values match ``Config.default_backend`` (``config.BACKENDS``)."""
+
+    SPARK_APPLICATION = "sparkapplication"
+    JOB = "job"
+    LOCAL = "local"
+
+    @classmethod
+    def parse(cls, value: str) -> Backend:
+        """Case-insensitive, so the CRD's ``SparkApplication``/``Job``/``Local`` map too."""
+        try:
+            return cls(value.lower())
+        except ValueError:
+            raise PermanentLaunchError(
+                f"unknown backend {value!r} (one of {', '.join(b.value for b in cls)})",
+                reason="InvalidBackend",
+            ) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """CPU cores and memory (bytes, JVM heap) of the driver or of one executor."""
+
+    cores: int = 1
+    memory: int = 1024 * MIB
+    core_limit: str | None = None
+
+    @property
+    def memory_mib(self) -> int:
+        """Heap in MiB, rounded up (Spark's ``spark.*.memory`` unit)."""
+        return -(-self.memory // MIB)
+
+    @property
+    def spark_memory(self) -> str:
+        """Heap in Spark's notation, e.g. ``2048m``."""
+        return f"{self.memory_mib}m"
+
+    @property
+    def pod_memory_mib(self) -> int:
+        """Heap plus Spark's default non-heap overhead (10 %, at least 384 MiB)."""
+        return self.memory_mib + max(384, self.memory_mib // 10)
+
+    def check(self, what: str) -> None:
+        if self.cores < 1:
+            raise PermanentLaunchError(f"{what}.cores must be >= 1")
+        if self.memory < MIB:
+            raise PermanentLaunchError(f"{what}.memory must be at least 1 MiB")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """Everything a launcher needs to start one maintenance run of one table."""
+
+    kind: RunKind
+    backend: Backend
+    namespace: str
+    table: str
+    table_uid: str
+    policy: str
+    table_uri: str
+    scheduled_time: datetime
+    attempt: int = 0
+    args: tuple[str, ...] = ()
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    secret_ref: str | None = None
+    image: str | None = None
+    image_pull_policy: str = "IfNotPresent"
+    service_account: str | None = None
+    driver: Resources = field(default_factory=Resources)
+    executor: Resources = field(default_factory=Resources)
+    executor_instances: int = 1
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: Retries by the backend itself (Job backoffLimit, SparkApplication OnFailure); the
+    #: controller's own retries (new attempt, new name, ``backoff.py``) are the default.
+    backend_retries: int = 0
+    #: Seconds a finished run is kept before the cluster deletes it.
+    ttl_seconds: int = 86_400
+    #: Wall-clock limit of the run (Job ``activeDeadlineSeconds``); None = no limit.
+    deadline_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, RunKind):
+            object.__setattr__(self, "kind", RunKind(self.kind))
+        if not isinstance(self.backend, Backend):
+            object.__setattr__(self, "backend", Backend.parse(self.backend))
+        check_dns_label(self.namespace, "namespace")
+        check_dns_subdomain(self.table, "table")
+        check_dns_subdomain(self.policy, "policy")
+        if self.secret_ref is not None:
+            check_dns_subdomain(self.secret_ref, "secretRef")
+        if self.service_account is not None:
+            check_dns_subdomain(self.service_account, "serviceAccount")
+        if not self.table_uid:
+            raise PermanentLaunchError("the table's uid is required (owner reference)")
+        if not self.table_uri:
+            raise PermanentLaunchError("the table URI is required")
+        if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
+            raise PermanentLaunchError(f"imagePullPolicy {self.image_pull_policy!r} is invalid")
+        self.driver.check("driver")
+        self.executor.check("executor")
+        if self.executor_instances < 1:
+            raise PermanentLaunchError("executor instances must be >= 1")
+        if self.backend_retries < 0 or self.ttl_seconds < 0:
+            raise PermanentLaunchError("backend retries and TTL must be >= 0")
+        if self.deadline_seconds is not None and self.deadline_seconds < 1:
+            raise PermanentLaunchError("deadline must be >= 1 second")
+        _check_options(self.storage_options, "storage option")
+        _check_options(self.spark_conf, "sparkConf")
+        for key in self.spark_conf:
+            if key in RESERVED_SPARK_CONF or key.startswith("spark.kubernetes.authenticate."):
+                raise PermanentLaunchError(
+                    f"sparkConf {key!r} is set by txntable and cannot be overridden",
+                    reason="ReservedSparkConf",
+                )
+        run_name(self.kind.value, self.policy, self.table, self.scheduled_time, self.attempt)
+
+    @property
+    def name(self) -> str:
+        """The run's deterministic name (also its run id in the table's commitInfo)."""
+        return run_name(self.kind.value, self.policy, self.table, self.scheduled_time, self.attempt)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels of the run object and of every pod it starts."""
+        return {
+            LABEL_TABLE: label_value(self.table),
+            LABEL_POLICY: label_value(self.policy),
+            LABEL_RUN: self.name,
+            LABEL_KIND: self.kind.value,
+            LABEL_MANAGED_BY: MANAGED_BY,
+        }
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """Full names and the identity a label cannot hold (labels are cut at 63 chars)."""
+        return {
+            ANNOTATION_TABLE: self.table,
+            ANNOTATION_POLICY: self.policy,
+            ANNOTATION_SCHEDULED_TIME: self.scheduled_time.isoformat(),
+            ANNOTATION_ATTEMPT: str(self.attempt),
+        }
+
+    @property
+    def job_env(self) -> dict[str, str]:
+        """Non-secret environment of the job process (driver and executors)."""
+        return {
+            ENV_RUN_ID: self.name,
+            ENV_RUN_KIND: self.kind.value,
+            ENV_TABLE_URI: self.table_uri,
+            ENV_STORAGE_OPTIONS: json.dumps(dict(self.storage_options), sort_keys=True),
+        }
+
+
+def _check_options(options: Mapping[str, str], what: str) -> None:
+    for key, value in options.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise PermanentLaunchError(f"{what} {key!r}: keys and values must be strings")
+        if SECRET_KEY.search(key):
+            raise PermanentLaunchError(
+                f"{what} {key!r}: credentials must come from the Secret (secretRef), never inline",
+                reason="InlineCredentials",
+            )
+
+
+class RunState(StrEnum):
+    """The launcher-neutral lifecycle of a run: Pending → Running → Succeeded | Failed."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded and Failed are final; the others may still change."""
+        return self in (RunState.SUCCEEDED, RunState.FAILED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStatus:
+    """What a launcher knows about one run."""
+
+    name: str
+    namespace: str
+    state: RunState
+    message: str = ""
+    #: The job's final JSON line (``{"runId": ..., ...}``) when it could be read.
+    result: Mapping[str, Any] | None = None
+    created: datetime | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: True when ``launch`` found the run already there (409) and adopted it.
+    adopted: bool = False
+
+    @property
+    def attempt(self) -> int:
+        try:
+            return int(self.annotations.get(ANNOTATION_ATTEMPT, "0"))
+        except ValueError:
+            return 0
+
+    @property
+    def kind(self) -> str | None:
+        return self.labels.get(LABEL_KIND)
+
+    @property
+    def policy(self) -> str | None:
+        return self.annotations.get(ANNOTATION_POLICY) or self.labels.get(LABEL_POLICY)
+
+
+def last_json_line(text: str) -> dict[str, Any] | None:
+    """The last line of ``text`` that is a JSON object: a job's result line, if it printed one."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if not (line.startswith("{") and line.endswith("}")):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
