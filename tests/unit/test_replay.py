@@ -12,6 +12,8 @@ from tests import deltagen as g
 from tests.conftest import TESTDATA, reference_tables
 from txntable.engine.actions import AddFile, RemoveFile, parse_commit
 from txntable.engine.errors import CorruptLogError, InvalidActionError
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.storage import FsspecStorage
 from txntable.engine.table import Table
 
 fingerprint, load, log = g.fingerprint, g.load, g.log
@@ -255,6 +257,11 @@ def test_memory_storage_reads_the_same_log(tmp_path: Path) -> None:
         assert fingerprint(snap) == expected
         assert f"memory://{root}/p q.parquet" in snap.file_uris()
         assert table.snapshot(version=2).version == 2
+        # on a remote store (here: the same files under an object-store URI)
+        remote = Snapshot.load(FsspecStorage(fs, root, "gs://bucket/tables/t"))
+        assert remote.resolve("p%20q.parquet") == "gs://bucket/tables/t/p q.parquet"
+        assert remote.resolve("/other/x%3Dy.parquet") == "gs://bucket/other/x=y.parquet"
+        assert remote.resolve("s3://b/k.parquet") == "s3://b/k.parquet"
     finally:
         fs.rm(root, recursive=True)
 

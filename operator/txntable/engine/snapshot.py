@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -241,6 +242,10 @@ class Snapshot:
             return decoded
         if isinstance(self._storage, LocalStorage):
             return os.path.join(self._storage.root_path, decoded)
+        if decoded.startswith("/"):
+            # a scheme-less absolute path lives on the table's own filesystem (Spark qualifies it)
+            root = urlsplit(self._storage.root_uri)
+            return f"{root.scheme}://{root.netloc}{decoded}"
         return self._storage.uri(decoded)
 
     def partition_values(self) -> pa.Table:
