@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, get_args, get_origin
 
+import celpy
 import jsonschema
 import pytest
 
@@ -28,7 +29,7 @@ from tests.unit.crdtools import (
 )
 from txntable.api import constants as c
 from txntable.api._codec import DURATION, SIZE, hints, json_name, unwrap_optional
-from txntable.api.common import SECRET_KEY_PATTERN, PolicyStatus
+from txntable.api.common import SECRET_RULE, PolicyStatus, is_secret_option
 from txntable.api.conditions import REASON_PATTERN, TYPE_PATTERN, Condition
 from txntable.api.policies import CheckpointPolicySpec, CompactionPolicySpec
 from txntable.api.quantity import parse_bytes, parse_duration
@@ -203,25 +204,50 @@ def test_table_printer_columns_as_the_issue_asks() -> None:
     assert shown == ["Ready", "Phase", "Version", "Files", "Small files", "Last compaction", "Age"]
 
 
+CREDENTIAL_FIELD = re.compile(r"(?i)(secret|passw|token|credential|access.?key|private.?key)")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_inline_credential_fields(kind: str) -> None:
     for path, _node in nodes(schema_of(CRDS[kind])):
         leaf = re.split(r"[.\[\]{}]+", path.rstrip("[]{}"))[-1] if path else ""
-        if leaf in ("secretRef",) or path.startswith("status"):
+        if leaf == "secretRef" or path.startswith("status"):
             continue
-        assert not re.search(SECRET_KEY_PATTERN, leaf), f"{path} looks like an inline credential"
+        assert not CREDENTIAL_FIELD.search(leaf), f"{path} looks like an inline credential"
 
 
-def test_secret_key_pattern_catches_well_known_option_names() -> None:
-    secrets = [
-        "AWS_SECRET_ACCESS_KEY", "aws_access_key_id", "AWS_SESSION_TOKEN", "fs.s3a.secret.key",
-        "fs.s3a.access.key", "spark.hadoop.fs.s3a.session.token", "azure_storage_account_key",
-        "fs.azure.account.key.acct.dfs.core.windows.net", "google_service_account_key",
-        "AZURE_STORAGE_SAS_TOKEN", "password", "client_secret", "private_key",
-    ]  # fmt: skip
-    harmless = ["AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "spark.sql.shuffle.partitions"]
-    assert all(re.search(SECRET_KEY_PATTERN, k) for k in secrets)
-    assert not any(re.search(SECRET_KEY_PATTERN, k) for k in harmless)
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_option_map_rejects_credentials_with_the_models_rule(kind: str) -> None:
+    maps = [
+        (path, node)
+        for path, node in nodes(schema_of(CRDS[kind]))
+        if path.endswith(("storage.options", "sparkConf"))
+    ]
+    assert maps
+    for path, node in maps:
+        rules = [r["rule"] for r in node.get("x-kubernetes-validations", [])]
+        assert rules == [SECRET_RULE], path
+
+
+SECRET_KEYS = [
+    "AWS_SECRET_ACCESS_KEY", "aws_access_key_id", "AWS_SESSION_TOKEN", "fs.s3a.secret.key",
+    "fs.s3a.access.key", "spark.hadoop.fs.s3a.session.token", "azure_storage_account_key",
+    "fs.azure.account.key.acct.dfs.core.windows.net", "google_service_account_key",
+    "AZURE_STORAGE_SAS_TOKEN", "password", "client_secret", "key", "secret", "token",
+    "spark.hadoop.fs.gs.auth.service.account.private.key",
+]  # fmt: skip
+HARMLESS_KEYS = [
+    "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "spark.sql.shuffle.partitions",
+    "fs.s3a.endpoint", "fs.s3a.bucket.lake.endpoint", "keys", "AWS_CONDITIONAL_PUT",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS + HARMLESS_KEYS)
+def test_secret_option_names_cel_and_model_agree(key: str) -> None:
+    expected = key in SECRET_KEYS
+    assert is_secret_option(key) is expected
+    cel_ok = compile_rule(SECRET_RULE).evaluate({"self": celpy.json_to_cel({key: "x"})})
+    assert bool(cel_ok) is not expected
 
 
 # --------------------------------------------------------------------- models vs YAML
