@@ -274,3 +274,23 @@ def test_partition_column_names_with_special_characters(tmp_path: Path, column: 
         values, key=str
     )
     assert all(os.path.isfile(u) for u in snap.file_uris())
+
+
+def test_app_transactions_through_a_checkpoint(tmp_path: Path) -> None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    def write(app: str, version: int, mode: Any = "append") -> None:
+        props = CommitProperties(app_transactions=[Transaction(app_id=app, version=version)])
+        data = pa.table({"x": [version]})
+        write_deltalake(str(tmp_path), data, mode=mode, commit_properties=props)
+
+    write("app", 7, "error")
+    write("app", 3)  # versions are opaque: the latest wins even when smaller
+    DeltaTable(str(tmp_path)).create_checkpoint()
+    write("other", 1)
+    table = Table.open(str(tmp_path))
+    for snap in (table.snapshot(), table.snapshot(version=1), table.snapshot(version=0)):
+        theirs = DeltaTable(str(tmp_path), version=snap.version)
+        for app in ("app", "other", "none"):
+            assert snap.txn_version(app) == theirs.transaction_version(app), (snap.version, app)
+    assert table.snapshot().txn_version("app") == 3
