@@ -7,17 +7,37 @@ than a silent commit over something unseen (brief 9, case 34).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.conflicts import WinningCommit
-from txntable.engine.errors import ConcurrentWriteException, CorruptLogError, StorageError
+from txntable.engine.errors import (
+    ConcurrentWriteException,
+    CorruptLogError,
+    StorageError,
+    UnsafeCommitStorageError,
+)
 from txntable.engine.paths import LOG_DIR, commit_name
 from txntable.engine.segment import list_commits_after
 from txntable.engine.snapshot import read_commits
 from txntable.engine.storage import FileExistsInStoreError, Storage
 
 _RELIST_ATTEMPTS = 5
+SINGLE_WRITER_KEY = "txntable.singleWriter"
+
+
+def check_commit_storage(storage: Storage, configuration: Mapping[str, str]) -> None:
+    """Refuse a store without atomic put-if-absent unless the table declares a single writer."""
+    if storage.atomic_put_if_absent:
+        return
+    if configuration.get(SINGLE_WRITER_KEY, "").strip().lower() == "true":
+        return
+    raise UnsafeCommitStorageError(
+        f"{type(storage).__name__} at {storage.root_uri} cannot create a commit file "
+        "atomically (no put-if-absent), so concurrent writers could overwrite each "
+        "other's commits; refusing to commit. If this process is the table's only "
+        f"writer, set the table property {SINGLE_WRITER_KEY}=true."
+    )
 
 
 def put_commit(storage: Storage, version: int, data: bytes, single_writer: bool) -> None:

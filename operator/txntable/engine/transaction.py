@@ -25,13 +25,21 @@ import pyarrow as pa
 from txntable.engine import observer as obs
 from txntable.engine.actions import (
     Action,
+    AddCDCFile,
+    AddFile,
     CommitInfo,
     Metadata,
     Protocol,
+    RemoveFile,
     serialize_commit,
 )
 from txntable.engine.commit_info import CommitInfoBuilder
-from txntable.engine.commit_io import commit_carries_txn, put_commit, read_winners
+from txntable.engine.commit_io import (
+    check_commit_storage,
+    commit_carries_txn,
+    put_commit,
+    read_winners,
+)
 from txntable.engine.conflicts import PendingCommit, check_conflicts
 from txntable.engine.errors import (
     CommitRetriesExceededError,
@@ -39,7 +47,6 @@ from txntable.engine.errors import (
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
-    UnsafeCommitStorageError,
 )
 from txntable.engine.isolation import (
     IsolationLevel,
@@ -59,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SINGLE_WRITER_KEY = "txntable.singleWriter"
 _MAX_AMBIGUOUS_WRITE_ERRORS = 3
 
 
@@ -198,43 +204,17 @@ class Transaction:
         try:
             prepared = self._prepare()
             table_level = table_isolation_level(prepared.metadata.configuration)
+            if changes_data is None:
+                changes_data = operation_changes_data(operation)
+            level = level_to_use(prepared.actions, table_level, changes_data)
+            pending = self._pending(prepared, level)
+            info = self._commit_info(prepared, pending, operation, parameters, metrics)
         except Exception:
             self._finished(event, obs.INVALID, 0, started)
             raise
-        if changes_data is None:
-            changes_data = operation_changes_data(operation)
-        level = level_to_use(prepared.actions, table_level, changes_data)
         event = CommitEvent(event.table, operation, level.value)
         if level is not table_level:
             obs.notify(opts.observer, lambda o: o.on_isolation_downgrade(event, table_level.value))
-        pending = PendingCommit(
-            actions=prepared.actions,
-            isolation_level=level,
-            read_predicates=tuple(self._read_predicates),
-            read_files=frozenset(self._read_files),
-            read_whole_table=self._read_whole_table,
-            read_app_ids=frozenset(self._read_app_ids),
-            read_protocol=self.snapshot.protocol if self.snapshot else None,
-            read_metadata=self.snapshot.metadata if self.snapshot else None,
-            is_blind_append=self._is_blind_append(prepared.actions),
-            table_name=opts.table_name or self.table.uri,
-        )
-        info = CommitInfoBuilder(
-            operation=operation,
-            parameters=dict(parameters or {}),
-            metrics=dict(metrics or {}),
-            read_version=self.read_version,
-            isolation_level=level.value,
-            is_blind_append=pending.is_blind_append,
-            txn_id=self.txn_id,
-            run_id=opts.run_id,
-            extra=dict(opts.commit_info),
-            ict_enabled=is_true(
-                prepared.metadata.configuration.get("delta.enableInCommitTimestamps")
-            ),
-            now_ms=opts.clock_ms(),
-            previous_timestamp_ms=self.snapshot.timestamp_ms if self.snapshot else None,
-        )
         try:
             version = self._commit_loop(prepared, pending, info, event)
         except ConcurrentModificationException as exc:
@@ -261,6 +241,52 @@ class Transaction:
                 )
         return result
 
+    def _pending(self, prepared: PreparedCommit, level: IsolationLevel) -> PendingCommit:
+        snap = self.snapshot
+        return PendingCommit(
+            actions=prepared.actions,
+            isolation_level=level,
+            read_predicates=tuple(self._read_predicates),
+            read_files=frozenset(self._read_files),
+            read_whole_table=self._read_whole_table,
+            read_app_ids=frozenset(self._read_app_ids),
+            read_protocol=snap.protocol if snap else None,
+            read_metadata=snap.metadata if snap else None,
+            is_blind_append=self._is_blind_append(prepared.actions),
+            table_name=self.options.table_name or self.table.uri,
+        )
+
+    def _commit_info(
+        self,
+        prepared: PreparedCommit,
+        pending: PendingCommit,
+        operation: str,
+        parameters: Mapping[str, Any] | None,
+        metrics: Mapping[str, Any] | None,
+    ) -> CommitInfoBuilder:
+        opts = self.options
+        info = CommitInfoBuilder(
+            operation=operation,
+            parameters=dict(parameters or {}),
+            metrics=dict(metrics or {}),
+            read_version=self.read_version,
+            isolation_level=pending.isolation_level.value,
+            is_blind_append=pending.is_blind_append,
+            txn_id=self.txn_id,
+            run_id=opts.run_id,
+            extra=dict(opts.commit_info),
+            ict_enabled=is_true(
+                prepared.metadata.configuration.get("delta.enableInCommitTimestamps")
+            ),
+            now_ms=opts.clock_ms(),
+            previous_timestamp_ms=self.snapshot.timestamp_ms if self.snapshot else None,
+        )
+        try:
+            serialize_commit([info.build(1)])
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"commitInfo is not valid JSON: {exc}") from exc
+        return info
+
     def _finished(self, event: CommitEvent, outcome: str, attempts: int, started: float) -> None:
         elapsed = time.monotonic() - started
         obs.notify(
@@ -275,21 +301,10 @@ class Transaction:
             snap.metadata if snap else None,
             snap.files() if snap else None,
         )
-        storage = self.table.storage
-        if not storage.atomic_put_if_absent and not is_true(
-            prepared.metadata.configuration.get(SINGLE_WRITER_KEY)
-        ):
-            raise UnsafeCommitStorageError(
-                f"{type(storage).__name__} at {storage.root_uri} cannot create a commit file "
-                "atomically (no put-if-absent), so concurrent writers could overwrite each "
-                f"other's commits; refusing to commit. If this process is the table's only "
-                f"writer, set the table property {SINGLE_WRITER_KEY}=true."
-            )
+        check_commit_storage(self.table.storage, prepared.metadata.configuration)
         return prepared
 
     def _is_blind_append(self, actions: Sequence[Action]) -> bool:
-        from txntable.engine.actions import AddCDCFile, AddFile, RemoveFile
-
         only_adds = all(
             isinstance(a, AddFile)
             for a in actions
