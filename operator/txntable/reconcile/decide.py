@@ -1,0 +1,242 @@
+"""Pure decisions: should a compaction or a checkpoint of this table start now, and if not, why?
+
+Inputs are plain values (the table resource, its policy, the observed health, the runs in flight,
+the clock); the output is a ``Decision`` whose reason and message end up in a status condition, so
+a user can always see why nothing happened. Guards are checked in a fixed order, the first that
+applies wins: suspension, protocol, work in flight, the global run limit, maintenance windows,
+cooldown, then the triggers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from txntable.api.types import (
+    CheckpointMode,
+    CheckpointPolicy,
+    CompactionPolicy,
+    ConcurrencyPolicy,
+    RunOutcome,
+    RunRecord,
+    TxnTable,
+)
+from txntable.reconcile.health import TableHealth
+from txntable.reconcile.schedule import parse_cron, parse_window, zone
+
+#: Without a previous run, a cron fire time counts as due when it is at most this old
+#: (CronJob's startingDeadlineSeconds): creating a policy never replays a day of schedules.
+STARTING_DEADLINE = timedelta(hours=1)
+
+
+class Why(StrEnum):
+    """Decision reasons (CamelCase, used as condition reasons)."""
+
+    TRIGGERED = "Triggered"
+    TABLE_SUSPENDED = "TableSuspended"
+    POLICY_SUSPENDED = "PolicySuspended"
+    NOT_WRITABLE = "UnsupportedProtocol"
+    RUN_IN_PROGRESS = "RunInProgress"
+    CONCURRENCY_LIMIT = "ConcurrencyLimit"
+    OUTSIDE_WINDOW = "OutsideMaintenanceWindow"
+    COOLDOWN = "Cooldown"
+    NOTHING_TO_DO = "NothingToDo"
+    NOT_DUE = "NotDue"
+
+
+class Placement(StrEnum):
+    """Where a checkpoint is written."""
+
+    INLINE = "Inline"
+    SPARK = "Spark"
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRun:
+    """A run in flight for a table (from the launcher's listing)."""
+
+    name: str
+    kind: str  # "optimize" | "checkpoint"
+    started: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """The work in flight and the clock, as seen at one reconcile tick."""
+
+    now: datetime
+    active: tuple[ActiveRun, ...] = ()  # runs of this table
+    active_total: int = 0  # runs of all tables
+    max_concurrent_runs: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Start (``launch``) or not, and why; for a launch, the deterministic schedule slot."""
+
+    launch: bool
+    why: Why
+    message: str
+    scheduled_time: datetime | None = None
+    trigger: str | None = None
+    replace_runs: tuple[str, ...] = field(default=())
+    placement: Placement | None = None
+
+
+def _wait(why: Why, message: str) -> Decision:
+    return Decision(False, why, message)
+
+
+def _in_windows(policy: CompactionPolicy, now: datetime) -> bool:
+    windows = policy.spec.maintenance_windows
+    if not windows:
+        return True
+    local = now.astimezone(zone(policy.spec.time_zone))
+    return any(
+        parse_window(f"{w.start}-{w.end}", [d.value for d in w.days]).contains(local)
+        for w in windows
+    )
+
+
+def _slot(now: datetime) -> datetime:
+    return now.replace(second=0, microsecond=0)
+
+
+def _schedule_due(
+    policy: CompactionPolicy, last: RunRecord | None, now: datetime
+) -> datetime | None:
+    schedule = policy.spec.triggers.schedule
+    if not schedule:
+        return None
+    tz = zone(policy.spec.time_zone)
+    local_now = now.astimezone(tz)
+    since = last.start_time if last and last.start_time else now - STARTING_DEADLINE
+    return parse_cron(schedule).last_at_or_before(local_now, since.astimezone(tz))
+
+
+def _threshold(policy: CompactionPolicy, health: TableHealth, last: RunRecord | None) -> str | None:
+    t = policy.spec.triggers
+    if t.small_files is not None and health.small_files >= t.small_files:
+        return f"{health.small_files} small files >= {t.small_files}"
+    if t.small_file_percent is not None and health.small_file_percent >= t.small_file_percent:
+        return f"{health.small_file_percent:.0f}% small files >= {t.small_file_percent}%"
+    if t.commits_since_last_run is not None:
+        base = last.version if last and last.version is not None else -1
+        commits = health.version - base
+        if commits >= t.commits_since_last_run:
+            return f"{commits} commits since the last compaction >= {t.commits_since_last_run}"
+    return None
+
+
+def decide_compaction(
+    table: TxnTable,
+    policy: CompactionPolicy,
+    health: TableHealth,
+    work: Work,
+) -> Decision:
+    """Whether to start OPTIMIZE on ``table`` under ``policy`` now."""
+    now, active = work.now, work.active
+    active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
+    last = table.status.last_compaction
+    if table.spec.suspend:
+        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+    if policy.spec.suspend:
+        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+    if not health.writable:
+        return _wait(Why.NOT_WRITABLE, f"never compacted: {health.unwritable_reason}")
+    mine = [r for r in active if r.kind == "optimize"]
+    replace: tuple[str, ...] = ()
+    if mine:
+        if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
+            names = ", ".join(r.name for r in mine)
+            return _wait(Why.RUN_IN_PROGRESS, f"compaction {names} is still running")
+        replace = tuple(r.name for r in mine)
+    if active_total - len(replace) >= max_concurrent_runs:
+        return _wait(
+            Why.CONCURRENCY_LIMIT,
+            f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
+        )
+    if health.small_files < policy.spec.min_input_files:
+        return _wait(
+            Why.NOTHING_TO_DO,
+            f"{health.small_files} files under {policy.spec.min_file_size} bytes; "
+            f"a bin needs at least {policy.spec.min_input_files}",
+        )
+    if not _in_windows(policy, now):
+        return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
+    due = _schedule_due(policy, last, now)
+    if due is not None:
+        return Decision(
+            True, Why.TRIGGERED, f"schedule fired at {due.isoformat()}", due, "schedule", replace
+        )
+    cooldown = timedelta(seconds=policy.spec.triggers.cooldown)
+    finished = last.completion_time or last.start_time if last else None
+    reason = _threshold(policy, health, last)
+    if reason is None:
+        return _wait(Why.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
+    if finished is not None and now - finished < cooldown:
+        return _wait(Why.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
+    return Decision(True, Why.TRIGGERED, reason, _slot(now), "threshold", replace)
+
+
+def decide_checkpoint(
+    table: TxnTable,
+    policy: CheckpointPolicy,
+    health: TableHealth,
+    work: Work,
+) -> Decision:
+    """Whether to write a checkpoint of ``table`` under ``policy`` now, and where."""
+    now, active = work.now, work.active
+    active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
+    if table.spec.suspend:
+        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+    if policy.spec.suspend:
+        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+    if not health.writable:
+        return _wait(Why.NOT_WRITABLE, f"no checkpoints written: {health.unwritable_reason}")
+    mine = [r for r in active if r.kind == "checkpoint"]
+    if mine:
+        return _wait(Why.RUN_IN_PROGRESS, f"checkpoint {mine[0].name} is still running")
+    since = health.commits_since_checkpoint
+    reason = None
+    if since >= policy.spec.commit_interval:
+        reason = f"{since} commits since the last checkpoint >= {policy.spec.commit_interval}"
+    elif policy.spec.max_age is not None and since > 0:
+        reference = health.checkpoint_time or health.last_commit_time
+        age = now - reference
+        if health.checkpoint_time is None or age > timedelta(seconds=policy.spec.max_age):
+            reason = (
+                f"last checkpoint is {int(age.total_seconds())}s old with {since} commits after it"
+            )
+    if reason is None:
+        return _wait(Why.NOT_DUE, f"{since} commits since the last checkpoint")
+    placement = _placement(policy, health)
+    if placement is Placement.SPARK and active_total >= max_concurrent_runs:
+        return _wait(
+            Why.CONCURRENCY_LIMIT,
+            f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
+        )
+    return Decision(True, Why.TRIGGERED, reason, _slot(now), "interval", (), placement)
+
+
+def _placement(policy: CheckpointPolicy, health: TableHealth) -> Placement:
+    mode = policy.spec.mode
+    if mode is CheckpointMode.INLINE:
+        return Placement.INLINE
+    if mode is CheckpointMode.SPARK:
+        return Placement.SPARK
+    return Placement.INLINE if health.files <= policy.spec.inline_max_actions else Placement.SPARK
+
+
+def outcome_of(result: dict[str, object] | None, succeeded: bool) -> RunOutcome:
+    """A run's outcome from its final JSON line (when known) and its exit state."""
+    if not succeeded:
+        return RunOutcome.FAILED
+    if result is None:
+        return RunOutcome.SUCCEEDED
+    if result.get("binsSkipped") and not result.get("binsCommitted"):
+        return RunOutcome.CONFLICTED
+    if result.get("numFilesRemoved") == 0 and result.get("numFilesAdded") == 0:
+        return RunOutcome.NOTHING_TO_DO
+    return RunOutcome.SUCCEEDED
