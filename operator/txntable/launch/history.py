@@ -18,8 +18,8 @@ _EPOCH = datetime.fromtimestamp(0, tz=UTC)
 
 
 def _age_key(run: RunStatus) -> tuple[datetime, datetime, str]:
-    """Newest first by finish time, then creation time, then name (a stable tie-break)."""
-    return (run.finished or _EPOCH, run.created or _EPOCH, run.name)
+    """Order by creation (as CronJob orders by start), then finish time, then name."""
+    return (run.created or _EPOCH, run.finished or _EPOCH, run.name)
 
 
 def runs_to_delete(
