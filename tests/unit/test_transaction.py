@@ -517,3 +517,39 @@ def test_a_failing_observer_never_fails_the_commit() -> None:
     txn = table.transaction(fast(observer=_Broken()))  # type: ignore[arg-type]
     txn.add(add("p=1/z"))
     assert txn.commit("WRITE").version == 1
+
+
+def test_non_json_commit_parameters_are_refused_before_writing() -> None:
+    table = new_table()
+    txn = table.transaction(fast())
+    with pytest.raises(InvalidArgumentError, match="not valid JSON"):
+        txn.commit("WRITE", {"when": object()})
+    assert log_versions(table) == [0]
+
+
+def test_threads_racing_for_versions_all_land_once(tmp_path: Path) -> None:
+    import threading
+
+    table = new_table("local", tmp_path)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(3):
+                mine = Table(table.storage)
+                txn = mine.transaction(fast())
+                txn.add(add(f"p=1/t{n}-{i}"))
+                txn.commit("WRITE")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert log_versions(table) == list(range(19))
+    assert table.snapshot().num_files == 4 + 18
+    txn_ids = [_commit_info(table, v)["txnId"] for v in range(19)]
+    assert len(set(txn_ids)) == 19
