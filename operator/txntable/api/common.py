@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from txntable.api import defaults as d
-from txntable.api._codec import DURATION, SIZE, spec_field
+from txntable.api._codec import DURATION, SIZE, from_obj, spec_field, to_obj
 from txntable.api.conditions import Condition
 from txntable.api.errors import InvalidSpecError
 
@@ -245,3 +245,12 @@ class PolicyStatus:
     next_schedule_time: datetime | None = spec_field(None)
     active_runs: tuple[RunRecord, ...] = spec_field((), max_items=1000)
     last_run: RunRecord | None = spec_field(None)
+
+    def to_status(self) -> dict[str, Any]:
+        """The JSON object for the status subresource (unset fields omitted)."""
+        return to_obj(self)
+
+    @classmethod
+    def from_dict(cls, obj: object) -> PolicyStatus:
+        """Read a status written by ``to_status`` (or by the API server)."""
+        return from_obj(cls, obj, "status")

@@ -43,6 +43,11 @@ LABEL_POLICY: Final = f"{GROUP}/policy"
 LABEL_RUN: Final = f"{GROUP}/run"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "txntable-operator"
+LABEL_KIND: Final = f"{GROUP}/kind"  # optimize | checkpoint
+
+# Annotations on runs: what a label value cannot hold (full names, times).
+ANNOTATION_SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
+ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
 
 # Finalizer the controller puts on tables it watches.
 FINALIZER: Final = f"{GROUP}/finalizer"

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from txntable.api import defaults as d
-from txntable.api._codec import DURATION, SIZE, from_obj, spec_field, to_obj
+from txntable.api._codec import DURATION, SIZE, from_obj, spec_field
 from txntable.api.common import (
     LabelSelector,
     PolicyStatus,
@@ -234,10 +234,6 @@ class CheckpointPolicySpec:
     failed_runs_history_limit: int = spec_field(d.FAILED_RUNS_HISTORY_LIMIT, minimum=0, maximum=100)
 
 
-def _status_dict(status: PolicyStatus) -> dict[str, Any]:
-    return to_obj(status)
-
-
 @dataclass(frozen=True, kw_only=True)
 class CompactionPolicy:
     """A parsed, validated CompactionPolicy manifest."""
@@ -253,12 +249,12 @@ class CompactionPolicy:
         return cls(
             metadata=meta,
             spec=from_obj(CompactionPolicySpec, spec, "spec"),
-            status=from_obj(PolicyStatus, status, "status"),
+            status=PolicyStatus.from_dict(status),
         )
 
     def to_status(self) -> dict[str, Any]:
         """The status subresource as JSON."""
-        return _status_dict(self.status)
+        return self.status.to_status()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,9 +272,9 @@ class CheckpointPolicy:
         return cls(
             metadata=meta,
             spec=from_obj(CheckpointPolicySpec, spec, "spec"),
-            status=from_obj(PolicyStatus, status, "status"),
+            status=PolicyStatus.from_dict(status),
         )
 
     def to_status(self) -> dict[str, Any]:
         """The status subresource as JSON."""
-        return _status_dict(self.status)
+        return self.status.to_status()
