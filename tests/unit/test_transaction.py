@@ -553,3 +553,24 @@ def test_threads_racing_for_versions_all_land_once(tmp_path: Path) -> None:
     assert table.snapshot().num_files == 4 + 18
     txn_ids = [_commit_info(table, v)["txnId"] for v in range(19)]
     assert len(set(txn_ids)) == 19
+
+
+@pytest.mark.parametrize(("deleted", "conflict"), [("p=1/a", True), ("p=1/b", False)])
+def test_optimize_tracks_only_the_files_it_compacts(deleted: str, conflict: bool) -> None:
+    from txntable.engine.errors import ConcurrentDeleteReadException
+
+    table = new_table()
+    snapshot = table.snapshot()
+    optimize = Transaction(table, snapshot, fast())
+    files = optimize.scan("p = '1'", track_files=False)
+    assert files.num_rows == 2
+    optimize.track_read_files(["p=1/a"])
+    optimize.add(remove(add("p=1/a"), dc=False), add("p=1/a2", dc=False))
+    delete = Transaction(table, snapshot, fast())
+    delete.add(remove(add(deleted)))
+    delete.commit("DELETE")
+    if conflict:
+        with pytest.raises(ConcurrentDeleteReadException):
+            optimize.commit("OPTIMIZE")
+    else:
+        assert optimize.commit("OPTIMIZE").version == 2

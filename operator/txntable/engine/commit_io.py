@@ -7,11 +7,13 @@ than a silent commit over something unseen (brief 9, case 34).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.conflicts import WinningCommit
 from txntable.engine.errors import (
+    CommitRetriesExceededError,
     ConcurrentWriteException,
     CorruptLogError,
     StorageError,
@@ -56,6 +58,23 @@ def put_commit(storage: Storage, version: int, data: bytes, single_writer: bool)
         storage.write(name, data)
         return
     raise FileExistsInStoreError(f"{name} already exists")
+
+
+def retries_exceeded(
+    attempts: int, start_version: int, version: int, num_actions: int, started: float
+) -> CommitRetriesExceededError:
+    """Spark's DELTA_MAX_COMMIT_RETRIES_EXCEEDED, with the same facts."""
+    elapsed = time.monotonic() - started
+    return CommitRetriesExceededError(
+        f"gave up committing after {attempts} attempts: started at version {start_version}, "
+        f"last tried version {version} ({num_actions} actions, {elapsed:.3f}s). "
+        "Other writers kept winning; try again or raise max_attempts.",
+        attempts=attempts,
+        start_version=start_version,
+        failed_at_version=version,
+        num_actions=num_actions,
+        elapsed_s=elapsed,
+    )
 
 
 def commit_carries_txn(storage: Storage, version: int, txn_id: str) -> bool | None:

@@ -16,7 +16,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from txntable.engine.commit_io import (
     commit_carries_txn,
     put_commit,
     read_winners,
+    retries_exceeded,
 )
 from txntable.engine.conflicts import PendingCommit, check_conflicts
 from txntable.engine.errors import (
@@ -131,11 +132,15 @@ class Transaction:
         self._attempts = 0
 
     # -- reading ---------------------------------------------------------------------------
-    def scan(self, predicate: str | Predicate | None = None) -> pa.Table:
+    def scan(
+        self, predicate: str | Predicate | None = None, *, track_files: bool = True
+    ) -> pa.Table:
         """Live files (``ADD_SCHEMA`` rows) whose partition values match ``predicate``.
 
-        Records the partition part of the predicate (``TRUE`` if it has none) and the files
-        returned, which is what later decides the conflicts this transaction can have.
+        Records the partition part of the predicate (``TRUE`` if it has none) and, unless
+        ``track_files`` is False, the files returned: that is what decides the conflicts this
+        transaction can have. OPTIMIZE scans without tracking and then ``track_read_files``
+        only the files it compacts, as Spark does.
         """
         if self.snapshot is None:
             self._read_predicates.append(BoundPredicate(TRUE, (), {}))
@@ -145,8 +150,17 @@ class Transaction:
         if bound.partition != TRUE and files.num_rows:
             files = files.filter(bound.matches(self.snapshot.partition_values()))
         self._read_predicates.append(bound)
-        self._read_files.update(files.column("path").to_pylist())
+        if track_files:
+            self.track_read_files(files)
         return files
+
+    def track_read_files(self, files: pa.Table | Iterable[str]) -> None:
+        """Record files (``ADD_SCHEMA`` rows or raw paths) as read: a concurrent remove of any
+        of them is a ``ConcurrentDeleteReadException``."""
+        if isinstance(files, pa.Table):
+            self._read_files.update(files.column("path").to_pylist())
+        else:
+            self._read_files.update(files)
 
     def read_whole_table(self) -> None:
         """Declare that the result depends on the entire table (never a blind append)."""
@@ -332,16 +346,8 @@ class Transaction:
         while True:
             attempt = self._attempts
             if attempt >= opts.max_attempts:
-                raise CommitRetriesExceededError(
-                    f"gave up committing after {attempt} attempts: started at version "
-                    f"{start_version}, last tried version {attempt_version} "
-                    f"({len(prepared.actions)} actions, {time.monotonic() - started:.3f}s). "
-                    "Other writers kept winning; try again or raise max_attempts.",
-                    attempts=attempt,
-                    start_version=start_version,
-                    failed_at_version=attempt_version,
-                    num_actions=len(prepared.actions),
-                    elapsed_s=time.monotonic() - started,
+                raise retries_exceeded(
+                    attempt, start_version, attempt_version, len(prepared.actions), started
                 )
             if check:
                 winners = read_winners(storage, attempt_version, opts.sleep, self._backoff)
