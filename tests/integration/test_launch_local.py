@@ -182,3 +182,12 @@ def test_a_foreign_directory_is_not_adopted_and_names_stay_inside(tmp_path: Path
         lx.launch(req)
     with pytest.raises(PermanentLaunchError, match="DNS-1123"):
         lx.status("lake", "../../etc")
+
+
+def test_a_run_past_its_deadline_is_stopped_and_failed(tmp_path: Path) -> None:
+    lx = launcher(tmp_path)
+    req = request("--wait-for", str(tmp_path / "never"), deadline_seconds=1)
+    lx.launch(req)
+    st = finished(lx, req)
+    assert st.state is RunState.FAILED
+    assert st.message == f"exit code -{int(signal.SIGTERM)}: deadline of 1 s exceeded"

@@ -421,3 +421,16 @@ def test_permission_data_is_well_formed() -> None:
     assert resources[("", "pods/log")] == ["get"]
     assert permissions.launcher_permissions([Backend.LOCAL]) == []
     assert str(permissions.OWNER_FINALIZERS) == "txntable.io/txntables/finalizers: update"
+
+
+def test_make_launcher_picks_the_backend(tmp_path: Any) -> None:
+    from txntable.launch import LocalLauncher, make_launcher
+
+    api_client = client.ApiClient()
+    assert isinstance(
+        make_launcher("SparkApplication", Config(), api_client=api_client), SparkApplicationLauncher
+    )
+    assert isinstance(make_launcher(Backend.JOB, Config(), api_client=api_client), JobLauncher)
+    assert isinstance(make_launcher("local", Config(), runs_dir=tmp_path), LocalLauncher)
+    with pytest.raises(ValueError, match="runs directory"):
+        make_launcher("local", Config())

@@ -1,9 +1,11 @@
 """Supervisor of one local run: start the job, wait for it, record its exit code atomically.
 
-Run as a script (``python _local_runner.py RUN_DIR -- CMD...``), never imported: it uses the
-standard library only, so it starts fast and does not load txntable. It is the leader of
-the run's process group; because it, not the controller, waits for the job, the exit code
-survives a controller restart (``exit.json`` appears once the job has ended).
+Run as a script (``python _local_runner.py [--deadline S] RUN_DIR -- CMD...``), never
+imported: it uses the standard library only, so it starts fast and does not load txntable.
+It is the leader of the run's process group; because it, not the controller, waits for the
+job, the exit code survives a controller restart (``exit.json`` appears once the job has
+ended). With ``--deadline`` the job is terminated (then killed) when it runs longer, like a
+Job's ``activeDeadlineSeconds``.
 """
 
 from __future__ import annotations
@@ -15,12 +17,18 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+GRACE_SECONDS = 10.0
+
 
 def main(argv: list[str]) -> int:
+    deadline: float | None = None
+    if argv[:1] == ["--deadline"] and len(argv) > 1:
+        deadline, argv = float(argv[1]), argv[2:]
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: _local_runner.py RUN_DIR -- COMMAND...\n")
+        sys.stderr.write("usage: _local_runner.py [--deadline S] RUN_DIR -- COMMAND...\n")
         return 2
     run_dir, command = argv[0], argv[2:]
+    error = None
     with (
         open(os.path.join(run_dir, "stdout.log"), "ab") as out,
         open(os.path.join(run_dir, "stderr.log"), "ab") as err,
@@ -32,8 +40,19 @@ def main(argv: list[str]) -> int:
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        code = child.wait()
+        try:
+            code = child.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            error = f"deadline of {deadline:g} s exceeded"
+            child.terminate()
+            try:
+                code = child.wait(timeout=GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                code = child.wait()
     record = {"exitCode": code, "finished": datetime.now(UTC).isoformat()}
+    if error:
+        record["error"] = error
     tmp = os.path.join(run_dir, "exit.json.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(record, fh)

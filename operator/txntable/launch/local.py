@@ -187,9 +187,10 @@ class LocalLauncher(Launcher):
             check_adoptable(existing, req)
             log.info("adopted existing local run", extra={"run": req.name, "table": req.table})
             return replace(existing, adopted=True)
+        deadline = ["--deadline", str(req.deadline_seconds)] if req.deadline_seconds else []
         try:
             proc = subprocess.Popen(
-                [self.python, str(RUNNER), str(final), "--", *command],
+                [self.python, str(RUNNER), *deadline, str(final), "--", *command],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
