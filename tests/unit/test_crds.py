@@ -234,11 +234,14 @@ SECRET_KEYS = [
     "fs.s3a.access.key", "spark.hadoop.fs.s3a.session.token", "azure_storage_account_key",
     "fs.azure.account.key.acct.dfs.core.windows.net", "google_service_account_key",
     "AZURE_STORAGE_SAS_TOKEN", "password", "client_secret", "key", "secret", "token",
-    "spark.hadoop.fs.gs.auth.service.account.private.key",
+    "spark.hadoop.fs.gs.auth.service.account.private.key", "fs.azure.account.key",
+    "fs.azure.sas.fixed.token",
 ]  # fmt: skip
 HARMLESS_KEYS = [
     "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "spark.sql.shuffle.partitions",
     "fs.s3a.endpoint", "fs.s3a.bucket.lake.endpoint", "keys", "AWS_CONDITIONAL_PUT",
+    "fs.azure.account.keyprovider.acct.dfs.core.windows.net", "fs.azure.sas.token.provider.type",
+    "fs.azure.account.auth.type",
 ]  # fmt: skip
 
 

@@ -35,7 +35,8 @@ LABEL_KEY: Final = (
 SECRET_OPTION_NAMES: Final = (
     "key", "secret", "token", "password", "credentials", "access_key_id",
     "secret_access_key", "session_token", "account_key", "client_secret", "sas_token",
-    "sas_key", "service_account_key", "bearer_token",
+    "sas_key", "service_account_key", "bearer_token", "fs.azure.account.key",
+    "spark.hadoop.fs.azure.account.key",
 )  # fmt: skip
 SECRET_OPTION_PREFIXES: Final = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -45,11 +46,11 @@ SECRET_OPTION_PREFIXES: Final = (
     "azure_storage_access_key", "azure_storage_sas", "azure_client_secret",
     "azure_storage_token", "GOOGLE_SERVICE_ACCOUNT_KEY", "google_service_account_key",
     "fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token",
-    "fs.azure.account.key", "fs.azure.sas",
+    "fs.azure.account.key.", "fs.azure.sas.fixed.token",
     "fs.azure.account.oauth2.client.secret", "fs.gs.auth.service.account.private.key",
     "spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key",
     "spark.hadoop.fs.s3a.session.token",
-    "spark.hadoop.fs.azure.account.key", "spark.hadoop.fs.azure.sas",
+    "spark.hadoop.fs.azure.account.key.", "spark.hadoop.fs.azure.sas.fixed.token",
     "spark.hadoop.fs.azure.account.oauth2.client.secret",
     "spark.hadoop.fs.gs.auth.service.account.private.key",
 )  # fmt: skip
