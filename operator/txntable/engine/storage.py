@@ -81,6 +81,14 @@ class Storage(ABC):
     def delete(self, relative: str) -> None:
         """Delete the file; a missing file is not an error."""
 
+    def write_new(self, relative: str, data: bytes) -> None:
+        """Create a file under a fresh unique name nothing references yet (a data file).
+
+        No reader can see it before a commit names it, so it needs no atomic replace; stores
+        may write it directly.
+        """
+        self.write(relative, data)
+
     def list_log(self, start_at: str = "") -> list[FileInfo]:
         return self.list_dir(LOG_DIR, start_at)
 
@@ -109,8 +117,11 @@ class LocalStorage(Storage):
 
     atomic_put_if_absent = True
 
-    def __init__(self, root_path: str) -> None:
+    def __init__(self, root_path: str, fsync: bool = True) -> None:
         self.root_path = os.path.abspath(root_path)
+        #: fsync files and directories so a commit survives power loss. ``False`` trades that
+        #: for speed, as delta-rs and Hadoop's local filesystem do (they never fsync).
+        self.fsync = fsync
         super().__init__("file://" + self.root_path)
 
     def _abs(self, relative: str) -> str:
@@ -192,20 +203,29 @@ class LocalStorage(Storage):
         with _io_errors(f"deleting {relative}"), suppress(FileNotFoundError):
             os.unlink(self._abs(relative))
 
-    @staticmethod
-    def _write_synced(path: str, data: bytes) -> None:
+    def write_new(self, relative: str, data: bytes) -> None:
+        # Content synced, directory not: the commit that will name this file fsyncs the log
+        # directory, and journaling filesystems commit earlier metadata changes with it.
+        target = self._abs(relative)
+        with _io_errors(f"writing {relative}"):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self._write_synced(target, data)
+
+    def _write_synced(self, path: str, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if self.fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
-    @staticmethod
-    def _fsync_dir(directory: str) -> None:
+    def _fsync_dir(self, directory: str) -> None:
+        if not self.fsync:
+            return
         fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -301,6 +321,16 @@ def _mtime_ms(entry: Mapping[str, Any]) -> int:
     return 0
 
 
+def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = options.get(key, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidArgumentError(f"storage option {key} must be true or false, got {value!r}")
+    return text == "true"
+
+
 def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
     """The storage for a table URI: a local path, ``file://``, ``memory://`` or any fsspec URL."""
     if not uri:
@@ -311,7 +341,7 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
     if scheme in ("", "file", "local"):
         # a file: URI is percent-encoded (file:///data/a%20b is "/data/a b"); a plain path is not
         path = unquote(parts.path) if scheme else uri
-        return LocalStorage(path)
+        return LocalStorage(path, fsync=_flag(options, "fsync", default=True))
     if scheme in ("s3", "s3a"):
         from txntable.engine.s3 import S3Storage  # boto3 only when needed
 

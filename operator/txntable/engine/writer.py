@@ -198,7 +198,7 @@ def _write_one(  # noqa: PLR0917 - private helper, one call site
     sink = pa.BufferOutputStream()
     pq.write_table(chunk, sink, compression="snappy")
     payload = sink.getvalue().to_pybytes()
-    storage.write(relative, payload)
+    storage.write_new(relative, payload)
     return AddFile(
         path=encode_path(relative),
         partition_values=dict(values),
