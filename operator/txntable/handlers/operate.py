@@ -1,0 +1,440 @@
+"""One reconcile of one table, with the I/O: observe the log, follow runs, decide, act.
+
+The Kopf handlers and the local mode (``txntable run --local``) both call ``Operator.reconcile``,
+so the cluster and the laptop run the same logic; only where manifests come from and where status
+goes differ. Nothing in this module imports Kopf. Observation refreshes a cached ``engine.Table``
+per resource (one listing plus the new commits per tick); decisions are the pure functions of
+``txntable.reconcile``; runs go through a ``launch.Launcher``; small checkpoints are written inline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from txntable.api import defaults as api_defaults
+from txntable.api.conditions import Reason
+from txntable.api.quantity import parse_bytes
+from txntable.api.types import (
+    CheckpointPolicy,
+    CompactionPolicy,
+    RunOutcome,
+    RunRecord,
+    TxnTable,
+    TxnTableStatus,
+)
+from txntable.config import Config
+from txntable.engine import Table
+from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.errors import (
+    CorruptLogError,
+    EngineError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from txntable.engine.schema import to_arrow_type
+from txntable.handlers.requests import checkpoint_request, compaction_request
+from txntable.launch import Backend, Launcher, RunState, RunStatus, runs_to_delete
+from txntable.launch.errors import LaunchError, PermanentLaunchError
+from txntable.reconcile.decide import (
+    ActiveRun,
+    Decision,
+    Placement,
+    Work,
+    decide_checkpoint,
+    decide_compaction,
+    outcome_of,
+)
+from txntable.reconcile.health import TableHealth, observe
+from txntable.reconcile.resolve import resolve
+from txntable.reconcile.status import Failure, Outcome, table_status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_FILE_SIZE = parse_bytes(api_defaults.MIN_FILE_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event to post on the table (type Normal/Warning, CamelCase reason)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one reconcile produced: the next status and the events to post."""
+
+    status: TxnTableStatus
+    events: tuple[Event, ...]
+    launched: tuple[str, ...]
+    active_runs: int
+
+
+@dataclass
+class Operator:
+    """Long-lived controller state: configuration, launchers and the table cache."""
+
+    config: Config
+    launchers: Callable[[Backend], Launcher]
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    _tables: dict[str, Table] = field(default_factory=dict)
+
+    # -- observation --------------------------------------------------------------------
+    def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
+        cached = self._tables.get(key)
+        if cached is not None:
+            return cached
+        try:
+            opened = Table.open(table.spec.location, options)
+        except TableNotFoundError:
+            create = table.spec.create
+            if create is None:
+                raise
+            import pyarrow as pa
+
+            schema = pa.schema(
+                [pa.field(c.name, to_arrow_type(c.type), c.nullable) for c in create.columns]
+            )
+            opened = Table.create(
+                table.spec.location,
+                schema,
+                create.partition_columns,
+                dict(create.properties),
+                storage_options=options,
+                name=table.metadata.name,
+            )
+            log.info("created table", extra={"table": table.metadata.name})
+        self._tables[key] = opened
+        return opened
+
+    def forget(self, key: str) -> None:
+        """Drop the cached table of a deleted resource."""
+        self._tables.pop(key, None)
+
+    def _observe(
+        self, key: str, table: TxnTable, options: Mapping[str, str], min_file_size: int
+    ) -> tuple[Table | None, TableHealth | None, Failure | None]:
+        try:
+            engine_table = self._open(key, table, options)
+            snapshot = engine_table.snapshot()
+        except TableNotFoundError as exc:
+            return None, None, Failure(str(Reason.TABLE_NOT_FOUND), str(exc))
+        except StorageError as exc:
+            self.forget(key)
+            return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
+        except UnsupportedFeatureError as exc:
+            return None, None, Failure(str(Reason.UNSUPPORTED_PROTOCOL), str(exc))
+        except CorruptLogError as exc:
+            self.forget(key)
+            return None, None, Failure(str(Reason.CORRUPT_LOG), str(exc))
+        except EngineError as exc:
+            return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
+        return engine_table, observe(snapshot, min_file_size), None
+
+    # -- the tick ------------------------------------------------------------------------
+    def reconcile(
+        self,
+        table: TxnTable,
+        compaction_policies: Sequence[CompactionPolicy],
+        checkpoint_policies: Sequence[CheckpointPolicy],
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        active_total: int = 0,
+    ) -> Tick:
+        """Observe ``table``, follow its runs, decide and act; return the next status."""
+        now = self.clock()
+        ns = table.metadata.namespace or "default"
+        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
+        options = dict(table.spec.storage.options) | dict(storage_options or {})
+        comp = resolve(table, compaction_policies, "compaction")
+        ckpt = resolve(table, checkpoint_policies, "checkpoint")
+        min_size = comp.policy.spec.min_file_size if comp.policy else DEFAULT_MIN_FILE_SIZE
+        engine_table, health, failure = self._observe(key, table, options, min_size)
+        events: list[Event] = []
+        runs = self._runs(table, comp.policy, ckpt.policy, events)
+        last_c, last_k = self._records(table, runs, engine_table, events)
+        active = tuple(
+            ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
+        )
+        active_total = max(active_total, len(active))
+        comp_decision: Decision | None = None
+        ckpt_decision: Decision | None = None
+        launched: list[str] = []
+        if health is not None and engine_table is not None:
+            work = Work(now, active, active_total, self.config.max_concurrent_runs)
+            if comp.policy is not None:
+                comp_decision = decide_compaction(table, comp.policy, health, work)
+                name = (
+                    self._start_compaction(table, comp.policy, comp_decision, events)
+                    if comp_decision.launch
+                    else None
+                )
+                if name:
+                    launched.append(name)
+                    active = (*active, ActiveRun(name, "optimize", now))
+                    last_c = RunRecord(
+                        run_name=name,
+                        table=table.metadata.name,
+                        outcome=RunOutcome.RUNNING,
+                        start_time=now.replace(microsecond=0),
+                        version=health.version,
+                    )
+                    work = replace(work, active=active, active_total=active_total + 1)
+            if ckpt.policy is not None:
+                ckpt_decision = decide_checkpoint(table, ckpt.policy, health, work)
+                if ckpt_decision.launch:
+                    last_k = (
+                        self._start_checkpoint(
+                            table,
+                            ckpt.policy,
+                            ckpt_decision,
+                            engine_table=engine_table,
+                            events=events,
+                            now=now,
+                        )
+                        or last_k
+                    )
+        outcome = Outcome(
+            now=now,
+            health=health,
+            failure=failure,
+            compaction=comp,
+            checkpoint=ckpt,
+            compaction_decision=comp_decision,
+            checkpoint_decision=ckpt_decision,
+            active=active,
+            last_compaction=last_c,
+            last_checkpoint=last_k,
+        )
+        return Tick(table_status(table, outcome), tuple(events), tuple(launched), len(active))
+
+    # -- runs ----------------------------------------------------------------------------
+    def _backends(self, *policies: CompactionPolicy | CheckpointPolicy | None) -> set[Backend]:
+        out = set()
+        for p in policies:
+            chosen = p.spec.spark.backend if p is not None else None
+            out.add(Backend.parse(chosen.value if chosen else self.config.default_backend))
+        return out
+
+    def _runs(
+        self,
+        table: TxnTable,
+        comp: CompactionPolicy | None,
+        ckpt: CheckpointPolicy | None,
+        events: list[Event],
+    ) -> list[RunStatus]:
+        ns = table.metadata.namespace or "default"
+        runs: list[RunStatus] = []
+        for backend in sorted(self._backends(comp, ckpt)):
+            launcher = self.launchers(backend)
+            try:
+                found = launcher.list_runs(ns, table.metadata.name)
+            except LaunchError as exc:
+                events.append(Event("Warning", "RunListFailed", str(exc)))
+                continue
+            runs.extend(found)
+            limits = [p for p in (comp, ckpt) if p is not None]
+            if limits:
+                doomed = runs_to_delete(
+                    found,
+                    successful_limit=min(p.spec.successful_runs_history_limit for p in limits),
+                    failed_limit=min(p.spec.failed_runs_history_limit for p in limits),
+                )
+                for run in doomed:
+                    try:
+                        launcher.delete(ns, run.name)
+                    except LaunchError as exc:
+                        log.warning("could not delete old run %s: %s", run.name, exc)
+        return runs
+
+    def _records(
+        self,
+        table: TxnTable,
+        runs: list[RunStatus],
+        engine_table: Table | None,
+        events: list[Event],
+    ) -> tuple[RunRecord | None, RunRecord | None]:
+        records = [table.status.last_compaction, table.status.last_checkpoint]
+        for index, kind in enumerate(("optimize", "checkpoint")):
+            mine = [r for r in runs if r.kind == kind]
+            if not mine:
+                continue
+            newest = max(mine, key=lambda r: (r.created or r.started or _EPOCH, r.name))
+            previous = records[index]
+            if newest.state.finished:
+                if (
+                    previous
+                    and previous.run_name == newest.name
+                    and previous.outcome
+                    not in (
+                        RunOutcome.RUNNING,
+                        None,
+                    )
+                ):
+                    continue  # already recorded
+                records[index] = self._finished_record(table, newest, engine_table, events)
+            else:
+                records[index] = RunRecord(
+                    run_name=newest.name,
+                    table=table.metadata.name,
+                    outcome=RunOutcome.RUNNING,
+                    start_time=(newest.started or newest.created or self.clock()).replace(
+                        microsecond=0
+                    ),
+                    version=previous.version if previous else None,
+                )
+        return records[0], records[1]
+
+    def _finished_record(
+        self, table: TxnTable, run: RunStatus, engine_table: Table | None, events: list[Event]
+    ) -> RunRecord:
+        result = dict(run.result) if run.result else None
+        outcome = outcome_of(result, run.state is RunState.SUCCEEDED)
+        message = run.message or ""
+        version = result.get("version") if result else None
+        if outcome is RunOutcome.SUCCEEDED and run.kind == "optimize" and engine_table:
+            confirmed = _confirmed_in_log(engine_table, run.name)
+            message = (message + "; " if message else "") + (
+                "commit confirmed in the table log" if confirmed else "no commit of this run found"
+            )
+        kind_word = "compaction" if run.kind == "optimize" else "checkpoint"
+        events.append(
+            Event(
+                "Normal" if outcome is not RunOutcome.FAILED else "Warning",
+                f"Run{outcome.value}",
+                f"{kind_word} run {run.name}: {outcome.value}",
+            )
+        )
+        return RunRecord(
+            run_name=run.name,
+            table=table.metadata.name,
+            outcome=outcome,
+            start_time=_whole(run.started or run.created),
+            completion_time=_whole(run.finished),
+            version=version if isinstance(version, int) else None,
+            message=message[:4000] or None,
+        )
+
+    def _start_compaction(
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy,
+        decision: Decision,
+        events: list[Event],
+    ) -> str | None:
+        try:
+            req = compaction_request(table, policy, decision, self.config)
+            launcher = self.launchers(req.backend)
+            for old in decision.replace_runs:
+                launcher.delete(req.namespace, old)
+            status = launcher.launch(req)
+        except PermanentLaunchError as exc:
+            events.append(Event("Warning", "RunRejected", str(exc)))
+            return None
+        except LaunchError as exc:
+            events.append(Event("Warning", "RunLaunchFailed", f"{exc} (will retry)"))
+            return None
+        verb = "adopted" if status.adopted else "started"
+        events.append(
+            Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
+        )
+        log.info("compaction %s %s (%s)", req.name, verb, decision.message)
+        return req.name
+
+    def _start_checkpoint(
+        self,
+        table: TxnTable,
+        policy: CheckpointPolicy,
+        decision: Decision,
+        *,
+        engine_table: Table,
+        events: list[Event],
+        now: datetime,
+    ) -> RunRecord | None:
+        if decision.placement is Placement.INLINE:
+            return self._inline_checkpoint(table, policy, engine_table, events=events, now=now)
+        try:
+            req = checkpoint_request(table, policy, decision, self.config)
+            status = self.launchers(req.backend).launch(req)
+        except LaunchError as exc:
+            events.append(Event("Warning", "RunLaunchFailed", str(exc)))
+            return None
+        events.append(Event("Normal", "RunStarted", f"checkpoint {req.name}: {decision.message}"))
+        return RunRecord(
+            run_name=req.name,
+            table=table.metadata.name,
+            outcome=RunOutcome.RUNNING,
+            start_time=_whole(status.started or now),
+        )
+
+    def _inline_checkpoint(
+        self,
+        table: TxnTable,
+        policy: CheckpointPolicy,
+        engine_table: Table,
+        *,
+        events: list[Event],
+        now: datetime,
+    ) -> RunRecord:
+        started = time.monotonic()
+        snapshot = engine_table.snapshot()
+        name = f"inline-checkpoint-{snapshot.version}"
+        try:
+            result = write_checkpoint(snapshot, part_size=policy.spec.part_size)
+            cleanup_note = ""
+            if policy.spec.log_cleanup.enabled:
+                cleaned = cleanup_expired_logs(
+                    snapshot, retention_ms=policy.spec.log_cleanup.log_retention * 1000
+                )
+                cleanup_note = f", {len(cleaned.deleted)} expired log files deleted"
+        except EngineError as exc:
+            events.append(Event("Warning", "RunFailed", f"inline checkpoint failed: {exc}"))
+            return RunRecord(
+                run_name=name,
+                table=table.metadata.name,
+                outcome=RunOutcome.FAILED,
+                start_time=_whole(now),
+                completion_time=_whole(self.clock()),
+                version=snapshot.version,
+                message=str(exc)[:4000],
+            )
+        seconds = time.monotonic() - started
+        message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
+        events.append(Event("Normal", "RunSucceeded", message))
+        return RunRecord(
+            run_name=name,
+            table=table.metadata.name,
+            outcome=RunOutcome.SUCCEEDED,
+            start_time=_whole(now),
+            completion_time=_whole(self.clock()),
+            version=result.version,
+            message=message,
+        )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _whole(moment: datetime | None) -> datetime | None:
+    return moment.replace(microsecond=0) if moment else None
+
+
+def _confirmed_in_log(table: Table, run_id: str, depth: int = 200) -> bool:
+    """Whether a commit of the run (``commitInfo.txntableRunId``) is in the recent log."""
+    try:
+        return any(h.get("txntableRunId") == run_id for h in table.history(limit=depth))
+    except EngineError:
+        return False
+
+
+def run_args(*parts: Any) -> tuple[str, ...]:
+    return tuple(str(p) for p in parts if p is not None)

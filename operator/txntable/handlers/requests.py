@@ -1,0 +1,159 @@
+"""Turn a table, its policy and a decision into a ``RunRequest`` for a launcher.
+
+The job's command line is built here, once, from the policy (sizes, predicate, Z-order, commit
+settings) so that every backend runs exactly the same job; the run's deterministic name doubles
+as the run id the job writes into ``commitInfo``.
+"""
+
+from __future__ import annotations
+
+from txntable.api.policies import FilterOperator, PartitionFilter
+from txntable.api.types import CheckpointPolicy, CompactionPolicy, SparkTemplate, TxnTable
+from txntable.config import Config
+from txntable.launch import Backend, Resources, RunKind, RunRequest
+from txntable.launch.errors import PermanentLaunchError
+from txntable.reconcile.decide import Decision
+
+_OPS = {
+    FilterOperator.EQUALS: "=",
+    FilterOperator.NOT_EQUALS: "!=",
+    FilterOperator.LESS_THAN: "<",
+    FilterOperator.LESS_OR_EQUAL: "<=",
+    FilterOperator.GREATER_THAN: ">",
+    FilterOperator.GREATER_OR_EQUAL: ">=",
+}
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _column(name: str) -> str:
+    return name if name.isidentifier() else "`" + name.replace("`", "``") + "`"
+
+
+def predicate(filters: tuple[PartitionFilter, ...]) -> str | None:
+    """The partition filters of a policy as one predicate of the engine's SQL subset."""
+    parts = []
+    for f in filters:
+        col = _column(f.column)
+        if f.operator in (FilterOperator.IN, FilterOperator.NOT_IN):
+            neg = "NOT " if f.operator is FilterOperator.NOT_IN else ""
+            parts.append(f"{col} {neg}IN ({', '.join(_quote(v) for v in f.values)})")
+        else:
+            parts.append(f"{col} {_OPS[f.operator]} {_quote(f.values[0])}")
+    return " AND ".join(parts) if parts else None
+
+
+def _backend(template: SparkTemplate, config: Config) -> Backend:
+    return Backend.parse(template.backend.value if template.backend else config.default_backend)
+
+
+def _master(backend: Backend, template: SparkTemplate) -> str:
+    if backend is Backend.LOCAL:
+        return f"local[{template.executor.instances * template.executor.cores}]"
+    return ""  # spark-submit / the Spark Operator configures the master
+
+
+def _base(
+    table: TxnTable,
+    template: SparkTemplate,
+    kind: RunKind,
+    *,
+    policy: str,
+    decision: Decision,
+    config: Config,
+    args: list[str],
+) -> RunRequest:
+    if decision.scheduled_time is None:
+        raise PermanentLaunchError("a launch decision carries its scheduled time")
+    if table.metadata.uid is None and table.metadata.namespace is None:
+        raise PermanentLaunchError("the table has neither uid nor namespace")
+    backend = _backend(template, config)
+    secret = table.spec.storage.secret_ref
+    return RunRequest(
+        kind=kind,
+        backend=backend,
+        namespace=table.metadata.namespace or "default",
+        table=table.metadata.name,
+        table_uid=table.metadata.uid or f"local-{table.metadata.name}",
+        policy=policy,
+        table_uri=table.spec.location,
+        scheduled_time=decision.scheduled_time,
+        args=(*args, "--master", _master(backend, template)),
+        storage_options=dict(table.spec.storage.options),
+        secret_ref=secret.name if secret else None,
+        image=template.image or config.spark_image,
+        image_pull_policy=(
+            template.image_pull_policy.value if template.image_pull_policy else "IfNotPresent"
+        ),
+        service_account=template.service_account_name or config.spark_service_account,
+        driver=Resources(cores=template.driver.cores, memory=template.driver.memory),
+        executor=Resources(cores=template.executor.cores, memory=template.executor.memory),
+        executor_instances=template.executor.instances,
+        spark_conf=dict(template.spark_conf),
+        deadline_seconds=template.timeout or None,
+    )
+
+
+def compaction_request(
+    table: TxnTable, policy: CompactionPolicy, decision: Decision, config: Config
+) -> RunRequest:
+    """The OPTIMIZE run for ``decision``."""
+    spec = policy.spec
+    args = [
+        table.spec.location,
+        "--target-size",
+        str(spec.target_file_size),
+        "--min-file-size",
+        str(spec.min_file_size),
+        "--min-input-files",
+        str(spec.min_input_files),
+        "--max-bytes",
+        str(spec.max_bytes_per_run),
+        "--max-attempts",
+        str(spec.commit.max_attempts),
+        "--executor",
+        "spark",
+    ]
+    if spec.commit.partial_commit_size:
+        args += ["--commit-every", str(spec.commit.partial_commit_size)]
+    where = predicate(spec.partition_filters)
+    if where:
+        args += ["--where", where]
+    if spec.z_order_by:
+        args += ["--zorder-by", ",".join(spec.z_order_by)]
+    for key, value in sorted(table.spec.storage.options.items()):
+        args += ["--storage-option", f"{key}={value}"]
+    req = _base(
+        table,
+        spec.spark,
+        RunKind.OPTIMIZE,
+        policy=policy.metadata.name,
+        decision=decision,
+        config=config,
+        args=args,
+    )
+    return _with_run_id(req)
+
+
+def checkpoint_request(
+    table: TxnTable, policy: CheckpointPolicy, decision: Decision, config: Config
+) -> RunRequest:
+    """The Spark checkpoint run for ``decision`` (large logs; small ones are written inline)."""
+    args = [table.spec.location, "--part-size", str(policy.spec.part_size)]
+    return _base(
+        table,
+        policy.spec.spark,
+        RunKind.CHECKPOINT,
+        policy=policy.metadata.name,
+        decision=decision,
+        config=config,
+        args=args,
+    )
+
+
+def _with_run_id(req: RunRequest) -> RunRequest:
+    from dataclasses import replace
+
+    return replace(req, args=(*req.args, "--run-id", req.name))

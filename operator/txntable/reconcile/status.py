@@ -1,0 +1,199 @@
+"""The next status of a TxnTable, from what was observed and decided in one reconcile.
+
+Conditions follow Kubernetes conventions (api.conditions keeps ``lastTransitionTime`` still
+unless the status flips), the phase is a short summary for printer columns, and the result is
+compared with the current status by the caller so that nothing is written when nothing changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from txntable.api.conditions import Condition, ConditionType, Reason, set_condition
+from txntable.api.types import (
+    CheckpointPolicy,
+    CompactionPolicy,
+    RunRecord,
+    TablePhase,
+    TableProtocol,
+    TxnTable,
+    TxnTableStatus,
+)
+from txntable.reconcile.decide import ActiveRun, Decision, Why
+from txntable.reconcile.health import TableHealth
+from txntable.reconcile.resolve import Resolution
+
+#: Commits past the checkpoint interval (as a multiple) that count as checkpoint lag.
+LAG_FACTOR = 2
+#: Share of small files that counts as a small-file backlog.
+BACKLOG_PERCENT = 50.0
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a table could not be observed (reason is a condition reason)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything one reconcile learned about a table."""
+
+    now: datetime
+    health: TableHealth | None
+    failure: Failure | None
+    compaction: Resolution[CompactionPolicy]
+    checkpoint: Resolution[CheckpointPolicy]
+    compaction_decision: Decision | None
+    checkpoint_decision: Decision | None
+    active: tuple[ActiveRun, ...]
+    last_compaction: RunRecord | None
+    last_checkpoint: RunRecord | None
+
+
+def _policy_message(res: Resolution[Any]) -> tuple[bool, str, str]:
+    ok = res.reason in (Reason.POLICY_MATCHED, Reason.NO_POLICY)
+    return ok, str(res.reason), res.message
+
+
+def _run_condition(
+    kind: str, decision: Decision | None, active: list[ActiveRun]
+) -> tuple[bool, str, str]:
+    if active:
+        return True, str(Reason.RUN_STARTED), f"{kind} {active[0].name} is running"
+    if decision is None:
+        return False, str(Reason.NO_POLICY), f"no {kind} policy applies"
+    if decision.launch:
+        return True, str(Reason.RUN_STARTED), decision.message
+    return False, str(decision.why), decision.message
+
+
+def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
+    """The status to write for ``table`` after one reconcile."""
+    gen = table.metadata.generation
+    current = table.status
+    conds: tuple[Condition, ...] = current.conditions
+
+    def put(type_: str, ok: bool, reason: str, message: str) -> None:
+        nonlocal conds
+        conds = set_condition(
+            conds, type_, ok, reason, message, observed_generation=gen, now=out.now
+        )
+
+    health = out.health
+    if out.failure is not None:
+        put(ConditionType.REACHABLE, False, out.failure.reason, out.failure.message)
+    else:
+        put(ConditionType.REACHABLE, True, str(Reason.AS_EXPECTED), "the table's log was read")
+    ok_c, reason_c, msg_c = _policy_message(out.compaction)
+    ok_k, reason_k, msg_k = _policy_message(out.checkpoint)
+    resolved = ok_c and ok_k
+    put(
+        ConditionType.POLICY_RESOLVED,
+        resolved,
+        reason_c if not ok_c else reason_k,
+        f"{msg_c}; {msg_k}",
+    )
+    compacting = [r for r in out.active if r.kind == "optimize"]
+    checkpointing = [r for r in out.active if r.kind == "checkpoint"]
+    put(
+        ConditionType.COMPACTING, *_run_condition("compaction", out.compaction_decision, compacting)
+    )
+    put(
+        ConditionType.CHECKPOINTING,
+        *_run_condition("checkpoint", out.checkpoint_decision, checkpointing),
+    )
+    problems = _degradations(out)
+    put(
+        ConditionType.DEGRADED,
+        bool(problems),
+        problems[0][0] if problems else str(Reason.AS_EXPECTED),
+        "; ".join(m for _, m in problems) if problems else "no problem observed",
+    )
+    ready = out.failure is None and resolved
+    put(
+        ConditionType.READY,
+        ready,
+        str(Reason.TABLE_HEALTHY) if ready else (out.failure.reason if out.failure else reason_c),
+        "observed and maintained" if ready else (out.failure.message if out.failure else msg_c),
+    )
+    status = replace(
+        current,
+        observed_generation=gen,
+        conditions=conds,
+        phase=_phase(table, out, compacting, checkpointing, problems),
+        compaction_policy=out.compaction.policy.metadata.name if out.compaction.policy else None,
+        checkpoint_policy=out.checkpoint.policy.metadata.name if out.checkpoint.policy else None,
+        last_compaction=out.last_compaction,
+        last_checkpoint=out.last_checkpoint,
+    )
+    if health is not None:
+        status = replace(
+            status,
+            version=health.version,
+            protocol=TableProtocol(
+                min_reader_version=health.min_reader_version,
+                min_writer_version=health.min_writer_version,
+                reader_features=health.reader_features,
+                writer_features=health.writer_features,
+            ),
+            files=health.files,
+            size_bytes=health.size_bytes,
+            small_files=health.small_files,
+            partitions=health.partitions,
+            commits_since_checkpoint=health.commits_since_checkpoint,
+            last_commit_time=health.last_commit_time.replace(microsecond=0),
+            last_checkpoint_version=health.checkpoint_version,
+        )
+    return status
+
+
+def _degradations(out: Outcome) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    health = out.health
+    if out.failure is not None:
+        problems.append((out.failure.reason, out.failure.message))
+    if health is not None and not health.writable:
+        problems.append((str(Why.NOT_WRITABLE), f"observed only: {health.unwritable_reason}"))
+    if health is not None and health.files and health.small_file_percent >= BACKLOG_PERCENT:
+        problems.append(
+            (str(Reason.SMALL_FILE_BACKLOG), f"{health.small_file_percent:.0f}% of files are small")
+        )
+    policy = out.checkpoint.policy
+    if health is not None and policy is not None:
+        limit = LAG_FACTOR * policy.spec.commit_interval
+        if health.commits_since_checkpoint > limit:
+            problems.append(
+                (
+                    str(Reason.CHECKPOINT_LAG),
+                    f"{health.commits_since_checkpoint} commits since the last checkpoint",
+                )
+            )
+    for record in (out.last_compaction, out.last_checkpoint):
+        if record is not None and record.outcome == "Failed":
+            problems.append((str(Reason.RUN_FAILED), f"run {record.run_name} failed"))
+    return problems
+
+
+def _phase(
+    table: TxnTable,
+    out: Outcome,
+    compacting: list[ActiveRun],
+    checkpointing: list[ActiveRun],
+    problems: list[tuple[str, str]],
+) -> TablePhase:
+    if out.failure is not None:
+        return TablePhase.UNREACHABLE
+    if table.spec.suspend:
+        return TablePhase.SUSPENDED
+    if compacting or (out.compaction_decision and out.compaction_decision.launch):
+        return TablePhase.COMPACTING
+    if checkpointing or (out.checkpoint_decision and out.checkpoint_decision.launch):
+        return TablePhase.CHECKPOINTING
+    if problems:
+        return TablePhase.DEGRADED
+    return TablePhase.READY
