@@ -3,7 +3,7 @@
 Both take the official client's API objects as arguments (``CustomObjectsApi`` or
 ``BatchV1Api``, plus an optional ``CoreV1Api`` for reading the driver's log), so tests pass
 small fakes and the controller passes clients built once at start-up. They only create what
-``manifests`` builds; errors are translated once, in ``translate``:
+``manifests`` builds; errors are translated once, in ``kube_calls.translate``:
 
     409 on create          adopt the existing run (after checking it is ours)
     404 on get             RunNotFoundError (on create: the kind is not served, permanent)
@@ -13,45 +13,27 @@ small fakes and the controller passes clients built once at start-up. They only 
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Final, TypeVar
-
-import urllib3.exceptions
-from kubernetes.client.exceptions import ApiException, OpenApiException
+from typing import Any, Final
 
 from txntable.api.constants import LABEL_MANAGED_BY, LABEL_TABLE, MANAGED_BY
 from txntable.config import Config
 from txntable.launch import manifests
 from txntable.launch.base import Launcher, check_adoptable
-from txntable.launch.errors import (
-    LaunchError,
-    PermanentLaunchError,
-    RunNotFoundError,
-    TransientLaunchError,
-)
+from txntable.launch.errors import LaunchError, PermanentLaunchError, RunNotFoundError
+from txntable.launch.kube_calls import call, dig, parse_time, serialize, status_code
 from txntable.launch.names import label_value
 from txntable.launch.run import Backend, RunRequest, RunState, RunStatus, last_json_line
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SPARK_GROUP: Final = "sparkoperator.k8s.io"
 SPARK_VERSION: Final = "v1beta2"
 SPARK_PLURAL: Final = "sparkapplications"
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
-TRANSIENT_STATUS: Final = frozenset({0, 408, 425, 429, 500, 502, 503, 504})
-PERMANENT_REASONS: Final = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    422: "Invalid",
-}
-
 # Spark Operator application states (api/v1beta2 ApplicationStateType) → run state.
 SPARK_STATES: Final = {
     "": RunState.PENDING,
@@ -65,67 +47,6 @@ SPARK_STATES: Final = {
     "FAILED": RunState.FAILED,
     "SUBMISSION_FAILED": RunState.FAILED,
 }
-
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        body = json.loads(exc.body or "")
-    except (TypeError, ValueError):
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return str(exc.reason or "")
-
-
-def translate(exc: BaseException, what: str) -> LaunchError:
-    """The launch error for a client exception raised while doing ``what``."""
-    if isinstance(exc, ApiException):
-        status = int(exc.status or 0)
-        message = f"{what}: HTTP {status} {_api_message(exc)}".rstrip()
-        if status in TRANSIENT_STATUS:
-            delay = 10.0
-            retry_after = (exc.headers or {}).get("Retry-After")
-            if retry_after and str(retry_after).isdigit():
-                delay = float(retry_after)
-            return TransientLaunchError(message, delay=delay)
-        return PermanentLaunchError(message, reason=PERMANENT_REASONS.get(status, "ApiError"))
-    if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):
-        return TransientLaunchError(f"{what}: {exc}")
-    if isinstance(exc, OpenApiException):
-        return PermanentLaunchError(f"{what}: {exc}", reason="ClientError")
-    return LaunchError(f"{what}: {exc}")
-
-
-def _call(what: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except (ApiException, OpenApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-        raise translate(exc, what) from exc
-
-
-def _status_code(exc: BaseException) -> int | None:
-    cause = exc.__cause__
-    return int(cause.status or 0) if isinstance(cause, ApiException) else None
-
-
-def _time(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
-
-
-def _get(obj: Mapping[str, Any], *path: str) -> Any:
-    cur: Any = obj
-    for key in path:
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(key)
-    return cur
 
 
 class _ClusterLauncher(Launcher):
@@ -178,9 +99,9 @@ class _ClusterLauncher(Launcher):
         body = self.build(req)
         what = f"create {self.kind_name} {req.namespace}/{req.name}"
         try:
-            created = _call(what, lambda: self._create(req.namespace, body))
+            created = call(what, lambda: self._create(req.namespace, body))
         except LaunchError as exc:
-            code = _status_code(exc)
+            code = status_code(exc)
             if code == 409:
                 existing = self.status(req.namespace, req.name)
                 check_adoptable(existing, req)
@@ -199,9 +120,9 @@ class _ClusterLauncher(Launcher):
     def status(self, namespace: str, name: str) -> RunStatus:
         what = f"get {self.kind_name} {namespace}/{name}"
         try:
-            obj = self._plain(_call(what, lambda: self._read(namespace, name)))
+            obj = self._plain(call(what, lambda: self._read(namespace, name)))
         except LaunchError as exc:
-            if _status_code(exc) == 404:
+            if status_code(exc) == 404:
                 raise RunNotFoundError(namespace, name) from exc
             raise
         st = self.to_status(obj)
@@ -218,15 +139,15 @@ class _ClusterLauncher(Launcher):
     def delete(self, namespace: str, name: str) -> None:
         what = f"delete {self.kind_name} {namespace}/{name}"
         try:
-            _call(what, lambda: self._remove(namespace, name))
+            call(what, lambda: self._remove(namespace, name))
         except LaunchError as exc:
-            if _status_code(exc) != 404:
+            if status_code(exc) != 404:
                 raise
 
     def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
         selector = f"{LABEL_TABLE}={label_value(table)},{LABEL_MANAGED_BY}={MANAGED_BY}"
         what = f"list {self.kind_name} in {namespace}"
-        listing = self._plain(_call(what, lambda: self._list(namespace, selector)))
+        listing = self._plain(call(what, lambda: self._list(namespace, selector)))
         runs = [self.to_status(item) for item in listing.get("items") or []]
         return sorted(runs, key=lambda r: (r.created.timestamp() if r.created else 0.0, r.name))
 
@@ -238,7 +159,7 @@ class _ClusterLauncher(Launcher):
             namespace=str(meta.get("namespace", "")),
             state=state,
             message=message,
-            created=_time(meta.get("creationTimestamp")),
+            created=parse_time(meta.get("creationTimestamp")),
             started=started,
             finished=finished if state.finished else None,
             labels=dict(meta.get("labels") or {}),
@@ -249,7 +170,7 @@ class _ClusterLauncher(Launcher):
         core = self.core_api
         if core is None:
             return None
-        text = _call(
+        text = call(
             f"read log of pod {namespace}/{pod}",
             lambda: core.read_namespaced_pod_log(
                 name=pod,
@@ -263,8 +184,6 @@ class _ClusterLauncher(Launcher):
 
 
 def _with(st: RunStatus, **changes: Any) -> RunStatus:
-    from dataclasses import replace
-
     return replace(st, **changes)
 
 
@@ -314,19 +233,19 @@ class SparkApplicationLauncher(_ClusterLauncher):
     def state_of(
         self, obj: Mapping[str, Any]
     ) -> tuple[RunState, str, datetime | None, datetime | None]:
-        app_state = _get(obj, "status", "applicationState") or {}
+        app_state = dig(obj, "status", "applicationState") or {}
         raw = str(app_state.get("state") or "")
         state = SPARK_STATES.get(raw, RunState.UNKNOWN)
         message = str(app_state.get("errorMessage") or "")
         if not message and raw:
             message = f"SparkApplication is {raw}"
-        started = _time(_get(obj, "status", "lastSubmissionAttemptTime"))
-        finished = _time(_get(obj, "status", "terminationTime"))
+        started = parse_time(dig(obj, "status", "lastSubmissionAttemptTime"))
+        finished = parse_time(dig(obj, "status", "terminationTime"))
         return state, message, started, finished
 
     def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
         meta = obj.get("metadata") or {}
-        pod = _get(obj, "status", "driverInfo", "podName") or f"{meta.get('name')}-driver"
+        pod = dig(obj, "status", "driverInfo", "podName") or f"{meta.get('name')}-driver"
         return self._read_log(
             str(meta.get("namespace")), str(pod), manifests.OPERATOR_DRIVER_CONTAINER
         )
@@ -371,27 +290,27 @@ class JobLauncher(_ClusterLauncher):
         )
 
     def _plain(self, obj: Any) -> dict[str, Any]:
-        return _serialize(self.api, obj)
+        return serialize(self.api, obj)
 
     def state_of(
         self, obj: Mapping[str, Any]
     ) -> tuple[RunState, str, datetime | None, datetime | None]:
         status = obj.get("status") or {}
-        started = _time(status.get("startTime"))
+        started = parse_time(status.get("startTime"))
         conditions = {
             c.get("type"): c
             for c in status.get("conditions") or []
             if isinstance(c, Mapping) and c.get("status") == "True"
         }
         if "Complete" in conditions:
-            done = _time(status.get("completionTime")) or _time(
+            done = parse_time(status.get("completionTime")) or parse_time(
                 conditions["Complete"].get("lastTransitionTime")
             )
             return RunState.SUCCEEDED, "Job completed", started, done
         if "Failed" in conditions:
             cond = conditions["Failed"]
             message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or ''}".rstrip(": ")
-            return RunState.FAILED, message, started, _time(cond.get("lastTransitionTime"))
+            return RunState.FAILED, message, started, parse_time(cond.get("lastTransitionTime"))
         if "FailureTarget" in conditions:
             return RunState.RUNNING, "Job is failing; pods are terminating", started, None
         if "Suspended" in conditions:
@@ -411,9 +330,9 @@ class JobLauncher(_ClusterLauncher):
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         if core is None:
             return None
-        pods = _serialize(
+        pods = serialize(
             core,
-            _call(
+            call(
                 f"list pods of Job {namespace}/{name}",
                 lambda: core.list_namespaced_pod(
                     namespace=namespace,
@@ -425,17 +344,6 @@ class JobLauncher(_ClusterLauncher):
         items = [p for p in pods.get("items") or [] if isinstance(p, Mapping)]
         if not items:
             return None
-        newest = max(items, key=lambda p: str(_get(p, "metadata", "creationTimestamp") or ""))
-        pod = str(_get(newest, "metadata", "name"))
+        newest = max(items, key=lambda p: str(dig(p, "metadata", "creationTimestamp") or ""))
+        pod = str(dig(newest, "metadata", "name"))
         return self._read_log(namespace, pod, manifests.DRIVER_CONTAINER)
-
-
-def _serialize(api: Any, obj: Any) -> dict[str, Any]:
-    """A client model as the API server's JSON (camelCase keys); dicts pass through."""
-    if isinstance(obj, dict):
-        return obj
-    client = getattr(api, "api_client", None)
-    if client is None:
-        return {}
-    plain = client.sanitize_for_serialization(obj)
-    return plain if isinstance(plain, dict) else {}

@@ -226,7 +226,7 @@ class LocalLauncher(Launcher):
         )
         child = self._children.get(run_dir)
         if child is not None and child.poll() is not None:
-            del self._children[run_dir]  # reaped; exit.json tells the outcome
+            self._children.pop(run_dir, None)  # reaped; exit.json tells the outcome
         pid_info = _read_json(run_dir / "pid.json")
         if pid_info is None:
             exited = self._finished(run_dir, base)

@@ -1,9 +1,10 @@
 """The exact Kubernetes API calls the launchers make: the single source of the RBAC rules.
 
-The chart's Role for the controller is checked against ``controller_rules()`` by the chart
-tests, so a launcher that starts calling a new verb fails a test until the chart grants it,
-and the chart never grants more than the launchers use. ``SPARK_DRIVER`` lists what a Spark
-driver needs for its executors (the ServiceAccount of SparkApplication and Job drivers).
+The chart's Role for the controller is checked against
+``as_policy_rules(launcher_permissions())`` by the chart tests, so a launcher that starts
+calling a new verb fails a test until the chart grants it, and the chart never grants more
+than the launchers use. ``SPARK_DRIVER`` lists what a Spark driver needs for its executors
+(the ServiceAccount of SparkApplication and Job drivers).
 """
 
 from __future__ import annotations
