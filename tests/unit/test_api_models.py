@@ -209,3 +209,13 @@ def test_status_from_the_api_server_is_parsed_with_the_resource() -> None:
     doc = copy.deepcopy(EX["table-s3.yaml", "TxnTable"])
     doc["status"] = _full_table_status().to_status()
     assert TxnTable.from_manifest(doc).status == _full_table_status()
+
+
+def test_status_keys_written_by_other_tools_are_ignored() -> None:
+    """Kopf keeps progress in status.kopf where nothing prunes it (local mode, emulators)."""
+    data = {**_full_table_status().to_status(), "kopf": {"progress": {}}}
+    assert TxnTableStatus.from_dict(data) == _full_table_status()
+    assert PolicyStatus.from_dict({"kopf": {}, "matchedTableCount": 2}).matched_table_count == 2
+    with pytest.raises(InvalidSpecError) as info:
+        TxnTableStatus.from_dict({"files": -1})
+    assert info.value.field_path == "status.files"

@@ -209,13 +209,19 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
     raise TypeError(f"the codec cannot read {tp!r} at {path}")  # a bug in a model, not input
 
 
-def from_obj(cls: type[T], obj: Any, path: str) -> T:
-    """Build dataclass ``cls`` from a JSON object, or raise ``InvalidSpecError`` at ``path``."""
+def from_obj(cls: type[T], obj: Any, path: str, *, ignore_unknown: bool = False) -> T:
+    """Build dataclass ``cls`` from a JSON object, or raise ``InvalidSpecError`` at ``path``.
+
+    ``ignore_unknown`` skips unknown keys at this level only (status objects may carry keys
+    other tools write, such as Kopf's ``status.kopf``, where no API server prunes them).
+    """
     if not isinstance(obj, dict):
         _fail(path, "must be an object")
     fields = {json_name(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(obj) - set(fields))
-    if unknown:
+    if ignore_unknown:
+        obj = {k: v for k, v in obj.items() if k in fields}
+    elif unknown:
         _fail(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
     kwargs: dict[str, Any] = {}
     resolved = hints(typing.cast(type, cls))

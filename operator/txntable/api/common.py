@@ -253,5 +253,5 @@ class PolicyStatus:
 
     @classmethod
     def from_dict(cls, obj: object) -> PolicyStatus:
-        """Read a status written by ``to_status`` (or by the API server)."""
-        return from_obj(cls, obj, "status")
+        """Read a status written by ``to_status``; unknown top-level keys are ignored."""
+        return from_obj(cls, obj, "status", ignore_unknown=True)

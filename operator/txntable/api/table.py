@@ -159,8 +159,8 @@ class TxnTableStatus:
 
     @classmethod
     def from_dict(cls, obj: object) -> TxnTableStatus:
-        """Read a status written by ``to_status`` (or by the API server)."""
-        return from_obj(cls, obj, "status")
+        """Read a status written by ``to_status``; unknown top-level keys are ignored."""
+        return from_obj(cls, obj, "status", ignore_unknown=True)
 
 
 @dataclass(frozen=True, kw_only=True)
