@@ -169,18 +169,27 @@ class _RawNumber(str):
     """A number token written verbatim into the JSON (exact decimals)."""
 
 
+_MARKED = re.compile(r'"([0-9a-f]{32}):(-?[0-9.]+)"')
+
+
 def _dumps(stats: dict[str, Any]) -> str:
+    raw_numbers = False
     token = uuid.uuid4().hex  # fresh per call, so no data value can imitate the marker
 
     def mark(value: Any) -> Any:
+        nonlocal raw_numbers
         if isinstance(value, dict):
             return {k: mark(v) for k, v in value.items()}
         if isinstance(value, _RawNumber):
+            raw_numbers = True
             return f"{token}:{value}"
         return value
 
-    text = json.dumps(mark(stats), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    return re.sub(f'"{token}:(-?[0-9.]+)"', r"\1", text)
+    marked = mark(stats)
+    text = json.dumps(marked, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    if not raw_numbers:
+        return text
+    return _MARKED.sub(lambda m: m[2] if m[1] == token else m[0], text)
 
 
 # -- from Arrow ---------------------------------------------------------------------------------
