@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 #: Benchmark modules, in run order. Add yours here.
-MODULES = ["bench.read_snapshot"]
+MODULES = ["bench.read_snapshot", "bench.commit_throughput"]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
