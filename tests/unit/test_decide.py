@@ -75,6 +75,7 @@ HEALTH = TableHealth(
     size_bytes=100 * 1024,
     small_files=60,
     small_file_bytes=60 * 1024,
+    compactable_small_files=60,
     partitions=3,
     last_commit_time=NOW - timedelta(minutes=1),
     checkpoint_version=30,
@@ -139,7 +140,14 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             False,
             Why.CONCURRENCY_LIMIT,
         ),
-        (table(), compaction(), replace(HEALTH, small_files=1), work(), False, Why.NOTHING_TO_DO),
+        (
+            table(),
+            compaction(),
+            replace(HEALTH, small_files=3, compactable_small_files=1),
+            work(),
+            False,
+            Why.NOTHING_TO_DO,
+        ),
         (table(), compaction(), replace(HEALTH, small_files=5), work(), False, Why.NOT_DUE),
         (
             table(),

@@ -12,7 +12,14 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from txntable.cli import checkpoint_cmd, cleanup_cmd, demo_cmd, inspect_cmd, optimize_cmd
+from txntable.cli import (
+    checkpoint_cmd,
+    cleanup_cmd,
+    demo_cmd,
+    inspect_cmd,
+    optimize_cmd,
+    run_cmd,
+)
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
 
@@ -23,6 +30,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     optimize_cmd,
     checkpoint_cmd,
     cleanup_cmd,
+    run_cmd,
 )
 
 EXIT_ENGINE_ERROR = 1

@@ -154,8 +154,9 @@ def _segment_from(
 
 def list_commits_after(storage: Storage, version: int) -> tuple[list[Commit], CheckpointRef | None]:
     """Commits newer than ``version`` (contiguous from ``version + 1``) and the newest complete
-    checkpoint among them, for incremental refresh and for finding winning commits."""
-    listed = _classify(storage.list_log(listing_prefix(version + 1)), None)
+    checkpoint at ``version`` or later, for incremental refresh and for finding winning commits
+    (a checkpoint written at the snapshot's own version counts: the controller reports it)."""
+    listed = _classify(storage.list_log(listing_prefix(version)), None)
     newer = sorted(v for v in listed.commits if v > version)
     expected = version + 1
     commits: list[Commit] = []
@@ -164,7 +165,7 @@ def list_commits_after(storage: Storage, version: int) -> tuple[list[Commit], Ch
             raise VersionGapError(f"the log is missing commit version {expected} (found {v} next)")
         commits.append(Commit(v, listed.commits[v]))
         expected += 1
-    checkpoint = _newest_checkpoint([c for c in listed.checkpoints if c.version > version])
+    checkpoint = _newest_checkpoint([c for c in listed.checkpoints if c.version >= version])
     return commits, checkpoint
 
 

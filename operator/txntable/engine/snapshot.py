@@ -126,6 +126,8 @@ class Snapshot:
             # from the newest checkpoint (and still fails if the gap is after it).
             return Snapshot.load(self._storage)
         if not commits:
+            if checkpoint is not None and checkpoint != self.checkpoint:
+                return Snapshot(self._storage, self._state, self.timestamp_ms, checkpoint)
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
             return Snapshot.load(self._storage)  # a newer checkpoint is cheaper than replay

@@ -192,6 +192,7 @@ class Operator:
             if ckpt.policy is not None:
                 ckpt_decision = decide_checkpoint(table, ckpt.policy, health, work)
                 if ckpt_decision.launch:
+                    previous_k = last_k
                     last_k = (
                         self._start_checkpoint(
                             table,
@@ -203,6 +204,8 @@ class Operator:
                         )
                         or last_k
                     )
+                    if last_k is not None and last_k is not previous_k:
+                        launched.append(last_k.run_name)
         outcome = Outcome(
             now=now,
             health=health,

@@ -157,11 +157,11 @@ def decide_compaction(
             Why.CONCURRENCY_LIMIT,
             f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
         )
-    if health.small_files < policy.spec.min_input_files:
+    if health.compactable_small_files < policy.spec.min_input_files:
         return _wait(
             Why.NOTHING_TO_DO,
-            f"{health.small_files} files under {policy.spec.min_file_size} bytes; "
-            f"a bin needs at least {policy.spec.min_input_files}",
+            f"{health.compactable_small_files} small files share a partition with another "
+            f"(under {policy.spec.min_file_size} bytes); a bin needs {policy.spec.min_input_files}",
         )
     if not _in_windows(policy, now):
         return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")

@@ -31,6 +31,8 @@ class TableHealth:
     size_bytes: int
     small_files: int
     small_file_bytes: int
+    #: small files in partitions holding at least two of them (what compaction can merge)
+    compactable_small_files: int
     partitions: int
     last_commit_time: datetime
     checkpoint_version: int | None
@@ -51,7 +53,7 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
     small_mask = pc.less(sizes, min_file_size)
     small = int(pc.sum(pc.cast(small_mask, "int64")).as_py() or 0)
     small_bytes = int(pc.sum(pc.filter(sizes, small_mask)).as_py() or 0) if small else 0
-    partitions = _partition_count(snapshot)
+    partitions, compactable = _partition_stats(snapshot, small_mask)
     protocol = snapshot.protocol
     writable, reason = True, None
     try:
@@ -70,6 +72,7 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
         size_bytes=snapshot.size_bytes,
         small_files=small,
         small_file_bytes=small_bytes,
+        compactable_small_files=compactable,
         partitions=partitions,
         last_commit_time=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
         checkpoint_version=checkpoint,
@@ -84,16 +87,23 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
     )
 
 
-def _partition_count(snapshot: Snapshot) -> int:
-    """Distinct partition-value combinations among live files (vectorised group-by)."""
+def _partition_stats(snapshot: Snapshot, small_mask: pa.ChunkedArray) -> tuple[int, int]:
+    """Distinct partitions among live files, and the small files that share a partition with
+    another small file (vectorised group-by)."""
     if snapshot.num_files == 0:
-        return 0
+        return 0, 0
+    small = pc.cast(small_mask, "int64")
     if not snapshot.partition_columns:
-        return 1
+        total = int(pc.sum(small).as_py() or 0)
+        return 1, total if total >= 2 else 0
     values = snapshot.files().column("partitionValues").combine_chunks()
     by_name = {f.name: f.physical_name for f in snapshot.fields}
     columns = {
-        name: pc.map_lookup(values, pa.scalar(by_name.get(name, name)), "first")
-        for name in snapshot.partition_columns
+        f"p{i}": pc.map_lookup(values, pa.scalar(by_name.get(name, name)), "first")
+        for i, name in enumerate(snapshot.partition_columns)
     }
-    return int(pa.table(columns).group_by(list(columns)).aggregate([]).num_rows)
+    keys = list(columns)
+    grouped = pa.table({**columns, "small": small}).group_by(keys).aggregate([("small", "sum")])
+    sums = grouped.column("small_sum")
+    mergeable = pc.sum(pc.if_else(pc.greater_equal(sums, 2), sums, 0)).as_py()
+    return int(grouped.num_rows), int(mergeable or 0)

@@ -159,9 +159,17 @@ def _degradations(out: Outcome) -> list[tuple[str, str]]:
         problems.append((out.failure.reason, out.failure.message))
     if health is not None and not health.writable:
         problems.append((str(Why.NOT_WRITABLE), f"observed only: {health.unwritable_reason}"))
-    if health is not None and health.files and health.small_file_percent >= BACKLOG_PERCENT:
+    if (
+        health is not None
+        and health.compactable_small_files
+        and 100.0 * health.compactable_small_files / health.files >= BACKLOG_PERCENT
+    ):
         problems.append(
-            (str(Reason.SMALL_FILE_BACKLOG), f"{health.small_file_percent:.0f}% of files are small")
+            (
+                str(Reason.SMALL_FILE_BACKLOG),
+                f"{health.compactable_small_files} of {health.files} files are small "
+                "and could be compacted",
+            )
         )
     policy = out.checkpoint.policy
     if health is not None and policy is not None:
