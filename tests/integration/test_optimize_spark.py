@@ -59,3 +59,16 @@ def test_job_driver_end_to_end(tmp_path: Path) -> None:
     assert doc["executor"] == "spark" and doc["version"] == 5 and doc["numFilesRemoved"] == 5
     assert doc["binsCommitted"] == 1 and doc["error"] is None
     assert rows_multiset(path) == before
+
+
+def test_benchmark_runs_end_to_end(tmp_path: Path, spark) -> None:
+    """``make bench``'s OPTIMIZE module on a tiny table: every contender runs and keeps rows."""
+    from bench import optimize as bench_optimize
+
+    result = bench_optimize.run_spec(bench_optimize.TINY, out_dir=tmp_path, spark=spark)
+    r = result["results"]
+    assert not [k for k, v in r.items() if "error" in v], r
+    assert r["ours_spark"]["rows_ok"] and r["ours_arrow"]["rows_ok"] and r["deltalake"]["rows_ok"]
+    assert r["ours_spark"]["files_after"] == r["pyarrow"]["files_after"] == 4
+    markdown = bench_optimize.render(result)
+    assert "vs deltalake" in markdown and "with JVM start" in markdown

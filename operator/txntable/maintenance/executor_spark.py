@@ -30,6 +30,12 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     return rewrite_bin(BinTask(**fields)).to_json()
 
 
+def _import_worker(_: int) -> bool:
+    import txntable.maintenance.executor_arrow
+
+    return txntable.maintenance.executor_arrow.rewrite_bin is not None
+
+
 class SparkExecutor:
     """Runs bins as tasks of one Spark job per batch, one partition (task) per bin."""
 
@@ -54,6 +60,13 @@ class SparkExecutor:
         if self._spark is None:
             self._spark = start_session(self.master, self.app_name, self.conf)
         return self._spark
+
+    def warm_up(self) -> None:
+        """Start the session and one Python worker per core (each imports txntable), so the
+        first real bins do not pay for it; the start-up cost can then be measured apart."""
+        sc = self.spark.sparkContext
+        slots = max(1, int(sc.defaultParallelism))
+        sc.parallelize(range(slots), slots).map(_import_worker).collect()
 
     def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
         if not tasks:
@@ -83,12 +96,15 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    if master:  # empty: the master spark-submit (or the Spark Operator) configured
+        builder = builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

@@ -1,0 +1,346 @@
+"""OPTIMIZE benchmark: compacting a table of many small files, ours against deltalake and
+against the limit of reading and writing the same bytes with pyarrow alone.
+
+One run, side by side, every contender on its own fresh copy of the same table (data files
+hard-linked from one generated original, so copies are instant and share the page cache, which
+is warmed once before timing). Contenders:
+
+* ``ours (Spark local[2])``: ``optimize`` with the Spark executor, timed with and without the
+  SparkSession (JVM) start;
+* ``ours (Arrow, 2 threads)``: the same orchestration with the in-process executor;
+* ``deltalake compact()``: ``DeltaTable.optimize.compact`` with the same target size;
+* ``pyarrow limit``: read every input file and write the same number of output files (two
+  threads, no log, no statistics), the floor any implementation on pyarrow can reach.
+
+The generated table (``FULL``: 4,000 files of ~280 KB, about 1.1 GB, 4 partitions) is written
+once with pyarrow and described by one commit through our engine; it is cached in ``bench/out/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+NAME = "optimize"
+OUT_DIR = Path(__file__).resolve().parent / "out"
+TARGET = 128 * 1024 * 1024
+_REVISION = 1
+
+
+@dataclass(frozen=True)
+class Spec:
+    files: int
+    rows_per_file: int
+    partitions: int = 4
+
+    @property
+    def key(self) -> str:
+        return f"optimize-r{_REVISION}-{self.files}x{self.rows_per_file}-p{self.partitions}"
+
+
+FULL = Spec(files=4000, rows_per_file=6500)
+QUICK = Spec(files=200, rows_per_file=3000)
+TINY = Spec(files=24, rows_per_file=200)
+
+
+def _batch(start: int, n: int) -> pa.Table:
+    """``n`` rows of random data (vectorised: generating a gigabyte row by row takes minutes)."""
+
+    def rand() -> pa.Array:
+        return pc.random(n)
+
+    def ints(scale: float) -> pa.Array:
+        return pc.cast(pc.floor(pc.multiply(rand(), scale)), pa.int64())
+
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "value": rand(),
+            "qty": pc.cast(ints(1_000_000), pa.int32()),
+            "name": pc.binary_join_element_wise("name-", pc.cast(ints(1e12), pa.string()), ""),
+            "ts": pc.cast(pc.add(ints(2**36), 1_600_000_000_000_000), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def generate(spec: Spec, out_dir: Path = OUT_DIR) -> Path:
+    """The pristine table for ``spec`` (built once, then reused)."""
+    from txntable.engine.actions import AddFile, Metadata, Protocol, serialize_commit
+    from txntable.engine.paths import encode_path
+    from txntable.engine.stats import stats_from_parquet
+
+    final = out_dir / spec.key
+    if (final / ".complete").exists():
+        return final
+    tmp = out_dir / f"{spec.key}.tmp-{uuid.uuid4().hex[:8]}"
+    (tmp / "_delta_log").mkdir(parents=True)
+    adds = []
+    for i in range(spec.files):
+        part = f"part{i % spec.partitions}"
+        rel = f"p={part}/part-{i:05d}-{uuid.uuid4()}.c000.snappy.parquet"
+        (tmp / rel).parent.mkdir(exist_ok=True)
+        data = _batch(i * spec.rows_per_file, spec.rows_per_file)
+        pq.write_table(data, tmp / rel, compression="snappy")
+        meta = pq.read_metadata(tmp / rel)
+        adds.append(
+            AddFile(
+                path=encode_path(rel),
+                partition_values={"p": part},
+                size=(tmp / rel).stat().st_size,
+                modification_time=int(time.time() * 1000),
+                data_change=True,
+                stats=stats_from_parquet(meta),
+            )
+        )
+    schema = (
+        '{"type":"struct","fields":['
+        '{"name":"id","type":"long","nullable":true,"metadata":{}},'
+        '{"name":"value","type":"double","nullable":true,"metadata":{}},'
+        '{"name":"qty","type":"integer","nullable":true,"metadata":{}},'
+        '{"name":"name","type":"string","nullable":true,"metadata":{}},'
+        '{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},'
+        '{"name":"p","type":"string","nullable":true,"metadata":{}}]}'
+    )
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        schema_string=schema,
+        partition_columns=["p"],
+        created_time=int(time.time() * 1000),
+    )
+    commit = serialize_commit([Protocol(1, 2), metadata, *adds])
+    (tmp / "_delta_log" / f"{0:020d}.json").write_bytes(commit)
+    (tmp / ".complete").touch()
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    return final
+
+
+def fresh_copy(pristine: Path, dest: Path) -> Path:
+    """A writable copy: the log copied, data files hard-linked (OPTIMIZE never modifies them)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    for src in pristine.rglob("*"):
+        if src.name == ".complete" or src.is_dir():
+            continue
+        target = dest / src.relative_to(pristine)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if "_delta_log" in src.parts:
+            shutil.copyfile(src, target)
+        else:
+            os.link(src, target)
+    return dest
+
+
+def warm(pristine: Path) -> int:
+    total = 0
+    for f in pristine.rglob("*.parquet"):
+        total += len(f.read_bytes())
+    return total
+
+
+def _rows(path: Path) -> int:
+    from deltalake import DeltaTable
+
+    actions = pa.table(DeltaTable(str(path)).get_add_actions())
+    return int(pc.sum(actions.column("num_records")).as_py() or 0)
+
+
+def _ours(path: Path, executor: Any) -> dict[str, Any]:
+    from txntable.engine.table import Table
+    from txntable.maintenance.optimize import optimize
+    from txntable.maintenance.planner import OptimizePolicy
+
+    t0 = time.perf_counter()
+    result = optimize(Table.open(str(path)), OptimizePolicy(target_file_size=TARGET), executor)
+    seconds = time.perf_counter() - t0
+    if result.error:
+        raise RuntimeError(result.error)
+    return {
+        "seconds": seconds,
+        "files_after": result.num_files_added,
+        "bytes_added": result.num_bytes_added,
+    }
+
+
+def _deltalake(path: Path) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    t0 = time.perf_counter()
+    metrics = DeltaTable(str(path)).optimize.compact(target_size=TARGET)
+    seconds = time.perf_counter() - t0
+    added = metrics.get("filesAdded") or {}
+    if isinstance(added, str):
+        added = json.loads(added)
+    return {
+        "seconds": seconds,
+        "files_after": metrics.get("numFilesAdded"),
+        "bytes_added": added.get("totalSize"),
+    }
+
+
+def _pyarrow_limit(path: Path, out: Path) -> dict[str, Any]:
+    """Read every file of a partition and write it as target-sized files, two threads."""
+    groups: dict[str, list[Path]] = {}
+    for f in sorted(path.rglob("*.parquet")):
+        groups.setdefault(f.parent.name, []).append(f)
+    jobs: list[tuple[list[Path], Path]] = []
+    for name, files in groups.items():
+        size = 0
+        current: list[Path] = []
+        for f in files:
+            if current and size + f.stat().st_size > TARGET:
+                jobs.append((current, out / f"{name}-{len(jobs)}.parquet"))
+                current, size = [], 0
+            current.append(f)
+            size += f.stat().st_size
+        if current:
+            jobs.append((current, out / f"{name}-{len(jobs)}.parquet"))
+    out.mkdir(parents=True, exist_ok=True)
+
+    def rewrite(job: tuple[list[Path], Path]) -> int:
+        data = pa.concat_tables([pq.ParquetFile(f).read() for f in job[0]])
+        pq.write_table(data, job[1], compression="snappy")
+        return job[1].stat().st_size
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        sizes = list(pool.map(rewrite, jobs))
+    return {
+        "seconds": time.perf_counter() - t0,
+        "files_after": len(jobs),
+        "bytes_added": sum(sizes),
+    }
+
+
+def _timed(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return fn()
+    except Exception as exc:  # a failing contender is reported, not fatal
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    return run_spec(QUICK if quick else FULL)
+
+
+def run_spec(spec: Spec, out_dir: Path = OUT_DIR, spark: Any | None = None) -> dict[str, Any]:
+    """Measure every contender on ``spec``; ``spark``: an already started session to use (then
+    the start-up time is only the Python workers' warm-up)."""
+    from txntable.maintenance.executor_arrow import ArrowExecutor
+    from txntable.maintenance.executor_spark import SparkExecutor
+
+    pristine = generate(spec, out_dir)
+    input_bytes = warm(pristine)
+    work = out_dir / f"{spec.key}.work"
+    rows_in = _rows(pristine)
+    results: dict[str, Any] = {}
+
+    copy = fresh_copy(pristine, work / "deltalake")
+    results["deltalake"] = _timed(lambda: _deltalake(copy))
+    results["deltalake"]["rows_ok"] = _rows(copy) == rows_in
+    shutil.rmtree(copy)
+
+    copy = fresh_copy(pristine, work / "pyarrow")
+    results["pyarrow"] = _timed(lambda: _pyarrow_limit(copy, work / "pyarrow-out"))
+    shutil.rmtree(copy)
+    shutil.rmtree(work / "pyarrow-out", ignore_errors=True)
+
+    copy = fresh_copy(pristine, work / "arrow")
+    results["ours_arrow"] = _timed(lambda: _ours(copy, ArrowExecutor(workers=2)))
+    results["ours_arrow"]["rows_ok"] = _rows(copy) == rows_in
+    shutil.rmtree(copy)
+
+    copy = fresh_copy(pristine, work / "spark")
+    t0 = time.perf_counter()
+    executor = SparkExecutor(spark=spark, master="local[2]")
+    executor.warm_up()
+    jvm = time.perf_counter() - t0
+    try:
+        results["ours_spark"] = _timed(lambda: _ours(copy, executor))
+    finally:
+        executor.close()
+    results["ours_spark"]["jvm_start_seconds"] = jvm
+    if "seconds" in results["ours_spark"]:
+        results["ours_spark"]["seconds_with_jvm"] = results["ours_spark"]["seconds"] + jvm
+    results["ours_spark"]["rows_ok"] = _rows(copy) == rows_in
+    shutil.rmtree(copy)
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "spec": {
+            "files": spec.files,
+            "rows_per_file": spec.rows_per_file,
+            "partitions": spec.partitions,
+            "target_bytes": TARGET,
+        },
+        "input_bytes": input_bytes,
+        "rows": rows_in,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}",
+        "results": results,
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    r = result["results"]
+    spec = result["spec"]
+    gb = result["input_bytes"] / 1e9
+    base = r["deltalake"].get("seconds")
+    limit = r["pyarrow"].get("seconds")
+
+    def row(label: str, seconds: float | None, files: Any, ok: Any = "") -> str:
+        if seconds is None:
+            return f"| {label} | failed | | | | |"
+        vs_dl = f"{seconds / base:.2f}x" if base else "n/a"
+        vs_pa = f"{seconds / limit:.2f}x" if limit else "n/a"
+        rate = f"{gb / seconds * 1000:.0f}"
+        return f"| {label} | {seconds:.2f} | {rate} | {vs_dl} | {vs_pa} | {files} {ok} |"
+
+    spark = r["ours_spark"]
+    lines = [
+        f"OPTIMIZE of {spec['files']:,} files, {gb:.2f} GB, {result['rows']:,} rows in "
+        f"{spec['partitions']} partitions, target {spec['target_bytes'] // 2**20} MiB; "
+        f"{result['machine']}. Time ratios: lower is better (1.00x = same as the peer).",
+        "",
+        "| contender | seconds | MB/s | vs deltalake | vs pyarrow limit | files after |",
+        "|---|---|---|---|---|---|",
+        row(
+            "ours, Spark local[2], without JVM start",
+            spark.get("seconds"),
+            spark.get("files_after"),
+            "" if spark.get("rows_ok") else "(ROWS DIFFER)",
+        ),
+        row(
+            "ours, Spark local[2], with JVM start",
+            spark.get("seconds_with_jvm"),
+            spark.get("files_after"),
+        ),
+        row(
+            "ours, Arrow executor, 2 threads",
+            r["ours_arrow"].get("seconds"),
+            r["ours_arrow"].get("files_after"),
+            "" if r["ours_arrow"].get("rows_ok") else "(ROWS DIFFER)",
+        ),
+        row("deltalake optimize.compact()", base, r["deltalake"].get("files_after")),
+        row("pyarrow alone (read + write, no log)", limit, r["pyarrow"].get("files_after")),
+        "",
+        f"Start (SparkSession/JVM plus the first Python workers importing txntable): "
+        f"{spark.get('jvm_start_seconds', 0):.1f} s.",
+    ]
+    errors = [f"{k}: {v['error']}" for k, v in r.items() if "error" in v]
+    if errors:
+        lines += ["", "Errors: " + "; ".join(errors)]
+    return "\n".join(lines)
