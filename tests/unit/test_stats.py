@@ -140,3 +140,40 @@ def test_parquet_footer_excludes_columns_and_drops_incomplete_bounds() -> None:
     assert stats["numRecords"] == 2
     assert "p" not in stats["nullCount"]
     assert "f" not in stats.get("minValues", {})
+
+
+def _reference_adds() -> list[tuple[str, dict[str, object]]]:
+    """(data file, add) of reference tables whose data files are present, stats included."""
+    from urllib.parse import unquote
+
+    from tests.conftest import TESTDATA, reference_tables
+
+    out = []
+    for name in reference_tables():
+        root = TESTDATA / name
+        for commit in sorted((root / "_delta_log").glob("*.json")):
+            for line in commit.read_text().splitlines():
+                add = json.loads(line).get("add") if line.strip() else None
+                if add and add.get("stats") and (root / unquote(add["path"])).exists():
+                    out.append((str(root / unquote(add["path"])), add))
+    return out
+
+
+def _within(ours: object, theirs: object, op: str) -> bool:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return all(k in theirs and _within(v, theirs[k], op) for k, v in ours.items())
+    return bool(ours >= theirs if op == "min" else ours <= theirs)  # type: ignore[operator]
+
+
+def test_footer_stats_agree_with_what_spark_and_delta_rs_logged() -> None:
+    adds = _reference_adds()
+    assert len(adds) >= 10  # Databricks/Photon, Spark and delta-rs files
+    for path, add in adds:
+        partition = list(add["partitionValues"])  # type: ignore[call-overload]
+        ours = json.loads(stats_from_parquet(pq.ParquetFile(path).metadata, -1, exclude=partition))
+        theirs = json.loads(str(add["stats"]))
+        assert ours["numRecords"] == theirs["numRecords"], path
+        assert ours.get("nullCount", {}) == theirs.get("nullCount", ours.get("nullCount")), path
+        # our bounds come from the exact footer values: never looser than the logged ones
+        assert _within(ours.get("minValues", {}), theirs.get("minValues", {}), "min"), path
+        assert _within(ours.get("maxValues", {}), theirs.get("maxValues", {}), "max"), path
