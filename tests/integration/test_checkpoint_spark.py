@@ -1,0 +1,119 @@
+"""The Spark checkpoint job writes what the inline writer writes, and Spark agrees on the hash.
+
+Same table version, same clock: the Parquet content of every part must be equal (row order aside),
+whether the state was reconstructed by our snapshot replay or by Spark's window over the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import REPO
+from tests.integration.test_checkpoint_interop import (
+    _deltalake,
+    _deltalake_table,
+    _drop_commits_before,
+    _ours,
+)
+from txntable.engine.checkpoint_write import write_checkpoint, write_checkpoint_state
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.spark_hash import murmur3_strings, partition_ids
+from txntable.engine.storage import LocalStorage
+from txntable.jobs.checkpoint import main, reconstruct_state
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+NOW = 1_900_000_000_000  # far enough ahead that only unexpired tombstones differ by table
+
+
+def _rows(path: Path) -> list[str]:
+    table = pq.read_table(path)
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+
+
+def _copy(table_copy: Any, tmp_path: Path, name: str, suffix: str) -> Path:
+    dest = tmp_path / f"{name}-{suffix}"
+    if name == "deltalake":
+        base = tmp_path / "base" / "dl"
+        if not base.exists():
+            _deltalake_table(tmp_path / "base")
+        shutil.copytree(base, dest)
+    else:
+        table_copy(name).rename(dest)
+    return dest
+
+
+@pytest.mark.parametrize(
+    ("name", "part_size"),
+    [
+        ("deltalake", 2),  # partitions with nulls, tombstones, txn, stats; multi-part
+        ("latest_not_checkpointed", None),  # a Spark checkpoint plus a commit after it
+        ("checkpoint-v2-table", None),  # a V2 checkpoint read by Spark
+        ("table-with-dv-small", 1),  # deletion vectors in the key
+    ],
+)
+def test_spark_job_writes_what_the_inline_writer_writes(
+    spark: Any, table_copy: Any, tmp_path: Path, name: str, part_size: int | None
+) -> None:
+    inline_root = _copy(table_copy, tmp_path, name, "inline")
+    spark_root = _copy(table_copy, tmp_path, name, "spark")
+    inline = write_checkpoint(
+        Snapshot.load(LocalStorage(str(inline_root))), part_size=part_size, now_ms=NOW - 1
+    )
+    storage = LocalStorage(str(spark_root))
+    state = reconstruct_state(spark, storage)
+    ours = write_checkpoint_state(storage, state, part_size=part_size, now_ms=NOW - 1)
+    assert (ours.version, ours.parts, ours.files) == (inline.version, inline.parts, inline.files)
+    assert (ours.size, ours.num_of_add_files) == (inline.size, inline.num_of_add_files)
+    for file in ours.files:
+        assert _rows(spark_root / "_delta_log" / file) == _rows(inline_root / "_delta_log" / file)
+    if name == "deltalake":
+        before = _deltalake(inline_root)
+        _drop_commits_before(spark_root, ours.version)
+        assert _deltalake(spark_root) == {**before}
+        assert _ours(spark_root) == before
+
+
+def test_spark_hash_is_ours(spark: Any) -> None:
+    values = ["", "a", "abcd", "abcde", "p=é/part-0001.parquet", "日本/x", None, "x" * 77]
+    df = spark.createDataFrame([(v,) for v in values], "s string")
+    rows = df.selectExpr("hash(s) AS h", "pmod(hash(s), 7) AS p").collect()
+    array = pa.array(values, pa.string())
+    assert [r["h"] for r in rows] == murmur3_strings(array).to_pylist()
+    assert [r["p"] for r in rows] == partition_ids(array, 7).to_pylist()
+
+
+def test_job_command_prints_one_json_line(tmp_path: Path) -> None:
+    root = _deltalake_table(tmp_path)
+    before = _deltalake(root)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
+    out = subprocess.run(
+        [sys.executable, "-m", "txntable.jobs.checkpoint", str(root), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["version"] == before["version"] and doc["engine"] == "spark"
+    assert doc["numOfAddFiles"] == len(before["files"])
+    _drop_commits_before(root, doc["version"])
+    assert _deltalake(root) == before
+
+
+def test_job_refuses_bad_input_before_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("error:")
