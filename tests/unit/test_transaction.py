@@ -474,13 +474,20 @@ def test_in_commit_timestamps_stay_monotonic_across_retries_and_future_winners()
     assert _commit_info(table, later.version)["inCommitTimestamp"] > mine
 
 
-def test_enabling_ict_on_an_existing_table_is_refused() -> None:
+def test_enabling_ict_on_an_existing_table_records_the_enablement_version() -> None:
     table = new_table(protocol=ICT_PROTOCOL)
-    _rejects(
-        table,
-        metadata(config={"delta.enableInCommitTimestamps": "true"}),
-        code="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
-    )
+    txn = Transaction(table, table.snapshot(), fast())
+    txn.set_metadata(metadata(config={"delta.enableInCommitTimestamps": "true"}))
+    _append(table, "p=2/winner")  # the enablement lands at version 2, not 1
+    result = txn.commit("SET TBLPROPERTIES")
+    assert result.version == 2
+    config = table.snapshot().configuration
+    info = _commit_info(table, 2)
+    assert config["delta.inCommitTimestampEnablementVersion"] == "2"
+    assert config["delta.inCommitTimestampEnablementTimestamp"] == str(info["inCommitTimestamp"])
+    later = _append(table, "p=1/later")
+    assert _commit_info(table, later.version)["inCommitTimestamp"] > info["inCommitTimestamp"]
+    assert table.version_at(info["inCommitTimestamp"]) == 2
 
 
 # -- post-commit hooks and observers -------------------------------------------------------------

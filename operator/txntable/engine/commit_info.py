@@ -5,20 +5,25 @@ the controller (``txntableRunId`` ties a commit to a maintenance run), lost-resp
 (``txnId``). Fields follow Spark's ``CommitInfo`` (brief 2.7, 5.5); ``operationMetrics`` values are
 strings as Spark writes them. Two members change per attempt: ``txntableAttempt`` (the attempt
 that wrote the line) and, with In-Commit Timestamps, ``inCommitTimestamp``, which must stay
-greater than every earlier commit's, including winners that landed meanwhile (brief 5.8 step 9).
+greater than every earlier commit's, including winners that landed meanwhile (brief 5.8 step 9);
+a commit that turns ICT on also writes the enablement version and timestamp into its metadata.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from txntable.engine.actions import CommitInfo
+from txntable.engine.actions import Action, CommitInfo, Metadata
 from txntable.engine.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from txntable.engine.conflicts import WinningCommit
+
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 #: Members the transaction owns; extra members given by callers may not replace them.
 RESERVED = frozenset(
@@ -71,6 +76,7 @@ class CommitInfoBuilder:
     extra: dict[str, Any] = field(default_factory=dict)
     ict_enabled: bool = False
     previous_timestamp_ms: int | None = None  # the read snapshot's timestamp (ICT when enabled)
+    ict_enabling: bool = False  # this commit turns ICT on for an existing table
 
     def __post_init__(self) -> None:
         if not self.operation or not isinstance(self.operation, str):
@@ -93,6 +99,22 @@ class CommitInfoBuilder:
         if theirs is None:
             theirs = winner.file_mtime_ms
         self.in_commit_timestamp = max(self.in_commit_timestamp, theirs + 1)
+
+    def commit_actions(self, version: int, attempt: int, actions: Sequence[Action]) -> list[Action]:
+        """The full commit for an attempt at ``version``: commitInfo first, then ``actions``.
+
+        When this commit enables In-Commit Timestamps, its metadata records the enablement
+        version and timestamp (they depend on the version that lands, so per attempt).
+        """
+        out: list[Action] = [self.build(attempt)]
+        for action in actions:
+            if self.ict_enabling and isinstance(action, Metadata):
+                config = dict(action.configuration)
+                config[ICT_ENABLEMENT_VERSION] = str(version)
+                config[ICT_ENABLEMENT_TIMESTAMP] = str(self.in_commit_timestamp)
+                action = replace(action, configuration=config)
+            out.append(action)
+        return out
 
     def build(self, attempt: int) -> CommitInfo:
         data: dict[str, Any] = {"timestamp": self.now_ms}

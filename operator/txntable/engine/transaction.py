@@ -16,8 +16,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -41,6 +40,7 @@ from txntable.engine.commit_io import (
     read_winners,
     retries_exceeded,
 )
+from txntable.engine.commit_options import CommitOptions, CommitResult, PostCommitHook
 from txntable.engine.conflicts import PendingCommit, check_conflicts
 from txntable.engine.errors import (
     CommitRetriesExceededError,
@@ -55,7 +55,7 @@ from txntable.engine.isolation import (
     operation_changes_data,
     table_isolation_level,
 )
-from txntable.engine.observer import CommitEvent, CommitObserver
+from txntable.engine.observer import CommitEvent
 from txntable.engine.predicates import TRUE, BoundPredicate, Predicate, bind
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.state import ADD_SCHEMA
@@ -68,37 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _MAX_AMBIGUOUS_WRITE_ERRORS = 3
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """A landed commit."""
-
-    version: int
-    attempts: int
-    isolation_level: str
-    txn_id: str
-    operation: str
-
-
-PostCommitHook = Callable[["Table", CommitResult], None]
-
-
-@dataclass(frozen=True)
-class CommitOptions:
-    """How to commit: retry budget and backoff, provenance, metrics hook, post-commit hooks."""
-
-    max_attempts: int = 1000
-    backoff_initial_s: float = 0.005
-    backoff_max_s: float = 1.0
-    table_name: str | None = None  # metrics label given by the caller (never a path)
-    run_id: str | None = None  # written into commitInfo as "txntableRunId"
-    commit_info: Mapping[str, Any] = field(default_factory=dict)  # extra commitInfo members
-    observer: CommitObserver | None = None
-    post_commit_hooks: Sequence[PostCommitHook] = ()
-    #: injectable for tests: wall clock in ms and the sleep between attempts
-    clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
-    sleep: Callable[[float], None] = field(default=time.sleep)
+ICT_KEY = "delta.enableInCommitTimestamps"
 
 
 class Transaction:
@@ -279,6 +249,7 @@ class Transaction:
         metrics: Mapping[str, Any] | None,
     ) -> CommitInfoBuilder:
         opts = self.options
+        ict = is_true(prepared.metadata.configuration.get(ICT_KEY))
         info = CommitInfoBuilder(
             operation=operation,
             parameters=dict(parameters or {}),
@@ -289,9 +260,10 @@ class Transaction:
             txn_id=self.txn_id,
             run_id=opts.run_id,
             extra=dict(opts.commit_info),
-            ict_enabled=is_true(
-                prepared.metadata.configuration.get("delta.enableInCommitTimestamps")
-            ),
+            ict_enabled=ict,
+            ict_enabling=ict
+            and self.snapshot is not None
+            and not is_true(self.snapshot.configuration.get(ICT_KEY)),
             now_ms=opts.clock_ms(),
             previous_timestamp_ms=self.snapshot.timestamp_ms if self.snapshot else None,
         )
@@ -367,7 +339,7 @@ class Transaction:
                 check = False
             self._attempts = attempt = attempt + 1
             self._notify_attempt(event, attempt)
-            data = serialize_commit([info.build(attempt), *prepared.actions])
+            data = serialize_commit(info.commit_actions(attempt_version, attempt, prepared.actions))
             try:
                 put_commit(storage, attempt_version, data, single_writer)
                 return attempt_version
@@ -399,4 +371,4 @@ class Transaction:
         return random.uniform(cap / 2, cap) if cap > 0 else 0.0
 
 
-__all__ = ["CommitOptions", "CommitResult", "IsolationLevel", "Transaction"]
+__all__ = ["CommitOptions", "CommitResult", "IsolationLevel", "PostCommitHook", "Transaction"]

@@ -82,7 +82,6 @@ def prepare_commit(
     _check_data_change(files)
     domains = [a for a in actions if isinstance(a, DomainMetadata)]
     _check_features(files, domains, new_protocol, new_metadata)
-    _check_ict_enablement(read_metadata, new_metadata)
     ordered: list[Action] = []
     if protocol is not None or read_protocol is None:
         ordered.append(new_protocol)
@@ -315,21 +314,5 @@ def _check_features(
         raise InvalidCommitError(
             "delta.enableInCommitTimestamps=true needs the inCommitTimestamp writer feature in "
             "the protocol (writer version 7)",
-            "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
-        )
-
-
-def _check_ict_enablement(read_metadata: Metadata | None, new_metadata: Metadata) -> None:
-    """Turning In-Commit Timestamps on for an existing table also needs the enablement version
-    and timestamp properties, which depend on the version that lands; not supported (yet)."""
-    key = "delta.enableInCommitTimestamps"
-    if (
-        read_metadata is not None
-        and not is_true(read_metadata.configuration.get(key))
-        and is_true(new_metadata.configuration.get(key))
-    ):
-        raise InvalidCommitError(
-            f"enabling {key} on an existing table is not supported by this engine; "
-            "enable it when the table is created",
             "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE",
         )
