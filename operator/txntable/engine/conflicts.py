@@ -9,7 +9,9 @@ order, so the first conflicting winner is the one reported.
 
 Deliberate differences from Spark, all on the safe side: a winner's ``metaData`` always conflicts
 (Spark absorbs a few feature-enablement changes); app-id conflicts cover the app ids the pending
-transaction *writes* as well as those it read (delta-rs checks written ids, Spark read ones).
+transaction *writes* as well as those it read (delta-rs checks written ids, Spark read ones); on an
+unpartitioned table a transaction that is not a blind append conflicts with any added file even if
+it recorded no read predicate (Spark needs a recorded predicate; the brief's rule is stricter).
 """
 
 from __future__ import annotations
