@@ -157,3 +157,52 @@ def test_delete_landing_during_the_commit_is_caught_by_the_conflict_checker(
     assert rows_multiset(path) == expected
     history = DeltaTable(str(path)).history(2)
     assert [h["operation"] for h in history] == ["OPTIMIZE", "DELETE"]
+
+
+class ChangeDuringRun:
+    """An executor that lets another writer change the table while bins are rewritten."""
+
+    name = "arrow+change"
+
+    def __init__(self, change) -> None:
+        self.change = change
+        self.inner = ArrowExecutor()
+
+    def run(self, tasks):
+        results = self.inner.run(tasks)
+        self.change()
+        return results
+
+
+def test_property_change_during_run_is_absorbed(tmp_path: Path) -> None:
+    path = fragmented_table(tmp_path / "t", commits=4, rows=20, partitioned=True)
+    before = rows_multiset(path)
+
+    def change() -> None:
+        DeltaTable(str(path)).alter.set_table_properties(
+            {"delta.logRetentionDuration": "interval 60 days"}
+        )
+
+    result = optimize(Table.open(str(path)), OptimizePolicy(), ChangeDuringRun(change))
+    assert result.error is None and result.bins_committed == 4 and result.bins_skipped == 0
+    assert rows_multiset(path) == before
+
+
+def test_schema_change_during_run_stops_it_cleanly(tmp_path: Path) -> None:
+    from deltalake.schema import Field, PrimitiveType
+
+    path = fragmented_table(tmp_path / "t", commits=4, rows=20, partitioned=True)
+    before = rows_multiset(path)
+
+    def change() -> None:
+        DeltaTable(str(path)).alter.add_columns([Field("extra", PrimitiveType("long"), True)])
+
+    policy = OptimizePolicy(commit_batch_bytes=1)  # one bin per batch: the rest never runs
+    result = optimize(Table.open(str(path)), policy, ChangeDuringRun(change))
+    assert result.error is None and result.bins_committed == 0 and result.bins_skipped == 4
+    assert result.skipped[0]["reason"] == "table schema changed since planning"
+    assert result.version == result.read_version == 3 and result.commits == []
+    after = rows_multiset(path)
+    assert sum(after.values()) == sum(before.values())
+    # no file of ours is left behind: only the inputs remain on disk
+    assert len(list(path.rglob("*.parquet"))) == 16

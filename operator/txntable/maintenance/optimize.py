@@ -24,7 +24,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -32,11 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.actions import AddFile, RemoveFile
-from txntable.engine.errors import (
-    ConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
+from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
 from txntable.engine.features import check_writable
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.snapshot import Snapshot
@@ -166,8 +162,15 @@ def optimize(
         start_ms=start_ms,
     )
     try:
-        for batch in the_plan.batches():
+        batches = the_plan.batches()
+        for i, batch in enumerate(batches):
             if not run.run_batch(batch, result):
+                for rest in batches[i + 1 :]:
+                    for b in rest:
+                        result.skipped.append(
+                            {"binId": b.bin_id, "reason": "not run: table changed"}
+                        )
+                    result.bins_skipped += len(rest)
                 break
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -227,17 +230,22 @@ class _Run:
         """Rewrite and commit one batch; False when the run must stop (metadata changed)."""
         by_id = {b.bin_id: b for b in batch}
         results = self.executor.run([self.task(b) for b in batch])
-        failed = [r for r in results if not r.ok]
-        for r in failed:
-            result.skipped.append({"binId": r.bin_id, "reason": f"rewrite failed: {r.error}"})
-        self.cleanup(failed)
+        for r in results:
+            if not r.ok:
+                self._skip([r], f"rewrite failed: {r.error}", result)
         pending = {r.bin_id: r for r in results if r.ok}
+        last_conflict = ""
         for _ in range(MAX_BATCH_ATTEMPTS):
             if not pending:
                 break
             latest = self.table.snapshot()
             if _schema_changed(self.snapshot, latest):
-                self._skip(pending.values(), "table metadata changed since planning", result)
+                self._skip(pending.values(), "table schema changed since planning", result)
+                return False
+            try:
+                check_writable(latest.protocol, latest.metadata)
+            except UnsupportedFeatureError as exc:
+                self._skip(pending.values(), f"protocol changed: {exc}", result)
                 return False
             live = _live_rows(latest, [p for bid in pending for p in by_id[bid].paths])
             gone = [bid for bid in pending if not all(p in live for p in by_id[bid].paths)]
@@ -249,17 +257,17 @@ class _Run:
                     latest, [by_id[b] for b in pending], list(pending.values()), live, result
                 )
                 return True
-            except (MetadataChangedException, ProtocolChangedException) as exc:
-                self._skip(pending.values(), f"{type(exc).__name__}: {exc}", result)
-                return False
             except ConcurrentModificationException as exc:
+                # metadata/protocol changes too: the next round re-checks schema and features
                 result.attempts += 1
+                last_conflict = type(exc).__name__
                 log.info("optimize batch lost a race (%s); re-checking inputs", exc)
         if pending:
-            self._skip(pending.values(), "gave up after repeated conflicts", result)
+            reason = f"gave up after {MAX_BATCH_ATTEMPTS} conflicts ({last_conflict})"
+            self._skip(pending.values(), reason, result)
         return True
 
-    def _skip(self, results: Sequence[BinResult] | Any, reason: str, out: OptimizeResult) -> None:
+    def _skip(self, results: Iterable[BinResult], reason: str, out: OptimizeResult) -> None:
         items = list(results)
         for r in items:
             out.skipped.append({"binId": r.bin_id, "reason": reason})
