@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 #: Benchmark modules, in run order. Add yours here.
-MODULES = ["bench.read_snapshot", "bench.optimize", "bench.commit_throughput"]
+MODULES = ["bench.read_snapshot", "bench.optimize", "bench.commit_throughput", "bench.checkpoint"]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 

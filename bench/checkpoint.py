@@ -1,0 +1,224 @@
+"""Checkpoint benchmark: writing a checkpoint of a big table, ours against deltalake.
+
+The tables come from ``bench.gen`` (a delta-rs checkpoint followed by ten commits, the state in
+which the next checkpoint is due), with 100,000 and 1,000,000 live files. Every measurement runs in
+a fresh interpreter on a fresh copy of the log (hard links, so the cached table is never touched),
+alternating which engine goes first. Each child reports:
+
+* ``open``: loading the latest snapshot (``Table.open().snapshot()`` / ``DeltaTable()``);
+* ``checkpoint``: writing the checkpoint of that loaded snapshot (``write_checkpoint`` /
+  ``create_checkpoint()``), which is what the two engines do differently;
+* ``reload``: loading the table again from the checkpoint just written, plus ``file_uris()``;
+* ``cross``: the other engine loading that checkpoint (deltalake reading ours, and ours theirs);
+* peak RSS (``VmHWM``) of the child, which did open + checkpoint + reload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.gen import TableSpec, table_path
+
+NAME = "checkpoint"
+
+FULL = {
+    "100k": (TableSpec(commits=1_000, active_files=100_000, tail=10), 5),
+    "1M": (TableSpec(commits=2_000, active_files=1_000_000, tail=10), 3),
+}
+QUICK = {"5k": (TableSpec(commits=100, active_files=5_000, tail=10), 2)}
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _vm_hwm_mb() -> float:
+    """Peak RSS of this process image (``ru_maxrss`` would include the parent's peak on Linux,
+    which fork+exec carries over)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _child(engine: str, mode: str, path: str) -> dict[str, Any]:
+    if engine == "ours":
+        from txntable.engine.checkpoint_write import write_checkpoint
+        from txntable.engine.table import Table
+
+        def load() -> Any:
+            return Table.open(path).snapshot()
+
+        def files(obj: Any) -> int:
+            return len(obj.file_uris())
+
+        def checkpoint(obj: Any) -> None:
+            write_checkpoint(obj)
+
+    else:
+        from deltalake import DeltaTable
+
+        def load() -> Any:
+            return DeltaTable(path)
+
+        def files(obj: Any) -> int:
+            return len(obj.file_uris())
+
+        def checkpoint(obj: Any) -> None:
+            obj.create_checkpoint()
+
+    out: dict[str, Any] = {"after_import_mb": _vm_hwm_mb()}
+    t0 = time.perf_counter()
+    table = load()
+    t1 = time.perf_counter()
+    if mode == "load":
+        out.update(load_s=t1 - t0, files=files(table))
+        return out
+    checkpoint(table)
+    t2 = time.perf_counter()
+    out.update(open_s=t1 - t0, checkpoint_s=t2 - t1, peak_mb=_vm_hwm_mb())
+    del table
+    t3 = time.perf_counter()
+    again = load()
+    out.update(files=files(again), reload_s=time.perf_counter() - t3)
+    return out
+
+
+def _run_child(engine: str, mode: str, path: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "operator")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.checkpoint", "--child", engine, mode, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=_REPO,
+        env=env,
+    )
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _fresh_copy(src: Path, dest: Path) -> Path:
+    """The table's log under ``dest``: hard links to the immutable files, a copy of the hint."""
+    log = dest / "_delta_log"
+    log.mkdir(parents=True)
+    for f in (src / "_delta_log").iterdir():
+        if f.is_file():
+            if f.name == "_last_checkpoint":
+                shutil.copy2(f, log / f.name)
+            else:
+                os.link(f, log / f.name)
+    return dest
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def measure(spec: TableSpec, reps: int, out_dir: Path | None = None) -> dict[str, Any]:
+    """Medians over ``reps`` alternating repetitions (tables cached in ``out_dir``)."""
+    source = table_path(spec, out_dir)
+    samples: dict[str, list[dict[str, Any]]] = {"ours": [], "theirs": []}
+    cross: dict[str, list[float]] = {"theirs_reads_ours": [], "ours_reads_theirs": []}
+    with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as tmp:
+        for rep in range(reps):
+            order = ["ours", "theirs"] if rep % 2 == 0 else ["theirs", "ours"]
+            dirs = {}
+            for engine in order:
+                dirs[engine] = _fresh_copy(source, Path(tmp) / f"{rep}-{engine}")
+                samples[engine].append(_run_child(engine, "checkpoint", dirs[engine]))
+            cross["theirs_reads_ours"].append(_run_child("theirs", "load", dirs["ours"])["load_s"])
+            cross["ours_reads_theirs"].append(_run_child("ours", "load", dirs["theirs"])["load_s"])
+            for d in dirs.values():
+                shutil.rmtree(d)
+    row: dict[str, Any] = {"active_files": spec.active_files, "reps": reps}
+    for key in ("open_s", "checkpoint_s", "reload_s", "peak_mb"):
+        ours = _median([s[key] for s in samples["ours"]])
+        theirs = _median([s[key] for s in samples["theirs"]])
+        row[key] = {"ours": ours, "theirs": theirs, "ratio": ours / theirs}
+    total = {e: _median([s["open_s"] + s["checkpoint_s"] for s in samples[e]]) for e in samples}
+    row["total_s"] = {**total, "ratio": total["ours"] / total["theirs"]}
+    row["cross_load_s"] = {k: _median(v) for k, v in cross.items()}
+    row["files"] = sorted({s["files"] for e in samples for s in samples[e]})
+    return row
+
+
+def run(quick: bool) -> dict[str, Any]:
+    sizes = QUICK if quick else FULL
+    started = time.time()
+    rows = {name: measure(spec, reps) for name, (spec, reps) in sizes.items()}
+    return {"rows": rows, "machine": machine(), "wall_s": time.time() - started}
+
+
+def machine() -> dict[str, str]:
+    import deltalake
+    import pyarrow
+
+    return {
+        "cores": str(os.cpu_count()),
+        "python": sys.version.split()[0],
+        "pyarrow": pyarrow.__version__,
+        "deltalake": deltalake.__version__,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    m = result["machine"]
+    lines = [
+        f"{m['cores']} cores; Python {m['python']}, pyarrow {m['pyarrow']}, deltalake "
+        f"{m['deltalake']}; measured {m['date']} (load average at the end: {m['load_average']}).",
+        "Tables: a delta-rs checkpoint followed by 10 commits. Medians; ratio = ours / deltalake "
+        "(below 1 is better for us).",
+        "",
+        "| live files | step | ours | deltalake | ratio |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    labels = [
+        ("checkpoint_s", "write the checkpoint (snapshot loaded)"),
+        ("total_s", "open + write the checkpoint"),
+        ("open_s", "open the table (before)"),
+        ("reload_s", "load from its own new checkpoint + `file_uris()`"),
+    ]
+    for name, row in result["rows"].items():
+        files = f"{row['active_files']:,}"
+        for key, label in labels:
+            r = row[key]
+            lines.append(
+                f"| {files} | {label} | {r['ours']:.2f} s | {r['theirs']:.2f} s "
+                f"| **{r['ratio']:.2f}x** |"
+            )
+        pk = row["peak_mb"]
+        lines.append(
+            f"| {files} | peak RSS (open + checkpoint) | {pk['ours']:.0f} MB | "
+            f"{pk['theirs']:.0f} MB | **{pk['ratio']:.2f}x** |"
+        )
+        cross = row["cross_load_s"]
+        lines.append(
+            f"| {files} | the other engine loads it: deltalake reads ours / we read theirs "
+            f"| {cross['theirs_reads_ours']:.2f} s | {cross['ours_reads_theirs']:.2f} s | |"
+        )
+        del name
+    return "\n".join(lines) + "\n"
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[0] == "--child":
+        print(json.dumps(_child(argv[1], argv[2], argv[3])))
+        return 0
+    result = run(quick="--quick" in argv)
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
