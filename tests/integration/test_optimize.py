@@ -205,6 +205,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         (["--target-size", "ten"], "bad size"),
         (["--where", "nope = 1"], "not in the table schema"),
         (["--where", "p = "], "predicate"),
+        (["--where", "p = 'part1' AND id > 3"], "only use partition columns (p); got id"),
         (["--zorder-by", "p"], "partition column"),
         (["--max-bytes", "0"], "size must be positive"),
     ],

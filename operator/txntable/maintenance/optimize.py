@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from txntable.engine.actions import AddFile, RemoveFile
 from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
 from txntable.engine.features import check_writable
+from txntable.engine.predicates import bind
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.table import Table
@@ -104,7 +105,16 @@ class OptimizeResult:
 
 
 def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
-    """Refuse Z-order columns the table cannot be clustered by, before any work."""
+    """Refuse a predicate over data columns and Z-order columns the table cannot be clustered
+    by, before any work (Spark's OPTIMIZE rejects both too)."""
+    if policy.where:
+        bound = bind(policy.where, snapshot.fields, snapshot.partition_columns)
+        if bound.data:
+            cols = sorted({c for conjunct in bound.data for c in conjunct.columns()})
+            raise InvalidPolicyError(
+                f"OPTIMIZE --where may only use partition columns "
+                f"({', '.join(snapshot.partition_columns) or 'none'}); got {', '.join(cols)}"
+            )
     by_name = {f.name: f for f in snapshot.fields}
     for col in policy.zorder_by:
         f = by_name.get(col)
