@@ -206,3 +206,29 @@ def test_schema_change_during_run_stops_it_cleanly(tmp_path: Path) -> None:
     assert sum(after.values()) == sum(before.values())
     # no file of ours is left behind: only the inputs remain on disk
     assert len(list(path.rglob("*.parquet"))) == 16
+
+
+def test_two_optimize_jobs_racing(tmp_path: Path) -> None:
+    """Two OPTIMIZE processes plan the same bins: each bin is committed exactly once, the loser
+    drops its copies (and deletes their files), and the rows are unchanged."""
+    import json
+
+    path = fragmented_table(tmp_path / "t", commits=10, rows=40, partitioned=True)
+    before = rows_multiset(path)
+    inputs = {p.resolve() for p in path.rglob("*.parquet")}
+    cmd = [sys.executable, "-m", "txntable.jobs.optimize", str(path), "--executor", "arrow"]
+    cmd += ["--commit-every", "1"]
+    jobs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    jobs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    docs = []
+    for job in jobs:
+        out, err = job.communicate(timeout=120)
+        assert job.returncode == 0, err[-2000:]
+        docs.append(json.loads(out))
+    assert sum(d["binsCommitted"] for d in docs) == 4
+    assert all(d["binsCommitted"] + d["binsSkipped"] == d["binsPlanned"] for d in docs)
+    assert rows_multiset(path) == before
+    live = {Path(u).resolve() for u in DeltaTable(str(path)).file_uris()}
+    assert len(live) == 4
+    on_disk = {p.resolve() for p in path.rglob("*.parquet")}
+    assert on_disk == inputs | live  # the loser's files are gone
