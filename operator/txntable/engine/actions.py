@@ -37,11 +37,16 @@ class _Action:
 
     @classmethod
     def _json_names(cls) -> list[tuple[str, str]]:
-        return [
-            (f.name, cls.RENAMES.get(f.name, _camel(f.name)))
-            for f in fields(cls)
-            if f.name != "extra"
-        ]
+        """(attribute, JSON member) pairs, computed once per class (replay asks per action)."""
+        found = _NAMES.get(cls)
+        if found is None:
+            found = [
+                (f.name, cls.RENAMES.get(f.name, _camel(f.name)))
+                for f in fields(cls)
+                if f.name != "extra"
+            ]
+            _NAMES[cls] = found
+        return found
 
     @classmethod
     def _checks(cls) -> dict[str, Callable[[Any], bool]]:
@@ -132,6 +137,7 @@ def _check_for(annotation: str) -> Callable[[Any], bool]:
 
 
 _CHECKS: dict[type, dict[str, Callable[[Any], bool]]] = {}
+_NAMES: dict[type, list[tuple[str, str]]] = {}
 
 
 def dumps(obj: Any) -> str:
