@@ -230,3 +230,20 @@ def test_hook_swallows_engine_errors(tmp_path: Path, caplog: pytest.LogCaptureFi
     root = _aged_table(tmp_path, commits=3, configuration={"delta.checkpointInterval": "zero"})
     checkpoint_hook(Table.open(str(root)), _Result(2))
     assert "failed" in caplog.text
+
+
+def test_hook_through_real_commits(tmp_path: Path) -> None:
+    from tests.unit.txn_support import add, fast, new_table
+
+    table = new_table("local", tmp_path, config={"delta.checkpointInterval": "3"})
+    for v in range(1, 8):
+        txn = table.transaction(fast(post_commit_hooks=[checkpoint_hook]))
+        txn.add(add(f"p=1/f{v}", "1"))
+        assert txn.commit("WRITE").version == v
+    storage = table.storage
+    names = [f.name for f in storage.list_log() if ".checkpoint." in f.name]
+    assert names == [f"{3:020d}.checkpoint.parquet", f"{6:020d}.checkpoint.parquet"]
+    for v in range(6):
+        storage.delete(f"_delta_log/{v:020d}.json")
+    again = Snapshot.load(storage)
+    assert (again.version, again.num_files) == (7, 4 + 7)
