@@ -90,15 +90,20 @@ def _commit_many(write: Any, count: int, first_seed: int) -> dict[str, Any]:
     retries: list[int] = []
     give_ups = 0
     started = time.perf_counter()
+    ends = []
     for i in range(count):
         retried, gave_up = write(first_seed + i)
+        ends.append(time.perf_counter())
         give_ups += gave_up
         if retried is not None:
             retries.append(retried)
     elapsed = time.perf_counter() - started
+    tenth = max(1, count // 10)
     return {
         "commits": count,
         "seconds": elapsed,
+        "first_tenth_rate": tenth / (ends[tenth - 1] - started),
+        "last_tenth_rate": tenth / (ends[-1] - ends[-tenth - 1]) if count > tenth else None,
         "retries": sum(retries) if retries else None,
         "give_ups": give_ups,
     }
@@ -216,9 +221,9 @@ def render(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, "
         f"deltalake {result['machine']['deltalake']}.",
         "",
-        "| scenario | engine | commits/s | ratio to deltalake | retries/commit "
-        "| give-ups | lost commits |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| scenario | engine | commits/s | ratio to deltalake | first / last 10% commits/s "
+        "| retries/commit | give-ups | lost commits |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for scenario in ("sequential", "contended"):
         base = rows[f"{scenario}/deltalake"]
@@ -227,8 +232,12 @@ def render(result: dict[str, Any]) -> str:
             row = rows[f"{scenario}/{engine}"]
             rate = row["commits"] / row["seconds"]
             retries = "n/a" if row["retries"] is None else f"{row['retries'] / row['commits']:.2f}"
+            ends = "n/a"
+            if scenario == "sequential" and row.get("last_tenth_rate"):
+                ends = f"{row['first_tenth_rate']:.1f} / {row['last_tenth_rate']:.1f}"
             lines.append(
-                f"| {scenario} | {engine} | {rate:.1f} | {rate / base_rate:.2f} | {retries} "
+                f"| {scenario} | {engine} | {rate:.1f} | {rate / base_rate:.2f} | {ends} "
+                f"| {retries} "
                 f"| {row['give_ups']} | {row['lost_commits']} |"
             )
     checks = all(
@@ -241,6 +250,7 @@ def render(result: dict[str, Any]) -> str:
     )
     lines += [
         "",
+        "The first/last columns show how the rate changes as the log grows (sequential runs).",
         "Retries are counted by our engine only; delta-rs reports none, just give-ups (a commit "
         "it abandoned after 15 retries; the benchmark then retries the write itself).",
         "",
