@@ -157,3 +157,28 @@ def test_commit_lines_are_valid_delta_json() -> None:
     add = actions[1]["add"]
     assert add["path"].startswith("p=x%20y/") and add["partitionValues"] == {"p": "x y"}
     assert json.loads(add["stats"])["numRecords"] == 1
+
+
+def test_a_refused_overwrite_removes_the_files_it_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    from txntable.engine import write_api
+    from txntable.engine.errors import ConcurrentAppendException
+
+    uri = _uri()
+    table = Table.create(uri, SCHEMA, partition_by=["p"])
+    table.append(pa.table({"id": [1], "p": ["a"]}))
+    original = write_api._writable_snapshot
+    calls: list[int] = []
+
+    def append_meanwhile(t: Table) -> object:
+        snapshot = original(t)
+        if not calls:
+            calls.append(1)
+            Table.open(uri).append(pa.table({"id": [2], "p": ["a"]}))
+        return snapshot
+
+    monkeypatch.setattr(write_api, "_writable_snapshot", append_meanwhile)
+    with pytest.raises(ConcurrentAppendException):
+        table.overwrite(pa.table({"id": [3], "p": ["a"]}), "p = 'a'")
+    live = {decode_path(a.path) for a in Table.open(uri).snapshot().add_actions()}
+    on_disk = {f"p=a/{f.name}" for f in open_storage(uri).list_dir("p=a")}
+    assert on_disk == live and len(live) == 2

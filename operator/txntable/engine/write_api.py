@@ -28,14 +28,16 @@ import pyarrow.compute as pc
 from txntable.engine.actions import AddFile, Metadata, Protocol, RemoveFile
 from txntable.engine.errors import (
     ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
+    ConcurrentModificationException,
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
     UnsupportedWriterFeatureError,
 )
 from txntable.engine.features import check_writable
-from txntable.engine.paths import LOG_DIR
+from txntable.engine.paths import LOG_DIR, decode_path
 from txntable.engine.predicates import BoundPredicate, Predicate, bind
 from txntable.engine.schema import (
     parse_schema,
@@ -209,7 +211,26 @@ def append(table: Table, data: DataInput, *, options: CommitOptions | None = Non
     txn = Transaction(table, snapshot, options)
     txn.add(*adds)
     parameters = {"mode": "Append", "partitionBy": json.dumps(snapshot.partition_columns)}
-    return txn.commit("WRITE", parameters, _file_metrics(adds))
+    return _commit_or_clean_up(table, txn, adds, "WRITE", parameters, _file_metrics(adds))
+
+
+def _commit_or_clean_up(  # noqa: PLR0917 - private, two call sites
+    table: Table,
+    txn: Transaction,
+    adds: Sequence[AddFile],
+    operation: str,
+    parameters: Mapping[str, Any],
+    metrics: Mapping[str, str],
+) -> CommitResult:
+    """Commit; when the commit is refused for certain (a conflict, invalid actions), delete the
+    data files it would have added, which nothing references. Other errors leave them: the
+    commit may have landed, and VACUUM removes them otherwise."""
+    try:
+        return txn.commit(operation, parameters, metrics)
+    except (ConcurrentModificationException, InvalidArgumentError):
+        for add in adds:
+            table.storage.delete(decode_path(add.path))
+        raise
 
 
 def _bind_partition_only(predicate: str | Predicate, snapshot: Snapshot) -> BoundPredicate:
@@ -263,7 +284,7 @@ def overwrite(
     if bound is not None:
         parameters["predicate"] = json.dumps([bound.sql()])
     metrics = _file_metrics(adds) | {"numRemovedFiles": str(len(removes))}
-    return txn.commit("WRITE", parameters, metrics)
+    return _commit_or_clean_up(table, txn, adds, "WRITE", parameters, metrics)
 
 
 def delete(
@@ -295,7 +316,11 @@ def delete(
         }
         try:
             return txn.commit("DELETE", parameters, metrics)
-        except (ConcurrentDeleteReadException, ConcurrentAppendException):
+        except (
+            ConcurrentDeleteReadException,
+            ConcurrentDeleteDeleteException,
+            ConcurrentAppendException,
+        ):
             if attempt == DELETE_CONFLICT_RETRIES:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
