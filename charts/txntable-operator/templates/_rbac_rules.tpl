@@ -1,0 +1,91 @@
+{{/*
+Rules of the controller, one block per scope of operator/txntable/handlers/permissions.py.
+tests/unit/test_chart.py checks every rendered rule against that list (no more, no less).
+*/}}
+
+{{/* Scope TABLES: its own resources, events, and what the enabled launch backends call. */}}
+{{- define "txntable.rules.tables" -}}
+- apiGroups: ["txntable.io"]
+  resources: ["txntables", "compactionpolicies", "checkpointpolicies"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["txntable.io"]
+  resources: ["txntables/status", "compactionpolicies/status", "checkpointpolicies/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- $backends := .Values.rbac.backends }}
+{{- if $backends }}
+# children carry blockOwnerDeletion owner references to their TxnTable
+- apiGroups: ["txntable.io"]
+  resources: ["txntables/finalizers"]
+  verbs: ["update"]
+# the result line of a run is read from its driver pod's log
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+{{- end }}
+{{- if has "sparkapplication" $backends }}
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["create", "delete", "get", "list"]
+{{- end }}
+{{- if has "job" $backends }}
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "delete", "get", "list"]
+# a Job's pod is found by its job-name label
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+{{- end }}
+{{- end }}
+
+{{/* Scope SECRETS: read the Secrets TxnTables reference, optionally only the named ones. */}}
+{{- define "txntable.rules.secrets" -}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- with .Values.rbac.secrets.names }}
+  resourceNames: {{ toJson . }}
+{{- end }}
+{{- end }}
+
+{{/* Scope PEERING: Kopf's namespaced peering objects (namespaced installs). */}}
+{{- define "txntable.rules.peering" -}}
+- apiGroups: ["kopf.dev"]
+  resources: ["kopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+
+{{/* Scope OWN: the controller's own namespace. */}}
+{{- define "txntable.rules.own" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+
+{{/* Scopes CLUSTER (always) and CLUSTER_WIDE (cluster-wide installs). */}}
+{{- define "txntable.rules.cluster" -}}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+{{- if .Values.watch.clusterWide }}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["kopf.dev"]
+  resources: ["clusterkopfpeerings"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
+{{- end }}
+
+{{/* What Spark drivers do with their ServiceAccount (launch/permissions.py SPARK_DRIVER). */}}
+{{- define "txntable.rules.sparkDriver" -}}
+- apiGroups: [""]
+  resources: ["pods", "services", "configmaps", "persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+{{- end }}
