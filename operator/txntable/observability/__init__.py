@@ -5,6 +5,7 @@ processes that commit (CLI, Spark drivers, controller) create an ``EngineMetrics
 they export and pass it in ``CommitOptions(observer=...)``.
 """
 
+from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 
-__all__ = ["EngineMetrics"]
+__all__ = ["ControllerMetrics", "EngineMetrics"]

@@ -1,0 +1,386 @@
+"""The controller's metrics: table health, commits seen in each log, maintenance runs, reconciles.
+
+Defined once, here, on a registry the caller passes (docs/metrics.md lists every metric). The
+controller calls four methods: ``observe_table`` and ``observe_table_log`` after each
+observation, ``run_finished`` when it records a finished run, ``reconcile_finished`` after every
+handler call. Labels are bounded: namespace and table (the TxnTable resource's name, never a
+path), run kind and outcome, operation (at most ``MAX_OPERATIONS`` names), engine family.
+Nothing here imports the reconcile layer: health arrives through the ``HealthLike`` Protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from txntable.engine.errors import EngineError
+from txntable.engine.table import Table
+from txntable.observability.log_commits import ENGINES, OperationLabels, classify
+from txntable.observability.metrics import LATENCY_BUCKETS
+from txntable.observability.run_report import parse_summary
+
+log = logging.getLogger(__name__)
+
+KINDS: Final = ("optimize", "checkpoint")
+RUN_OUTCOMES: Final = ("succeeded", "nothing_to_do", "conflicted", "failed")
+RECONCILE_OUTCOMES: Final = ("ok", "error")
+#: run durations: seconds (inline checkpoints) to hours (large compactions)
+RUN_BUCKETS: Final = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800)
+#: at most this many commits are read from a log per observation (the rest are skipped)
+MAX_LOG_COMMITS: Final = 1000
+#: extra commits read per observation, for those that landed after it
+LOG_SLACK: Final = 16
+
+_OUTCOME_ALIASES: Final = {
+    "succeeded": "succeeded",
+    "nothingtodo": "nothing_to_do",
+    "nothing_to_do": "nothing_to_do",
+    "conflicted": "conflicted",
+    "failed": "failed",
+}
+
+
+class HealthLike(Protocol):
+    """The parts of ``txntable.reconcile.health.TableHealth`` exported as gauges."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def small_files(self) -> int: ...
+    @property
+    def small_file_bytes(self) -> int: ...
+    @property
+    def compactable_small_files(self) -> int: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def last_commit_time(self) -> datetime: ...
+    @property
+    def checkpoint_time(self) -> datetime | None: ...
+    @property
+    def commits_since_checkpoint(self) -> int: ...
+    @property
+    def writable(self) -> bool: ...
+
+
+def run_outcome_label(outcome: str) -> str:
+    """``Succeeded``/``NothingToDo``/``Conflicted``/``Failed`` (RunOutcome) to a label value."""
+    return _OUTCOME_ALIASES.get(str(outcome).replace(" ", "").lower(), "other")
+
+
+def kind_label(kind: str | None) -> str:
+    return kind if kind in KINDS else "other"
+
+
+def _nonneg_int(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
+class ControllerMetrics:
+    """The controller's collectors on ``registry`` (a fresh one when not given)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        t = ["namespace", "table"]
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(f"txntable_table_{name}", doc, t, registry=r)
+
+        self.start_time = Gauge(
+            "txntable_controller_start_time_seconds",
+            "Unix time the controller process started (present while it is up).",
+            registry=r,
+        )
+        self.start_time.set(time.time())
+        self.version = gauge("version", "Latest version in the table's log.")
+        self.files = gauge("files", "Live data files.")
+        self.bytes = gauge("bytes", "Bytes in live data files.")
+        self.small_files = gauge("small_files", "Live files below the policy's minimum size.")
+        self.small_bytes = gauge("small_file_bytes", "Bytes in small files.")
+        self.compactable = gauge(
+            "compactable_small_files",
+            "Small files sharing a partition with another small file (compaction can merge).",
+        )
+        self.partitions = gauge("partitions", "Distinct partitions among live files.")
+        self.since_checkpoint = gauge(
+            "commits_since_checkpoint", "Commits after the newest checkpoint (all if none)."
+        )
+        self.last_commit = gauge("last_commit_timestamp_seconds", "Unix time of the newest commit.")
+        self.last_checkpoint = gauge(
+            "last_checkpoint_timestamp_seconds",
+            "Unix time the newest checkpoint was written (absent when there is none).",
+        )
+        self.writable = gauge("writable", "1 when txntable can write the table's protocol.")
+        self.observed = gauge("observed_timestamp_seconds", "Unix time of the last observation.")
+        self.log_commits = Counter(
+            "txntable_log_commits_total",
+            "Commits seen landing in the table's log, by operation, engine family and whether "
+            "the writer lost attempts first (first_attempt, retried, unknown).",
+            [*t, "operation", "engine", "outcome"],
+            registry=r,
+        )
+        self.log_retries = Counter(
+            "txntable_log_commit_retries_total",
+            "Write attempts that commits seen in the log lost to other writers before landing "
+            "(exact for txntable and delta-rs, at least one per late commit for other engines).",
+            [*t, "engine"],
+            registry=r,
+        )
+        k = [*t, "kind"]
+        self.runs = Counter(
+            "txntable_maintenance_runs_total",
+            "Finished maintenance runs by kind and outcome.",
+            [*k, "outcome"],
+            registry=r,
+        )
+        self.run_duration = Histogram(
+            "txntable_maintenance_run_duration_seconds",
+            "Duration of finished maintenance runs.",
+            k,
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "txntable_maintenance_last_success_timestamp_seconds",
+            "Unix time the last successful (or nothing-to-do) run of this kind was recorded.",
+            k,
+            registry=r,
+        )
+        self.failure_streak = Gauge(
+            "txntable_maintenance_consecutive_failures",
+            "Runs of this kind that ended failed or conflicted since the last success (reset "
+            "by a succeeded or nothing-to-do run, and by a controller restart).",
+            k,
+            registry=r,
+        )
+        self.files_removed = Counter(
+            "txntable_maintenance_files_removed_total", "Files runs removed (rewritten).", k,
+            registry=r,
+        )  # fmt: skip
+        self.files_added = Counter(
+            "txntable_maintenance_files_added_total", "Files runs added.", k, registry=r
+        )
+        self.bytes_removed = Counter(
+            "txntable_maintenance_bytes_removed_total", "Bytes of files runs removed.", k,
+            registry=r,
+        )  # fmt: skip
+        self.bytes_added = Counter(
+            "txntable_maintenance_bytes_added_total", "Bytes of files runs added.", k, registry=r
+        )
+        self.run_attempts = Counter(
+            "txntable_run_commit_attempts_total",
+            "Commit attempts made by maintenance runs (from their result's engineMetrics).",
+            k,
+            registry=r,
+        )
+        self.run_retries = Counter(
+            "txntable_run_commit_retries_total",
+            "Commit attempts of maintenance runs lost to another writer and retried.",
+            k,
+            registry=r,
+        )
+        self.run_commits = Counter(
+            "txntable_run_commits_total",
+            "Commit calls of maintenance runs by engine outcome.",
+            [*k, "outcome"],
+            registry=r,
+        )
+        self.run_conflicts = Counter(
+            "txntable_run_commit_conflicts_total",
+            "Commits of maintenance runs that failed with a Delta conflict, by type.",
+            [*k, "conflict_type"],
+            registry=r,
+        )
+        self.reconciles = Counter(
+            "txntable_reconciles_total",
+            "Reconcile handler calls by kind and outcome (ok, error).",
+            ["kind", "outcome"],
+            registry=r,
+        )
+        self.reconcile_duration = Histogram(
+            "txntable_reconcile_duration_seconds",
+            "Time one reconcile handler call took.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.last_reconcile = Gauge(
+            "txntable_last_reconcile_timestamp_seconds",
+            "Unix time the last reconcile finished without error.",
+            registry=r,
+        )
+        self._per_table: list[Counter | Gauge | Histogram] = [
+            self.version, self.files, self.bytes, self.small_files, self.small_bytes,
+            self.compactable, self.partitions, self.since_checkpoint, self.last_commit,
+            self.last_checkpoint, self.writable, self.observed, self.log_commits,
+            self.log_retries, self.runs, self.run_duration, self.last_success, self.failure_streak,
+            self.files_removed, self.files_added, self.bytes_removed, self.bytes_added,
+            self.run_attempts, self.run_retries, self.run_commits, self.run_conflicts,
+        ]  # fmt: skip
+        self._operations = OperationLabels()
+        self._log_position: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    # -- table health ----------------------------------------------------------------------
+    def observe_table(self, namespace: str, name: str, health: HealthLike) -> None:
+        """Set the table's gauges from one observation."""
+        labels = (namespace, name)
+        self.version.labels(*labels).set(health.version)
+        self.files.labels(*labels).set(health.files)
+        self.bytes.labels(*labels).set(health.size_bytes)
+        self.small_files.labels(*labels).set(health.small_files)
+        self.small_bytes.labels(*labels).set(health.small_file_bytes)
+        self.compactable.labels(*labels).set(health.compactable_small_files)
+        self.partitions.labels(*labels).set(health.partitions)
+        self.since_checkpoint.labels(*labels).set(health.commits_since_checkpoint)
+        self.last_commit.labels(*labels).set(health.last_commit_time.timestamp())
+        if health.checkpoint_time is not None:
+            self.last_checkpoint.labels(*labels).set(health.checkpoint_time.timestamp())
+        else:
+            _remove(self.last_checkpoint, labels)
+        self.writable.labels(*labels).set(1 if health.writable else 0)
+        self.observed.labels(*labels).set(time.time())
+
+    # -- commits in the log ----------------------------------------------------------------
+    def observe_log_commits(
+        self, namespace: str, name: str, commit_infos: Iterable[Mapping[str, Any]]
+    ) -> int:
+        """Count commits of the log not counted before (each dict a commitInfo with its
+        ``version``, as ``Table.history`` gives); returns how many were counted."""
+        key = (namespace, name)
+        counted = 0
+        with self._lock:
+            position = self._log_position.get(key, -1)
+            newest = position
+            for info in sorted(
+                (c for c in (classify(i) for i in commit_infos) if c is not None),
+                key=lambda c: c.version,
+            ):
+                if info.version <= newest:
+                    continue
+                newest = info.version
+                operation = self._operations(info.operation)
+                self.log_commits.labels(namespace, name, operation, info.engine, info.outcome).inc()
+                retries = self.log_retries.labels(namespace, name, info.engine)
+                retries.inc(info.lost_attempts)  # inc(0) still creates the series at 0
+                counted += 1
+            self._log_position[key] = newest
+        return counted
+
+    def observe_table_log(
+        self, namespace: str, name: str, table: Table, version: int, *, limit: int = MAX_LOG_COMMITS
+    ) -> int:
+        """Read and count the commits after the last counted one, up to ``version``.
+
+        The first call for a table only records ``version`` as the starting point: counting a
+        log's whole history after every controller restart would show as a burst of commits.
+        At most ``limit`` newest commits are read per call (older ones of a larger burst are
+        not counted); a failing read is logged and counts nothing (the next call catches up).
+        """
+        key = (namespace, name)
+        with self._lock:
+            position = self._log_position.get(key)
+            if position is None or version < position:  # first sight, or the table was replaced
+                self._log_position[key] = version
+                return 0
+        if version == position:
+            return 0
+        window = min(version - position + LOG_SLACK, limit)
+        try:  # newest first; commits that landed since the observation are counted too
+            infos = table.history(limit=window)
+        except EngineError as exc:
+            log.warning("could not read the log of %s/%s for metrics: %s", namespace, name, exc)
+            return 0
+        return self.observe_log_commits(namespace, name, infos)
+
+    # -- maintenance runs ------------------------------------------------------------------
+    def run_finished(
+        self,
+        namespace: str,
+        name: str,
+        kind: str | None,
+        outcome: str,
+        *,
+        seconds: float | None = None,
+        result: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a finished run: outcome, duration, files/bytes rewritten and the engine
+        counters of its result line (``engineMetrics``), when it has them."""
+        k = (namespace, name, kind_label(kind))
+        label = run_outcome_label(outcome)
+        for each in RUN_OUTCOMES:  # every outcome exists from the first run: increase() works
+            self.runs.labels(*k, each)
+        self.runs.labels(*k, label).inc()
+        if label in ("succeeded", "nothing_to_do"):
+            self.last_success.labels(*k).set(time.time())
+            self.failure_streak.labels(*k).set(0)
+        elif label in ("failed", "conflicted"):
+            self.failure_streak.labels(*k).inc()
+        if seconds is not None and seconds >= 0:
+            self.run_duration.labels(*k).observe(seconds)
+        result = result or {}
+        for counter, field in (
+            (self.files_removed, "numFilesRemoved"),
+            (self.files_added, "numFilesAdded"),
+            (self.bytes_removed, "numBytesRemoved"),
+            (self.bytes_added, "numBytesAdded"),
+        ):
+            value = _nonneg_int(result.get(field))
+            if value is not None:
+                counter.labels(*k).inc(value)
+        summary = parse_summary(result)
+        if summary is None:
+            return
+        self.run_attempts.labels(*k).inc(summary["attempts"])
+        self.run_retries.labels(*k).inc(summary["retries"])
+        for engine_outcome, n in summary["commits"].items():
+            self.run_commits.labels(*k, engine_outcome).inc(n)
+        for conflict_type, n in summary["conflicts"].items():
+            self.run_conflicts.labels(*k, conflict_type).inc(n)
+
+    # -- reconciles --------------------------------------------------------------------------
+    def reconcile_finished(self, kind: str, seconds: float, error: bool) -> None:
+        """One handler call ended (``kind``: a constant naming the handler, e.g. ``table``)."""
+        for each in RECONCILE_OUTCOMES:  # both series exist from the first call
+            self.reconciles.labels(kind, each)
+        self.reconciles.labels(kind, RECONCILE_OUTCOMES[1 if error else 0]).inc()
+        self.reconcile_duration.labels(kind).observe(max(seconds, 0.0))
+        if not error:
+            self.last_reconcile.set(time.time())
+
+    def forget_table(self, namespace: str, name: str) -> None:
+        """Drop every series of a deleted table."""
+        with self._lock:
+            self._log_position.pop((namespace, name), None)
+        for metric in self._per_table:
+            _remove(metric, (namespace, name))
+
+
+def _remove(metric: Counter | Gauge | Histogram, prefix: tuple[str, ...]) -> None:
+    """Remove the children of ``metric`` whose first label values are ``prefix``."""
+    names = metric._labelnames  # prometheus_client has no removal by label prefix
+    wanted = dict(zip(names, prefix, strict=False))
+    seen: set[tuple[str, ...]] = set()
+    for family in metric.collect():
+        for sample in family.samples:
+            if all(sample.labels.get(n) == v for n, v in wanted.items()):
+                seen.add(tuple(sample.labels[n] for n in names))
+    for values in seen:
+        with contextlib.suppress(KeyError):
+            metric.remove(*values)
+
+
+__all__ = ["ENGINES", "ControllerMetrics", "HealthLike", "kind_label", "run_outcome_label"]

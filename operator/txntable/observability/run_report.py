@@ -1,0 +1,82 @@
+"""The engine counters a maintenance run reports in its JSON result line (``engineMetrics``).
+
+A run's process (a Spark driver, a local job) counts its commits with ``EngineMetrics``; the
+controller cannot scrape a short-lived pod, so the job puts a summary of those counters into its
+result line and the controller adds them to its own ``txntable_run_commit_*`` counters when it
+records the finished run. The summary is plain JSON with bounded keys (outcomes, conflict types).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from prometheus_client import Counter
+
+from txntable.engine.observer import OUTCOMES
+from txntable.observability.metrics import EngineMetrics
+
+#: key of the summary in a job's result line
+RESULT_KEY: Final = "engineMetrics"
+CONFLICT_TYPES: Final = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentTransactionException",
+    "ConcurrentWriteException",
+)
+
+
+def _totals(counter: Counter, by: str | None = None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for family in counter.collect():
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            key = sample.labels.get(by, "") if by else ""
+            out[key] = out.get(key, 0) + int(sample.value)
+    return out
+
+
+def engine_summary(metrics: EngineMetrics) -> dict[str, Any]:
+    """Counters of ``metrics`` summed over tables and operations, for the result line:
+    ``{"attempts": n, "retries": n, "commits": {outcome: n}, "conflicts": {type: n}}``."""
+    return {
+        "attempts": _totals(metrics.attempts).get("", 0),
+        "retries": _totals(metrics.retries).get("", 0),
+        "commits": _totals(metrics.commits, "outcome"),
+        "conflicts": _totals(metrics.conflicts, "conflict_type"),
+    }
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def parse_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The validated ``engineMetrics`` of a result line, None when absent or malformed.
+
+    Unknown outcomes and conflict types fold into ``other`` so labels stay bounded; negative
+    or non-integer counts read as 0.
+    """
+    raw = result.get(RESULT_KEY) if result else None
+    if not isinstance(raw, Mapping):
+        return None
+    commits: dict[str, int] = {}
+    raw_commits = raw.get("commits")
+    for outcome, n in raw_commits.items() if isinstance(raw_commits, Mapping) else ():
+        key = outcome if outcome in OUTCOMES else "other"
+        commits[key] = commits.get(key, 0) + _count(n)
+    conflicts: dict[str, int] = {}
+    raw_conflicts = raw.get("conflicts")
+    for kind, n in raw_conflicts.items() if isinstance(raw_conflicts, Mapping) else ():
+        key = kind if kind in CONFLICT_TYPES else "other"
+        conflicts[key] = conflicts.get(key, 0) + _count(n)
+    return {
+        "attempts": _count(raw.get("attempts")),
+        "retries": _count(raw.get("retries")),
+        "commits": commits,
+        "conflicts": conflicts,
+    }
