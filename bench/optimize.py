@@ -288,6 +288,7 @@ def run_spec(spec: Spec, out_dir: Path = OUT_DIR, spark: Any | None = None) -> d
         },
         "input_bytes": input_bytes,
         "rows": rows_in,
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}",
         "results": results,
@@ -340,6 +341,11 @@ def render(result: dict[str, Any]) -> str:
         f"Start (SparkSession/JVM plus the first Python workers importing txntable): "
         f"{spark.get('jvm_start_seconds', 0):.1f} s.",
     ]
+    if "load_average" in result:
+        lines.append(
+            f"Load average (1/5/15 min) when the run ended: "
+            f"{' / '.join(str(x) for x in result['load_average'])}."
+        )
     errors = [f"{k}: {v['error']}" for k, v in r.items() if "error" in v]
     if errors:
         lines += ["", "Errors: " + "; ".join(errors)]
