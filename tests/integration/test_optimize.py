@@ -245,8 +245,10 @@ def test_dry_run_json_changes_nothing(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert doc["dryRun"] and doc["version"] == 3 and doc["plan"]["numBins"] == 4
     assert DeltaTable(str(path)).version() == 3
-    done = _cli(str(path), "--executor", "arrow", "--json")
+    done = _cli(str(path), "--executor", "arrow", "--json", "--run-id", "run-42")
     doc = json.loads(done.stdout)
+    assert doc["runId"] == "run-42"
+    assert DeltaTable(str(path)).history(1)[0]["txntableRunId"] == "run-42"
     expected = {
         "version",
         "numFilesRemoved",

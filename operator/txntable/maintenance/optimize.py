@@ -77,6 +77,7 @@ class OptimizeResult:
     commits: list[int] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
+    run_id: str | None = None
     plan: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -98,6 +99,7 @@ class OptimizeResult:
             "commits": self.commits,
             "skipped": self.skipped,
             "error": self.error,
+            "runId": self.run_id,
         }
         if self.plan is not None:
             out["plan"] = self.plan
@@ -171,6 +173,7 @@ def optimize(
         commit_options=commit_options,
         start_ms=start_ms,
     )
+    result.run_id = run.commit_options.run_id
     try:
         batches = the_plan.batches()
         for i, batch in enumerate(batches):
