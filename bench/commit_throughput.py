@@ -199,7 +199,14 @@ def measure(count: int, processes: int) -> dict[str, Any]:
             rows[f"sequential/{engine}"] = _sequential(engine, count, workdir)
         for engine in ENGINES:
             rows[f"contended/{engine}"] = _contended(engine, count, workdir, processes)
-    return {"commits": count, "processes": processes, "rows": rows, "machine": _machine()}
+    return {
+        "commits": count,
+        "processes": processes,
+        "rows": rows,
+        "machine": _machine(),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
 
 
 def _machine() -> dict[str, str]:
@@ -219,7 +226,8 @@ def render(result: dict[str, Any]) -> str:
         f"{result['commits']} commits of one `add` each (a 1-row append), local disk; "
         f"contended = {result['processes']} processes on one table. "
         f"Machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, "
-        f"deltalake {result['machine']['deltalake']}.",
+        f"deltalake {result['machine']['deltalake']}; measured {result.get('date', '?')}, "
+        f"load average at the end {result.get('load', '?')} (a shared machine).",
         "",
         "| scenario | engine | commits/s | ratio to deltalake | first / last 10% commits/s "
         "| retries/commit | give-ups | lost commits |",
