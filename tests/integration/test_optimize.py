@@ -86,6 +86,8 @@ def test_deltalake_reads_and_uses_our_statistics(tmp_path: Path) -> None:
         assert add["num_records"] == len(ids)
         assert add["min.id"] == min(ids) and add["max.id"] == max(ids)
         assert add["null_count.s"] == data.column("s").null_count
+        assert add["null_count.arr"] == data.column("arr").null_count  # nested, too
+        assert add["min.ts"] is not None and add["max.d"] is not None
     # a filter on id prunes files by our min/max (the result is still exact)
     lo = min(a["min.id"] for a in actions)
     got = dt.to_pyarrow_table(filters=[("id", "<=", lo + 3)]).column("id").to_pylist()

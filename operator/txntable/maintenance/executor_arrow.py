@@ -4,7 +4,8 @@
 pyarrow, conform them to the table schema (older files may lack a column or store a timestamp
 as INT96), optionally order the rows by the Z-order key, and write new Parquet files with fresh
 unique names into the bin's partition directory, each described by an ``add`` action
-(``dataChange=false``, statistics from the written footer). It takes and returns plain
+(``dataChange=false``, full Delta statistics computed from the rows written, so null counts of
+nested columns are included, which Parquet footers cannot give). It takes and returns plain
 JSON-shaped values so a Spark task can run it unchanged on any executor, local or on Kubernetes:
 the task only needs the table URI and the storage options.
 
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from txntable.engine.actions import AddFile
 from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
 from txntable.engine.schema import parse_schema, to_arrow_schema
-from txntable.engine.stats import StatsConfig, stats_from_parquet
+from txntable.engine.stats import StatsConfig, stats_for_table
 from txntable.engine.storage import LocalStorage, Storage, open_storage
 from txntable.engine.writer import data_file_name
 from txntable.maintenance.planner import ZORDER_TAG
@@ -116,21 +117,19 @@ def _read_input(storage: Storage, raw_path: str, options: Mapping[str, Any]) -> 
         return pq.ParquetFile(source).read()
 
 
-def _write_output(
-    storage: Storage, relative: str, data: pa.Table, written: list[str]
-) -> tuple[pq.FileMetaData, int]:
-    """Write one Parquet file (straight to disk when local); its footer and size."""
+def _write_output(storage: Storage, relative: str, data: pa.Table, written: list[str]) -> int:
+    """Write one Parquet file (straight to disk when local); its size in bytes."""
     written.append(relative)
     if isinstance(storage, LocalStorage):
         path = os.path.join(storage.root_path, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         pq.write_table(data, path, compression="snappy")
-        return pq.read_metadata(path), os.path.getsize(path)
+        return os.path.getsize(path)
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, compression="snappy")
     payload = sink.getvalue()
     storage.write(relative, payload.to_pybytes())
-    return pq.read_metadata(pa.BufferReader(payload)), payload.size
+    return int(payload.size)
 
 
 def rewrite_bin(task: BinTask) -> BinResult:
@@ -157,14 +156,14 @@ def rewrite_bin(task: BinTask) -> BinResult:
             chunk = data.slice(offset, rows_per_file)
             name = data_file_name()
             relative = f"{directory}/{name}" if task.partition_columns else name
-            meta, size = _write_output(storage, relative, chunk, written)
+            size = _write_output(storage, relative, chunk, written)
             add = AddFile(
                 path=encode_path(relative),
                 partition_values=dict(task.partition_values),
                 size=size,
                 modification_time=int(time.time() * 1000),
                 data_change=False,
-                stats=stats_from_parquet(meta, config=config),
+                stats=stats_for_table(chunk, config=config),
                 tags=tags,
             )
             adds.append(add.to_json())
