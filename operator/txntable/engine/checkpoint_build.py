@@ -197,50 +197,67 @@ def parse_partition_values(
 
 
 def _combine(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One array (tombstones are few: a copy is cheap)."""
     if isinstance(column, pa.ChunkedArray):
         return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column
 
 
-def add_column(state: TableState) -> pa.Array:
-    """The ``add`` struct column: every live file, ``dataChange`` false, optional parsed stats."""
-    config = state.metadata.configuration
-    as_json = retention.bool_property(config, retention.STATS_AS_JSON, True)
-    as_struct = retention.bool_property(config, retention.STATS_AS_STRUCT, False)
-    files = state.files
-    n = files.num_rows
+def _add_chunk(
+    batch: pa.RecordBatch,
+    as_json: bool,
+    struct_of: tuple[list[Field], list[str], list[Field]] | None,
+) -> pa.StructArray:
+    """One chunk of the ``add`` column: the batch's columns re-wrapped (no copy)."""
+    n = batch.num_rows
     children: list[pa.Array] = []
     out_fields: list[pa.Field] = []
     for f in ADD_SCHEMA:
         if f.name == "stats" and not as_json:
             continue
-        column = _combine(files.column(f.name)) if n else pa.array([], f.type)
+        column = batch.column(f.name)
         if f.name == "dataChange":
             column = pa.repeat(pa.scalar(False), n) if n else pa.array([], pa.bool_())
         children.append(column)
         out_fields.append(f)
+    if struct_of is not None:
+        fields, partition_columns, stats_fields = struct_of
+        if partition_columns:
+            parsed_pv = parse_partition_values(
+                batch.column("partitionValues"), fields, partition_columns
+            )
+            children.append(parsed_pv)
+            out_fields.append(pa.field("partitionValues_parsed", parsed_pv.type))
+        parsed = parse_stats(batch.column("stats"), stats_fields)
+        children.append(parsed)
+        out_fields.append(pa.field("stats_parsed", parsed.type))
+    return pa.StructArray.from_arrays(children, fields=out_fields)
+
+
+def add_column(state: TableState) -> pa.ChunkedArray:
+    """The ``add`` struct column: every live file, ``dataChange`` false, optional parsed stats.
+
+    Built batch by batch over the snapshot's file table, so no column is ever copied whole."""
+    config = state.metadata.configuration
+    as_json = retention.bool_property(config, retention.STATS_AS_JSON, True)
+    as_struct = retention.bool_property(config, retention.STATS_AS_STRUCT, False)
+    batches = state.files.to_batches() or [
+        pa.record_batch([pa.array([], f.type) for f in ADD_SCHEMA], schema=ADD_SCHEMA)
+    ]
+    struct_of = None
     if as_struct:
         fields = parse_schema(state.metadata.schema_string)
         partition_columns = list(state.metadata.partition_columns)
-        if partition_columns:
-            pv = _combine(files.column("partitionValues")) if n else pa.array([], _STR_MAP)
-            parsed_pv = parse_partition_values(pv, fields, partition_columns)
-            children.append(parsed_pv)
-            out_fields.append(pa.field("partitionValues_parsed", parsed_pv.type))
-        stats_fields = _stats_fields(fields, partition_columns, config)
-        stats = _combine(files.column("stats")) if n else pa.array([], pa.string())
-        try:
-            parsed = parse_stats(stats, stats_fields)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            # a checkpoint without stats_parsed is still correct; losing the JSON stats is not
-            log.warning("statistics not written as a struct (%s); keeping them as JSON", exc)
-            if not as_json:
-                children.insert(5, stats)
-                out_fields.insert(5, pa.field("stats", pa.string()))
-        else:
-            children.append(parsed)
-            out_fields.append(pa.field("stats_parsed", parsed.type))
-    return pa.StructArray.from_arrays(children, fields=out_fields)
+        struct_of = (fields, partition_columns, _stats_fields(fields, partition_columns, config))
+    try:
+        chunks = [_add_chunk(b, as_json, struct_of) for b in batches]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        if struct_of is None:
+            raise
+        # a checkpoint without stats_parsed is still correct; losing the JSON stats is not
+        log.warning("statistics not written as a struct (%s); writing them as JSON", exc)
+        chunks = [_add_chunk(b, True, None) for b in batches]
+    return pa.chunked_array(chunks, type=chunks[0].type)
 
 
 def remove_column(state: TableState, now_ms: int) -> pa.Array:
@@ -362,7 +379,7 @@ def build_checkpoint(state: TableState, now_ms: int) -> tuple[pa.Table, int]:
     if len(removes):
         segments.append(_segment(schema, len(removes), "remove", removes))
     table = pa.concat_tables(segments)
-    num_adds = len(table.column("add")) - table.column("add").null_count
+    num_adds = table.num_rows - table.column("add").null_count
     if num_adds != state.files.num_rows:
         raise CorruptLogError(
             f"checkpoint of version {state.version} would hold {num_adds} files but the snapshot "
