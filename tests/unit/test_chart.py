@@ -209,6 +209,7 @@ BAD_VALUES = [
     {"image": {"pullPolicy": "Sometimes"}},
     {"securityContext": {"allowPrivilegeEscalation": True}},
     {"securityContext": {"privileged": True}},
+    {"securityContext": {"readOnlyRootFilesystem": False}},
     {"securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]}}},
     {"podSecurityContext": {"runAsNonRoot": False}},
     {"podSecurityContext": {"runAsUser": 0}},
