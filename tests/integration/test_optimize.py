@@ -309,3 +309,11 @@ def test_partial_progress_survives_later_failures(tmp_path: Path) -> None:
     assert len(on_disk - inputs - live) <= 1
     rest = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
     assert rest.bins_committed == 3 and rows_multiset(path) == before
+
+
+def test_human_summary(tmp_path: Path) -> None:
+    path = fragmented_table(tmp_path / "t", commits=3, rows=10, partitioned=False)
+    done = _cli(str(path), "--executor", "arrow", "--dry-run")
+    assert done.returncode == 0 and "would rewrite 3 files" in done.stdout, done.stdout
+    done = _cli(str(path), "--executor", "arrow")
+    assert done.returncode == 0 and "v2 -> v3, 3 files" in done.stdout, done.stdout
