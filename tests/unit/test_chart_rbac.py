@@ -15,6 +15,7 @@ from typing import Any
 
 import helm_python
 import pytest
+import yaml
 
 from tests.unit.chart_support import (
     NAMESPACE,
@@ -237,3 +238,25 @@ def test_cluster_wide_install_of_a_renamed_release(tmp_path: Path) -> None:
     r = render(chart, {"watch": {"clusterWide": True}, "serviceAccount": {"name": "ctl"}})
     assert controller_sa(r) == "ctl"
     assert granted(r, (NAMESPACE, "ctl")) == expected_controller(r.values)
+
+
+def test_namespaced_installs_side_by_side_do_not_collide(tmp_path: Path) -> None:
+    """Two teams install the same release name in their own namespaces: cluster-scoped names
+    differ, and the second install leaves the shared CRDs to the first (crds.create=false)."""
+    chart = helm_python.Chart.load(chart_copy(tmp_path))
+
+    def cluster_scoped(namespace: str, values: dict[str, Any]) -> set[tuple[str, str]]:
+        out = chart.render(values, name="txntable-operator", namespace=namespace)
+        docs = [d for k, t in out.items() if not k.endswith("NOTES.txt") for d in _load(t)]
+        return {
+            (d["kind"], d["metadata"]["name"]) for d in docs if "namespace" not in d["metadata"]
+        }
+
+    first = cluster_scoped("team-a", {})
+    second = cluster_scoped("team-b", {"crds": {"create": False}})
+    assert first & second == set()
+    assert {kind for kind, _ in second} == {"ClusterRole", "ClusterRoleBinding"}
+
+
+def _load(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
