@@ -81,9 +81,10 @@ RUN mkdir -p /usr/share/man/man1 \
       --shell /usr/sbin/nologin spark \
  && python -m pip uninstall -y pip setuptools wheel
 COPY --from=build-spark /opt/venv /opt/venv
-# SPARK_HOME is PySpark's own distribution: bin/spark-submit, jars/ (with spark-kubernetes)
+# SPARK_HOME is PySpark's own distribution: bin/spark-submit, jars/ (with spark-kubernetes);
+# conf/ is where Spark on Kubernetes mounts the run's configuration
 RUN ln -s /opt/venv/lib/python3.11/site-packages/pyspark /opt/spark \
- && mkdir -p /opt/txntable/jobs
+ && mkdir -p /opt/spark/conf /opt/txntable/jobs
 COPY docker/spark-entrypoint.sh /opt/entrypoint.sh
 # /opt/txntable/jobs/<kind>.py, the mainApplicationFile of runs, for every RunKind
 COPY docker/job.py /opt/txntable/jobs/optimize.py
