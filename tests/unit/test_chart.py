@@ -201,6 +201,7 @@ BAD_VALUES = [
     {"rbac": {"backends": ["local"]}},
     {"config": {"logLevel": "TRACE"}},
     {"config": {"defaultBackend": "yarn"}},
+    {"config": {"defaultBackend": "local"}},  # no Java or Spark in the controller image
     {"config": {"maxConcurrentRuns": 0}},
     {"config": {"observeIntervalSeconds": 0}},
     {"config": {"pushgatewayUrl": "pushgateway:9091"}},
