@@ -91,7 +91,10 @@ class ObservabilityServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        """Stop serving and close the socket (also for a server never started)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(5)
         self._server.server_close()
 
 
