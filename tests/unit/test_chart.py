@@ -248,6 +248,11 @@ def test_service_and_probes_reach_the_container(rendered: dict[str, Rendered], c
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]
 
 
+def test_metrics_and_health_ports_must_differ(chart: helm_python.Chart) -> None:
+    with pytest.raises(helm_python.HelmError, match="must differ"):
+        chart.render({"health": {"port": 8080}}, name="t", namespace=NAMESPACE)
+
+
 def test_monitoring_objects(rendered: dict[str, Rendered]) -> None:
     r = rendered["monitoring"]
     service = r.one("Service")
