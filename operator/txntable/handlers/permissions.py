@@ -31,7 +31,7 @@ from txntable.api.constants import (
     PLURAL_COMPACTION_POLICY,
     PLURAL_TABLE,
 )
-from txntable.launch.permissions import Permission, launcher_permissions, merged
+from txntable.launch.permissions import Permission, launcher_permissions
 from txntable.launch.run import Backend
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "KOPF_GROUP",
     "Scope",
     "controller_permissions",
-    "in_scope",
 ]
 
 #: Kopf's own API group (peering objects).
@@ -91,11 +90,3 @@ def controller_permissions(
     out = list(CONTROLLER)
     out += [(Scope.TABLES, p) for p in launcher_permissions(backends)]
     return out
-
-
-def in_scope(
-    scopes: Iterable[Scope], backends: Iterable[Backend] = tuple(Backend)
-) -> list[Permission]:
-    """The merged permissions of ``scopes`` (one entry per resource, verbs united)."""
-    wanted = set(scopes)
-    return merged(p for s, p in controller_permissions(backends) if s in wanted)
