@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
+from tests.conftest import TESTDATA
 from txntable.engine.table import Table
 from txntable.observability.controller_metrics import ControllerMetrics, run_outcome_label
 from txntable.observability.log_commits import classify, engine_family
@@ -231,3 +232,32 @@ def _event() -> Any:
     from txntable.engine.observer import CommitEvent
 
     return CommitEvent("ns/t", "OPTIMIZE", "SnapshotIsolation")
+
+
+def test_timed_block_records_success_and_error() -> None:
+    m = ControllerMetrics()
+    with m.timed("table"):
+        pass
+    try:
+        with m.timed("table"):
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the exception must propagate")
+    r = m.registry
+    assert value(r, "txntable_reconciles_total", kind="table", outcome="ok") == 1
+    assert value(r, "txntable_reconciles_total", kind="table", outcome="error") == 1
+
+
+def test_spark_written_logs_are_classified_from_read_version() -> None:
+    """Old Spark commits carry readVersion but no engineInfo; writers ran one at a time."""
+    table = Table.open(str(TESTDATA / "with_checkpoint_no_last_checkpoint"))
+    m = ControllerMetrics()
+    assert m.observe_log_commits("ns", "t", table.history()) == 4
+    t = {"namespace": "ns", "table": "t", "engine": "spark"}
+    assert value(m.registry, "txntable_log_commits_total", **t, operation="WRITE",
+                 outcome="first_attempt") == 3  # fmt: skip
+    assert value(m.registry, "txntable_log_commits_total", **t, operation="CREATE TABLE",
+                 outcome="unknown") == 1  # fmt: skip
+    assert value(m.registry, "txntable_log_commit_retries_total", **t) == 0

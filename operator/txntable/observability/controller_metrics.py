@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -24,12 +24,16 @@ from txntable.engine.errors import EngineError
 from txntable.engine.table import Table
 from txntable.observability.log_commits import ENGINES, OperationLabels, classify
 from txntable.observability.metrics import LATENCY_BUCKETS
-from txntable.observability.run_report import parse_summary
+from txntable.observability.run_report import (
+    RUN_OUTCOMES,
+    kind_label,
+    nonneg_int,
+    parse_summary,
+    run_outcome_label,
+)
 
 log = logging.getLogger(__name__)
 
-KINDS: Final = ("optimize", "checkpoint")
-RUN_OUTCOMES: Final = ("succeeded", "nothing_to_do", "conflicted", "failed")
 RECONCILE_OUTCOMES: Final = ("ok", "error")
 #: run durations: seconds (inline checkpoints) to hours (large compactions)
 RUN_BUCKETS: Final = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800)
@@ -37,14 +41,6 @@ RUN_BUCKETS: Final = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 1
 MAX_LOG_COMMITS: Final = 1000
 #: extra commits read per observation, for those that landed after it
 LOG_SLACK: Final = 16
-
-_OUTCOME_ALIASES: Final = {
-    "succeeded": "succeeded",
-    "nothingtodo": "nothing_to_do",
-    "nothing_to_do": "nothing_to_do",
-    "conflicted": "conflicted",
-    "failed": "failed",
-}
 
 
 class HealthLike(Protocol):
@@ -72,20 +68,6 @@ class HealthLike(Protocol):
     def commits_since_checkpoint(self) -> int: ...
     @property
     def writable(self) -> bool: ...
-
-
-def run_outcome_label(outcome: str) -> str:
-    """``Succeeded``/``NothingToDo``/``Conflicted``/``Failed`` (RunOutcome) to a label value."""
-    return _OUTCOME_ALIASES.get(str(outcome).replace(" ", "").lower(), "other")
-
-
-def kind_label(kind: str | None) -> str:
-    return kind if kind in KINDS else "other"
-
-
-def _nonneg_int(value: Any) -> int | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok else None
 
 
 class ControllerMetrics:
@@ -338,7 +320,7 @@ class ControllerMetrics:
             (self.bytes_removed, "numBytesRemoved"),
             (self.bytes_added, "numBytesAdded"),
         ):
-            value = _nonneg_int(result.get(field))
+            value = nonneg_int(result.get(field))
             if value is not None:
                 counter.labels(*k).inc(value)
         summary = parse_summary(result)
@@ -360,6 +342,18 @@ class ControllerMetrics:
         self.reconcile_duration.labels(kind).observe(max(seconds, 0.0))
         if not error:
             self.last_reconcile.set(time.time())
+
+    @contextlib.contextmanager
+    def timed(self, kind: str) -> Iterator[None]:
+        """``with metrics.timed("table"): ...`` calls ``reconcile_finished`` when the block
+        ends (``error`` when it raised; the exception propagates)."""
+        started = time.monotonic()
+        try:
+            yield
+        except BaseException:
+            self.reconcile_finished(kind, time.monotonic() - started, error=True)
+            raise
+        self.reconcile_finished(kind, time.monotonic() - started, error=False)
 
     def forget_table(self, namespace: str, name: str) -> None:
         """Drop every series of a deleted table."""

@@ -18,6 +18,15 @@ from txntable.observability.metrics import EngineMetrics
 
 #: key of the summary in a job's result line
 RESULT_KEY: Final = "engineMetrics"
+KINDS: Final = ("optimize", "checkpoint")
+RUN_OUTCOMES: Final = ("succeeded", "nothing_to_do", "conflicted", "failed")
+_OUTCOME_ALIASES: Final = {
+    "succeeded": "succeeded",
+    "nothingtodo": "nothing_to_do",
+    "nothing_to_do": "nothing_to_do",
+    "conflicted": "conflicted",
+    "failed": "failed",
+}
 CONFLICT_TYPES: Final = (
     "ConcurrentAppendException",
     "ConcurrentDeleteReadException",
@@ -80,3 +89,17 @@ def parse_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "commits": commits,
         "conflicts": conflicts,
     }
+
+
+def run_outcome_label(outcome: str) -> str:
+    """``Succeeded``/``NothingToDo``/``Conflicted``/``Failed`` (RunOutcome) to a label value."""
+    return _OUTCOME_ALIASES.get(str(outcome).replace(" ", "").lower(), "other")
+
+
+def kind_label(kind: str | None) -> str:
+    return kind if kind in KINDS else "other"
+
+
+def nonneg_int(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
