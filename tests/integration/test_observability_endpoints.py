@@ -106,7 +106,7 @@ def test_push_run_metrics_only_when_configured(gateway: str) -> None:
     method, path, body = _Gateway.received[0]
     encoded = base64.urlsafe_b64encode(b"ns/t").decode()
     assert method == "PUT"
-    assert path == f"/metrics/job/txntable-run/kind/optimize/table@base64/{encoded}"
+    assert path == f"/metrics/job/txntable-run/instance@base64/{encoded}/kind/optimize"
     assert 'operation="CREATE TABLE",outcome="committed"' in body
     assert "txntable_commit_attempts_total{" in body
     # an unreachable gateway is logged, never raised

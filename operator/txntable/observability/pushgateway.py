@@ -4,8 +4,10 @@ A maintenance run lives minutes; Prometheus may never scrape it. Its result line
 an ``engineMetrics`` summary for the controller; when ``TXNTABLE_PUSHGATEWAY_URL`` is set the job
 also pushes its whole registry there, grouped by run kind and table, so the engine's own metric
 names (``txntable_commit_*``) reach Prometheus. Each push replaces the previous run's group (one
-group per kind and table, never per run: the Pushgateway keeps groups forever). A failed push is
-logged and never fails the run.
+group per kind and table, never per run: the Pushgateway keeps groups forever). The group's
+table goes into ``instance``, not ``table``: the engine metrics carry their own ``table`` label and
+the Pushgateway refuses a grouping label that disagrees with a metric's. A failed push is logged
+and never fails the run.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def push_run_metrics(
             target,
             job=JOB,
             registry=registry,
-            grouping_key={"kind": kind, "table": table},
+            grouping_key={"kind": kind, "instance": table},
             timeout=timeout,
         )
     except Exception as exc:  # the run's result must not depend on monitoring
