@@ -108,6 +108,8 @@ def test_commits_on_s3_are_read_by_deltalake(endpoint: str) -> None:
     assert dl.version() == 3
     assert sorted(pa.table(dl.to_pyarrow_table()).column("id").to_pylist()) == [1, 2]
     assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]
+    assert table.storage.has_log_files()
+    assert not S3Storage(f"{uri}-none", _options(endpoint)).has_log_files()
 
 
 def test_two_processes_racing_for_one_version(endpoint: str, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
+from txntable.engine.paths import LOG_DIR
 from txntable.engine.storage import FileExistsInStoreError, FileInfo, Storage
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,14 @@ class S3Storage(Storage):
             raise self._storage_error(f"listing {relative_dir}", exc) from exc
         out.sort(key=lambda f: f.name)
         return out
+
+    def has_log_files(self) -> bool:
+        prefix = self._key(LOG_DIR) + "/"
+        try:
+            page = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
+        except Exception as exc:
+            raise self._storage_error(f"listing {LOG_DIR}", exc) from exc
+        return bool(page.get("Contents"))
 
     def read(self, relative: str) -> bytes:
         try:
