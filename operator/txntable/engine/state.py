@@ -173,10 +173,35 @@ def _jsonable(value: Any, kind: pa.DataType) -> Any:
 
 
 def actions_to_table(actions: Iterable[AddFile | RemoveFile], schema: pa.Schema) -> pa.Table:
-    rows = [a.to_json() for a in actions]
-    if not rows:
+    """File actions as rows of ``schema``, exactly what their ``to_json`` objects give, but built
+    column by column (a JSON object per action dominated replay time)."""
+    items = list(actions)
+    if not items:
         return empty(schema)
-    return pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+    kind = type(items[0])
+    if any(type(a) is not kind for a in items):
+        rows = [a.to_json() for a in items]
+        return pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+    attrs = {key: attr for attr, key in kind._json_names()}
+    # to_json falls back to ``extra`` for a member whose attribute is None; explicit nulls (the
+    # usual content of ``extra``) change nothing, so only other values need a second look
+    overrides = [
+        (i, kept)
+        for i, a in enumerate(items)
+        if a.extra and (kept := {k: v for k, v in a.extra.items() if v is not None})
+    ]
+    arrays = []
+    for f in schema:
+        attr = attrs.get(f.name)
+        values: list[Any] = [getattr(a, attr) for a in items] if attr else [None] * len(items)
+        if f.name in kind.NESTED:
+            to_json = kind.NESTED[f.name][1]
+            values = [None if v is None else to_json(v) for v in values]
+        for i, kept in overrides:
+            if values[i] is None and f.name in kept:
+                values[i] = kept[f.name]
+        arrays.append(pa.array(values, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def key_column(table: pa.Table) -> pa.Array:
