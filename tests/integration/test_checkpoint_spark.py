@@ -98,7 +98,10 @@ def test_job_command_prints_one_json_line(tmp_path: Path) -> None:
     before = _deltalake(root)
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
     out = subprocess.run(
-        [sys.executable, "-m", "txntable.jobs.checkpoint", str(root), "--master", "local[1]"],
+        [
+            *(sys.executable, "-m", "txntable.jobs.checkpoint", str(root)),
+            *("--master", "local[1]", "--cleanup", "--retention", "0 days", "--run-id", "r-1"),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -107,7 +110,8 @@ def test_job_command_prints_one_json_line(tmp_path: Path) -> None:
     )
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["version"] == before["version"] and doc["engine"] == "spark"
-    assert doc["numOfAddFiles"] == len(before["files"])
+    assert doc["numOfAddFiles"] == len(before["files"]) and doc["runId"] == "r-1"
+    assert doc["cleanup"]["checkpointVersion"] in (None, doc["version"])
     _drop_commits_before(root, doc["version"])
     assert _deltalake(root) == before
 
@@ -117,3 +121,8 @@ def test_job_refuses_bad_input_before_starting_spark(
 ) -> None:
     assert main([str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("error:")
+    root = _deltalake_table(tmp_path)
+    assert main([str(root), "--storage-option", "novalue"]) == 2
+    assert main([str(root), "--part-size", "0"]) == 2
+    assert main([str(root), "--cleanup", "--retention", "1 month"]) == 2
+    assert not list((root / "_delta_log").glob("*.checkpoint*"))

@@ -8,14 +8,17 @@ collected and folded in the driver. The reconciled ``add``/``remove`` rows come 
 go through the engine's own checkpoint writer, so the output (content, part layout, crash safety,
 ``_last_checkpoint``) is exactly what the inline writer produces for the same version.
 
-Prints one JSON line; exit status 0 on success, 2 on bad input (one ``error: ...`` line on
-stderr, nothing written).
+With ``--cleanup`` the expired log files are deleted afterwards (``engine/cleanup.py``). Storage
+options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and
+``--storage-option KEY=VALUE``. Prints one JSON line; exit status 0 on success, 2 on bad input
+(one ``error: ...`` line on stderr, nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -26,15 +29,20 @@ import pyarrow.compute as pc
 
 from txntable.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from txntable.engine.checkpoint_write import CheckpointResult, write_checkpoint_state
-from txntable.engine.errors import CorruptLogError, EngineError
+from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.errors import CorruptLogError, EngineError, InvalidArgumentError
 from txntable.engine.features import check_readable
 from txntable.engine.paths import LOG_DIR, SIDECAR_DIR, decode_path
+from txntable.engine.retention import parse_interval_ms
 from txntable.engine.segment import LogSegment, build_segment
 from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, from_struct_column
 from txntable.engine.storage import LocalStorage, Storage, open_storage
+from txntable.engine.table import Table
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+#: set by the launchers (``launch/run.py``): the table's non-secret fsspec options as JSON
+STORAGE_OPTIONS_ENV = "TXNTABLE_STORAGE_OPTIONS"
 
 _DV = (
     "STRUCT<storageType: STRING, pathOrInlineDv: STRING, offset: INT, sizeInBytes: INT, "
@@ -250,26 +258,64 @@ def run_checkpoint(
     return write_checkpoint_state(storage, state, part_size=part_size)
 
 
+def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """Options from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers), then the flags."""
+    out: dict[str, Any] = {}
+    env = os.environ.get(STORAGE_OPTIONS_ENV)
+    if env:
+        try:
+            loaded = json.loads(env)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"{STORAGE_OPTIONS_ENV} is not JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise InvalidArgumentError(f"{STORAGE_OPTIONS_ENV} must be a JSON object")
+        out.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"storage option {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.checkpoint", description=__doc__)
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
     parser.add_argument("--version", type=int, default=None, help="checkpoint this version")
     parser.add_argument("--part-size", type=int, default=None, help="file actions per part")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--cleanup", action="store_true", help="then delete expired log files (engine/cleanup.py)"
+    )
+    parser.add_argument(
+        "--retention", default=None, help="log retention for --cleanup, e.g. 'interval 30 days'"
+    )
+    parser.add_argument(
+        "--storage-option", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+    parser.add_argument("--run-id", default=None, help="echoed in the result line")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
+        if args.part_size is not None and args.part_size <= 0:
+            raise InvalidArgumentError(f"--part-size must be positive, got {args.part_size}")
+        retention_ms = parse_interval_ms(args.retention) if args.retention else None
+        options = _storage_options(args.storage_option)
         result = run_checkpoint(
-            args.uri, version=args.version, part_size=args.part_size, master=args.master
+            args.uri,
+            version=args.version,
+            part_size=args.part_size,
+            master=args.master,
+            storage_options=options,
         )
+        doc: dict[str, Any] = {**result.to_json(), "engine": "spark", "runId": args.run_id}
+        if args.cleanup:
+            snapshot = Table.open(args.uri, options).snapshot()
+            doc["cleanup"] = cleanup_expired_logs(snapshot, retention_ms=retention_ms).to_json()
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    doc = {
-        **result.to_json(),
-        "engine": "spark",
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    doc["seconds"] = round(time.perf_counter() - started, 3)
     print(json.dumps(doc, separators=(",", ":")), flush=True)
     return EXIT_OK
 
