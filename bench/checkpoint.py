@@ -32,7 +32,7 @@ NAME = "checkpoint"
 
 FULL = {
     "100k": (TableSpec(commits=1_000, active_files=100_000, tail=10), 5),
-    "1M": (TableSpec(commits=2_000, active_files=1_000_000, tail=10), 3),
+    "1M": (TableSpec(commits=2_000, active_files=1_000_000, tail=10), 5),
 }
 QUICK = {"5k": (TableSpec(commits=100, active_files=5_000, tail=10), 2)}
 
