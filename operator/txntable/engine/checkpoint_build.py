@@ -23,7 +23,7 @@ from txntable.engine import retention
 from txntable.engine.errors import CorruptLogError
 from txntable.engine.features import writer_features
 from txntable.engine.schema import Field, parse_partition_column, parse_schema, to_arrow_type
-from txntable.engine.state import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, TableState
+from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,6 @@ _ELIGIBLE_MIN_MAX = (
     pa.types.is_date,
     pa.types.is_timestamp,
 )
-
-
-def _add_base_type(stats_as_json: bool) -> list[pa.Field]:
-    return [f for f in ADD_SCHEMA if stats_as_json or f.name != "stats"]
 
 
 def _nulls(length: int, typ: pa.DataType) -> pa.Array:
@@ -386,6 +382,3 @@ def build_checkpoint(state: TableState, now_ms: int) -> tuple[pa.Table, int]:
             f"has {state.files.num_rows} (DELTA_CHECKPOINT_SNAPSHOT_MISMATCH)"
         )
     return table, num_adds
-
-
-__all__ = ["DV_TYPE", "build_checkpoint", "checkpoint_schema", "parse_stats", "uses_v2_spec"]
