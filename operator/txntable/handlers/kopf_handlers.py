@@ -1,0 +1,255 @@
+"""The only Kopf code: thin glue from Kopf events and timers to ``operate.Operator``.
+
+Each handler parses the resource into its typed model, calls the shared reconcile, carries out
+what it returns (status patch, Events) and returns None (Kopf would store a return value in the
+status, which our strict status schema rejects). Every handler has a stable ``id=`` and is safe
+to re-run. Settings are applied once at start-up; clients live in the memo, never in globals.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from txntable.api.conditions import ConditionType, Reason, set_condition
+from txntable.api.constants import (
+    GROUP,
+    PLURAL_CHECKPOINT_POLICY,
+    PLURAL_COMPACTION_POLICY,
+    PLURAL_TABLE,
+    VERSION,
+)
+from txntable.api.errors import InvalidSpecError
+from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
+from txntable.config import Config
+from txntable.handlers.operate import Operator
+from txntable.launch import Backend, Launcher, LaunchError, make_launcher
+
+log = logging.getLogger(__name__)
+
+ENV_TEST_APISERVER = "TXNTABLE_TEST_APISERVER"
+ENV_RUNS_DIR = "TXNTABLE_LOCAL_RUNS_DIR"
+CONFIG = Config.from_env()  # read once; kopf decorators below need the interval at import
+
+
+@dataclass
+class State:
+    """What the handlers share, built once in the startup handler and kept in Kopf's memo."""
+
+    config: Config
+    operator: Operator
+    api_client: Any = None
+    active_runs: dict[str, int] = field(default_factory=dict)
+    last_tick: dict[str, float] = field(default_factory=dict)
+    metrics: Any = None
+
+
+def _api_client() -> Any:
+    from kubernetes import client, config
+
+    server = os.environ.get(ENV_TEST_APISERVER)
+    if server:
+        conf = client.Configuration(host=server)
+        conf.verify_ssl = False
+        return client.ApiClient(conf)
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+@kopf.on.login(id="login")
+def login(**kwargs: Any) -> Any:
+    server = os.environ.get(ENV_TEST_APISERVER)
+    if server:
+        return kopf.ConnectionInfo(server=server, insecure=True, token="test")
+    return kopf.login_via_client(**kwargs)
+
+
+@kopf.on.startup(id="startup")
+def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    config = CONFIG
+    # Kopf's bookkeeping goes to annotations: our status schemas reject unknown fields.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = max(4, config.max_concurrent_runs * 2)
+    settings.watching.server_timeout = 300
+    api_client = _api_client()
+    launchers: dict[Backend, Launcher] = {}
+
+    def launcher_for(backend: Backend) -> Launcher:
+        if backend not in launchers:
+            runs_dir = Path(os.environ.get(ENV_RUNS_DIR, "/tmp/txntable-runs"))
+            launchers[backend] = make_launcher(
+                backend, config, api_client=api_client, runs_dir=runs_dir
+            )
+        return launchers[backend]
+
+    memo.state = State(config, Operator(config=config, launchers=launcher_for), api_client)
+
+
+def _state(memo: kopf.Memo) -> State:
+    state: State = memo.state
+    return state
+
+
+@kopf.index(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="compaction_policies")
+def compaction_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace or "default": dict(body)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="checkpoint_policies")
+def checkpoint_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace or "default": dict(body)}
+
+
+def _parse_all(store: Any, parse: Any) -> list[Any]:
+    out = []
+    for body in store or ():
+        try:
+            out.append(parse(body))
+        except InvalidSpecError:
+            continue  # reported on the policy itself by its own handler
+    return out
+
+
+def _secret_options(state: State, table: TxnTable) -> dict[str, str]:
+    ref = table.spec.storage.secret_ref
+    if ref is None:
+        return {}
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        secret = client.CoreV1Api(state.api_client).read_namespaced_secret(
+            ref.name, table.metadata.namespace or "default"
+        )
+    except ApiException as exc:
+        raise kopf.TemporaryError(
+            f"cannot read Secret {ref.name!r} ({exc.status}); retrying", delay=30
+        ) from None
+    data = secret.data or {}
+    return {k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}
+
+
+def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    generation = body.get("metadata", {}).get("generation")
+    conds = set_condition(
+        (),
+        ConditionType.SPEC_VALID,
+        False,
+        str(Reason.INVALID_SPEC),
+        str(exc),
+        observed_generation=generation,
+        now=now,
+    )
+    conds = set_condition(
+        conds,
+        ConditionType.READY,
+        False,
+        str(Reason.INVALID_SPEC),
+        str(exc),
+        observed_generation=generation,
+        now=now,
+    )
+    return {
+        "observedGeneration": generation,
+        "phase": TablePhase.INVALID.value,
+        "conditions": [c.to_dict() for c in conds],
+    }
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL_TABLE, id="validate")
+@kopf.on.update(GROUP, VERSION, PLURAL_TABLE, id="validate-update", field="spec")
+def validate(*, body: kopf.Body, old: Any, patch: kopf.Patch, **_: Any) -> None:
+    """Reject an invalid spec once, as a condition, instead of failing every timer tick."""
+    old_body = {**dict(body), "spec": old} if isinstance(old, dict) else None
+    try:
+        TxnTable.from_manifest(dict(body), old=old_body)
+    except InvalidSpecError as exc:
+        patch.status.update(_invalid_status(body, exc))
+        raise kopf.PermanentError(f"invalid TxnTable: {exc}") from exc
+
+
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL_TABLE,
+    id="reconcile",
+    interval=CONFIG.observe_interval_seconds,
+    initial_delay=1.0,
+    sharp=False,
+)
+def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
+    """Observe the table's log, follow and start runs, and write the status if it changed."""
+    compaction_index: kopf.Index[str, dict[str, Any]] = kwargs["compaction_policies"]
+    checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
+    state = _state(memo)
+    started = time.monotonic()
+    try:
+        table = TxnTable.from_manifest(dict(body))
+    except InvalidSpecError as exc:
+        new = _invalid_status(body, exc)
+        if _changed(body.get("status") or {}, new):
+            patch.status.update(new)
+        return
+    key = table.metadata.uid or f"{table.metadata.namespace}/{table.metadata.name}"
+    interval = max(table.spec.observe_interval, 0)
+    if time.monotonic() - state.last_tick.get(key, -1e9) < interval:
+        return
+    state.last_tick[key] = time.monotonic()
+    namespace = table.metadata.namespace or "default"
+    comp = _parse_all(compaction_index.get(namespace), CompactionPolicy.from_manifest)
+    ckpt = _parse_all(checkpoint_index.get(namespace), CheckpointPolicy.from_manifest)
+    others = sum(n for k, n in state.active_runs.items() if k != key)
+    tick = state.operator.reconcile(
+        table,
+        comp,
+        ckpt,
+        storage_options=_secret_options(state, table),
+        active_total=others,
+    )
+    state.active_runs[key] = tick.active_runs
+    for event in tick.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+    new = tick.status.to_status()
+    if _changed(body.get("status") or {}, new):
+        patch.status.update(new)
+    log.debug("reconciled %s in %.3fs", key, time.monotonic() - started)
+
+
+def _changed(current: Any, new: dict[str, Any]) -> bool:
+    return any(current.get(k) != v for k, v in new.items())
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")
+def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Deleting a TxnTable stops its runs; it never touches the table's data or log."""
+    state = _state(memo)
+    meta = body.get("metadata", {})
+    namespace, name = meta.get("namespace", "default"), meta.get("name")
+    key = meta.get("uid") or f"{namespace}/{name}"
+    for backend in Backend:
+        try:
+            launcher = state.operator.launchers(backend)
+            for run in launcher.list_runs(namespace, name):
+                if not run.state.finished:
+                    launcher.delete(namespace, run.name)
+        except LaunchError as exc:
+            raise kopf.TemporaryError(f"cannot stop runs: {exc}", delay=15) from exc
+        except (ValueError, ImportError):
+            continue  # a backend that is not available here has no runs
+    state.operator.forget(key)
+    state.active_runs.pop(key, None)
+    state.last_tick.pop(key, None)
