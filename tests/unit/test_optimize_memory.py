@@ -58,3 +58,42 @@ def test_optimize_in_memory_storage() -> None:
     adds = [a for a in actions if type(a).__name__ == "AddFile"]
     assert len(adds) == 1 and adds[0].data_change is False
     assert json.loads(adds[0].stats or "{}")["numRecords"] == 30
+
+
+def test_read_predicate_covers_exactly_the_touched_partitions() -> None:
+    from txntable.engine.predicates import bind
+    from txntable.engine.schema import parse_schema
+    from txntable.maintenance.optimize import MAX_PREDICATE_PARTITIONS, _read_predicate
+    from txntable.maintenance.planner import Bin
+
+    def b(**values: str | None) -> Bin:
+        return Bin(partition_values=dict(values), paths=("x",), sizes=(1,))
+
+    schema = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": t, "nullable": True, "metadata": {}}
+                for n, t in (("id", "long"), ("d", "date"), ("r", "string"))
+            ],
+        }
+    )
+    fields = parse_schema(schema)
+    bins = [b(d="2024-01-02", r="eu"), b(d=None, r="us"), b(d="2024-01-02", r="eu")]
+    predicate = _read_predicate(None, ["d", "r"], bins)
+    bound = bind(predicate, fields, ["d", "r"])
+    import datetime as dt
+
+    values = pa.table(
+        {
+            "d": pa.array(
+                [dt.date(2024, 1, 2), None, dt.date(2024, 1, 2), None, dt.date(2024, 1, 3)],
+                pa.date32(),
+            ),
+            "r": ["eu", "us", "us", None, "eu"],
+        }
+    )
+    assert bound.matches(values).to_pylist() == [True, True, False, False, False]
+    assert _read_predicate("r = 'eu'", [], bins) == "r = 'eu'"  # unpartitioned: the run's
+    many = [b(d=None, r=str(i)) for i in range(MAX_PREDICATE_PARTITIONS + 1)]
+    assert _read_predicate("r > '1'", ["d", "r"], many) == "r > '1'"

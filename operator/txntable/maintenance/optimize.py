@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from txntable.engine.actions import AddFile, RemoveFile
 from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
 from txntable.engine.features import check_writable
+from txntable.engine.predicate_tree import And, Compare, IsNull, Or, Predicate
 from txntable.engine.predicates import bind
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.snapshot import Snapshot
@@ -296,7 +297,7 @@ class _Run:
         out: OptimizeResult,
     ) -> None:
         txn = Transaction(self.table, latest, self.commit_options)
-        txn.scan(self.policy.where)
+        txn.scan(_read_predicate(self.policy.where, latest.partition_columns, bins))
         removes: list[RemoveFile] = [
             live[p].to_remove(deletion_timestamp=self.start_ms, data_change=False)
             for b in bins
@@ -345,6 +346,33 @@ def _metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) -> dict[str
         "maxFileSize": str(sizes[-1]),
         "numDeletionVectorsRemoved": "0",
     }
+
+
+MAX_PREDICATE_PARTITIONS = 64
+
+
+def _read_predicate(
+    where: str | None, partition_columns: Sequence[str], bins: Sequence[Bin]
+) -> str | Predicate | None:
+    """What the batch's transaction declares it read: only the partitions its bins touch (so a
+    concurrent DELETE elsewhere is no conflict), or the run's predicate when there are many."""
+    if not partition_columns:
+        return where
+    keys = {tuple(b.partition_values.get(c) for c in partition_columns) for b in bins}
+    if not keys or len(keys) > MAX_PREDICATE_PARTITIONS:
+        return where
+    terms: list[Predicate] = []
+    for key in sorted(keys, key=lambda k: tuple((v is not None, v or "") for v in k)):
+        conjunct: Predicate | None = None
+        for col, value in zip(partition_columns, key, strict=True):
+            term: Predicate = IsNull(col) if value is None else Compare(col, "=", value)
+            conjunct = term if conjunct is None else And(conjunct, term)
+        assert conjunct is not None
+        terms.append(conjunct)
+    while len(terms) > 1:  # a balanced OR keeps evaluation shallow
+        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
+        terms = [Or(p[0], p[1]) if len(p) == 2 else p[0] for p in pairs]
+    return terms[0]
 
 
 def _schema_changed(planned: Snapshot, latest: Snapshot) -> bool:
