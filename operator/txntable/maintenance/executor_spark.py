@@ -97,7 +97,9 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
-    if master:  # empty: the master spark-submit (or the Spark Operator) configured
+    # empty, or started by spark-submit (its gateway exists): the master spark-submit (or the
+    # Spark Operator) configured wins; a default like local[2] must not override k8s://...
+    if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(master)
     builder = (
         builder.appName(app_name)
