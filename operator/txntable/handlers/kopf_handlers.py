@@ -31,7 +31,13 @@ from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
 from txntable.config import Config
 from txntable.handlers.operate import Operator
-from txntable.launch import Backend, Launcher, LaunchError, make_launcher
+from txntable.launch import (
+    Backend,
+    Launcher,
+    LaunchError,
+    PermanentLaunchError,
+    make_launcher,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +252,8 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
             for run in launcher.list_runs(namespace, name):
                 if not run.state.finished:
                     launcher.delete(namespace, run.name)
+        except PermanentLaunchError:
+            continue  # a backend this cluster does not serve (no CRD, no API) has no runs
         except LaunchError as exc:
             raise kopf.TemporaryError(f"cannot stop runs: {exc}", delay=15) from exc
         except (ValueError, ImportError):

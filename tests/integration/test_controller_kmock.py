@@ -1,0 +1,383 @@
+"""The Kopf controller in-process against kmock's Kubernetes emulator, with real tables and Spark.
+
+A TxnTable and its policies are "applied" to the emulator; the controller observes the local
+table, creates a SparkApplication for the compaction, and a stand-in for the Spark Operator runs
+that application for real (the job module with the manifest's arguments, Spark in local mode)
+and reports its state the way the Spark Operator does. The checks are end to end: the table is
+compacted (deltalake counts the files), a checkpoint is written inline, and the TxnTable status
+says so. Plus: a controller restart mid-run adopts the running SparkApplication instead of
+launching a second one; an invalid spec and unreachable storage become conditions; deleting the
+TxnTable stops its runs and leaves the table untouched.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TXNTABLE_OBSERVE_INTERVAL_SECONDS", "1")  # before the handlers import
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from kopf.testing import KopfRunner
+
+from txntable.engine import Table
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.asyncio]
+
+TABLES = "txntable.io/v1alpha1/txntables"
+COMPACTION = "txntable.io/v1alpha1/compactionpolicies"
+CHECKPOINT = "txntable.io/v1alpha1/checkpointpolicies"
+SPARKAPPS = "sparkoperator.k8s.io/v1beta2/sparkapplications"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fragmented_table(path: Path, appends: int = 12) -> None:
+    schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.float64())])
+    table = Table.create(str(path), schema, partition_by=["part"])
+    for i in range(appends):
+        table.append(
+            pa.table(
+                {
+                    "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                    "part": pa.array(["a", "b"] * 5),
+                    "v": pa.array([float(i)] * 10),
+                }
+            )
+        )
+
+
+def data_and_commits(location: Path) -> list[tuple[str, int]]:
+    """Data files and commit files with their sizes (checkpoints may legitimately appear)."""
+    return sorted(
+        (str(p.relative_to(location)), p.stat().st_size)
+        for p in location.rglob("*")
+        if p.is_file()
+        and (
+            (p.suffix == ".parquet" and "_delta_log" not in p.parts)
+            or (p.name.endswith(".json") and p.name[0].isdigit())
+        )
+    )
+
+
+def register_resources(kmock: Any) -> None:
+    ro = ["list", "watch", "get"]
+    kmock.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = {
+        "kind": "CustomResourceDefinition",
+        "namespaced": False,
+        "verbs": ro,
+    }
+    kmock.resources["v1/namespaces"] = {"kind": "Namespace", "namespaced": False, "verbs": ro}
+    kmock.resources["v1/events"] = {
+        "kind": "Event",
+        "namespaced": True,
+        "verbs": ["create", "list"],
+    }
+    rw = ["list", "watch", "get", "patch", "create", "delete", "update"]
+    for key, kind in (
+        (TABLES, "TxnTable"),
+        (COMPACTION, "CompactionPolicy"),
+        (CHECKPOINT, "CheckpointPolicy"),
+    ):
+        kmock.resources[key] = {
+            "kind": kind,
+            "namespaced": True,
+            "verbs": rw,
+            "subresources": ["status"],
+        }
+    kmock.resources[SPARKAPPS] = {
+        "kind": "SparkApplication",
+        "namespaced": True,
+        "verbs": ["list", "get", "create", "delete", "watch"],
+    }
+
+
+def manifests(location: str, *, small_files: int = 4) -> dict[str, dict[str, Any]]:
+    return {
+        "table": {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {
+                "name": "events",
+                "namespace": "default",
+                "uid": "uid-events",
+                "generation": 1,
+            },
+            "spec": {
+                "location": location,
+                "observeInterval": "1s",
+                "compactionPolicyRef": {"name": "compact"},
+                "checkpointPolicyRef": {"name": "ckpt"},
+            },
+        },
+        "compaction": {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "compact", "namespace": "default"},
+            "spec": {
+                "targetFileSize": "64Mi",
+                "minFileSize": "8Mi",
+                "triggers": {"smallFiles": small_files, "cooldown": "1h"},
+                "spark": {"backend": "SparkApplication"},
+            },
+        },
+        "checkpoint": {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CheckpointPolicy",
+            "metadata": {"name": "ckpt", "namespace": "default"},
+            "spec": {"commitInterval": 5, "mode": "Inline", "logCleanup": {"enabled": False}},
+        },
+    }
+
+
+def apply(kmock: Any, docs: dict[str, dict[str, Any]]) -> None:
+    for doc in docs.values():  # Kopf patches with a resourceVersion precondition
+        doc["metadata"].setdefault("resourceVersion", "1")
+    kmock.objects[TABLES, "default", "events"] = docs["table"]
+    kmock.objects[COMPACTION, "default", "compact"] = docs["compaction"]
+    kmock.objects[CHECKPOINT, "default", "ckpt"] = docs["checkpoint"]
+
+
+def status(kmock: Any) -> dict[str, Any]:
+    try:
+        return dict(kmock.objects[TABLES, "default", "events"].get("status") or {})
+    except KeyError:
+        return {}
+
+
+def spark_apps(kmock: Any) -> list[dict[str, Any]]:
+    out = []
+    for key, obj in list(kmock.objects.items()):
+        if key[0].plural != "sparkapplications":
+            continue
+        try:
+            out.append(dict(obj.raw))
+        except ValueError:  # soft-deleted: gone for every reader
+            continue
+    return out
+
+
+class SparkOperatorStandIn:
+    """Runs each new SparkApplication's job for real, then reports COMPLETED/FAILED."""
+
+    def __init__(self, kmock: Any, hold: threading.Event | None = None) -> None:
+        self.kmock = kmock
+        self.hold = hold  # while set, applications stay RUNNING (to test restarts)
+        self.ran: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> SparkOperatorStandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+    def _set_state(self, name: str, state: str) -> None:
+        obj = self.kmock.objects[SPARKAPPS, "default", name]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = {"applicationState": {"state": state}, "lastSubmissionAttemptTime": now}
+        if state in ("COMPLETED", "FAILED"):
+            status["terminationTime"] = now
+        obj["status"] = status
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            for app in spark_apps(self.kmock):
+                name = app["metadata"]["name"]
+                if name in self.ran:
+                    continue
+                self.ran.append(name)
+                self._set_state(name, "RUNNING")
+                while self.hold is not None and self.hold.is_set() and not self.stop.is_set():
+                    time.sleep(0.2)
+                if not any(a["metadata"]["name"] == name for a in spark_apps(self.kmock)):
+                    continue  # deleted while pending: the Spark Operator kills the driver
+                self._set_state(name, "COMPLETED" if self._run(app) == 0 else "FAILED")
+            time.sleep(0.3)
+
+    def _run(self, app: dict[str, Any]) -> int:
+        spec = app["spec"]
+        kind = Path(spec["mainApplicationFile"]).stem  # .../jobs/optimize.py -> optimize
+        env = {
+            **os.environ,
+            # what spark-submit and the Spark image provide in a cluster
+            "PYSPARK_SUBMIT_ARGS": "--master local[2] pyspark-shell",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
+        for item in spec.get("driver", {}).get("env", []):
+            if "value" in item:
+                env[item["name"]] = item["value"]
+        proc = subprocess.run(
+            [sys.executable, "-m", f"txntable.jobs.{kind}", *spec.get("arguments", [])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(proc.stdout[-2000:], proc.stderr[-4000:])
+        return proc.returncode
+
+
+async def operate_until(kmock: Any, done: Callable[[], bool], timeout: float = 240) -> bool:
+    os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
+
+    def run() -> bool:
+        args = ["run", "-A", "--standalone", "-m", "txntable.handlers.kopf_handlers"]
+        with KopfRunner(args, timeout=60):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if done():
+                    return True
+                time.sleep(0.5)
+        return False
+
+    return await asyncio.get_running_loop().run_in_executor(None, run)
+
+
+async def test_fragmented_table_is_compacted_and_checkpointed(kmock: Any, tmp_path: Path) -> None:
+    location = tmp_path / "events"
+    fragmented_table(location)
+    before = len(DeltaTable(str(location)).file_uris())
+    register_resources(kmock)
+    apply(kmock, manifests(str(location)))
+
+    def healed() -> bool:
+        st = status(kmock)
+        comp = st.get("lastCompaction") or {}
+        ckpt = st.get("lastCheckpoint") or {}
+        return (
+            comp.get("outcome") == "Succeeded"
+            and ckpt.get("outcome") == "Succeeded"
+            and st.get("files") == 2
+        )
+
+    with SparkOperatorStandIn(kmock) as standin:
+        assert await operate_until(kmock, healed), status(kmock)
+    assert len(standin.ran) == 1
+    after = DeltaTable(str(location))
+    assert (before, len(after.file_uris())) == (24, 2)
+    assert after.to_pyarrow_table().num_rows == 120  # no row lost or duplicated
+    st = status(kmock)
+    assert st["version"] == after.version()
+    assert "confirmed in the table log" in st["lastCompaction"]["message"]
+    assert (location / "_delta_log" / "_last_checkpoint").exists()
+    conditions = {c["type"]: c for c in st["conditions"]}
+    assert conditions["Reachable"]["status"] == "True"
+    assert conditions["PolicyResolved"]["status"] == "True"
+    history = Table.open(str(location)).history()
+    optimize = [h for h in history if h.get("operation") == "OPTIMIZE"]
+    assert optimize and optimize[0]["txntableRunId"] == standin.ran[0]
+    assert optimize[0]["isolationLevel"] == "SnapshotIsolation"
+
+
+async def test_restart_mid_run_adopts_the_running_application(kmock: Any, tmp_path: Path) -> None:
+    location = tmp_path / "events"
+    fragmented_table(location)
+    register_resources(kmock)
+    apply(kmock, manifests(str(location)))
+    hold = threading.Event()
+    hold.set()
+    with SparkOperatorStandIn(kmock, hold) as standin:
+
+        def running() -> bool:
+            comp = status(kmock).get("lastCompaction") or {}
+            return comp.get("outcome") == "Running" and len(standin.ran) == 1
+
+        assert await operate_until(kmock, running), status(kmock)
+        first = status(kmock)["lastCompaction"]["runName"]
+        # The controller stopped; a new one starts while the run is still going.
+        seen: dict[str, Any] = {}
+
+        def finished() -> bool:
+            comp = status(kmock).get("lastCompaction") or {}
+            seen["apps"] = len(spark_apps(kmock))
+            if comp.get("outcome") == "Running" and time.monotonic() > seen.setdefault(
+                "release", time.monotonic() + 3
+            ):
+                hold.clear()
+            return comp.get("outcome") == "Succeeded"
+
+        assert await operate_until(kmock, finished), status(kmock)
+    assert status(kmock)["lastCompaction"]["runName"] == first
+    assert len(spark_apps(kmock)) == 1 and standin.ran == [first]
+
+
+async def test_invalid_spec_and_unreachable_storage_become_conditions(
+    kmock: Any, tmp_path: Path
+) -> None:
+    register_resources(kmock)
+    docs = manifests(str(tmp_path / "does-not-exist" / "events"))
+    apply(kmock, docs)
+    bad = {
+        **docs["table"],
+        "metadata": {**docs["table"]["metadata"], "name": "broken", "uid": "uid-broken"},
+        "spec": {**docs["table"]["spec"], "location": "ftp://nowhere/x"},
+    }
+    kmock.objects[TABLES, "default", "broken"] = bad
+
+    def observed() -> bool:
+        reach = {c["type"]: c for c in status(kmock).get("conditions", [])}.get("Reachable")
+        broken = dict(kmock.objects[TABLES, "default", "broken"].get("status") or {})
+        return bool(reach) and broken.get("phase") == "Invalid"
+
+    assert await operate_until(kmock, observed, timeout=60)
+    st = status(kmock)
+    reach = {c["type"]: c for c in st["conditions"]}["Reachable"]
+    assert reach["status"] == "False" and reach["reason"] in ("StorageUnreachable", "TableNotFound")
+    assert st["phase"] == "Unreachable"
+    broken = dict(kmock.objects[TABLES, "default", "broken"]["status"])
+    valid = {c["type"]: c for c in broken["conditions"]}["SpecValid"]
+    assert valid["status"] == "False" and "location" in valid["message"]
+    assert not spark_apps(kmock)
+
+
+async def test_deleting_a_table_stops_its_runs_and_keeps_the_data(
+    kmock: Any, tmp_path: Path
+) -> None:
+    location = tmp_path / "events"
+    fragmented_table(location)
+    files_before = data_and_commits(location)
+    register_resources(kmock)
+    apply(kmock, manifests(str(location)))
+    hold = threading.Event()
+    hold.set()
+    with SparkOperatorStandIn(kmock, hold):
+        assert await operate_until(kmock, lambda: len(spark_apps(kmock)) == 1)
+        table = kmock.objects[TABLES, "default", "events"]
+        assert "txntable.io/finalizer" in str(table["metadata"].get("finalizers")) or table[
+            "metadata"
+        ].get("finalizers")
+
+        def gone() -> bool:
+            return (TABLES, "default", "events") not in kmock.objects and not spark_apps(kmock)
+
+        async def delete_then_wait() -> bool:
+            import aiohttp
+
+            async with aiohttp.ClientSession() as session:
+                base = str(kmock.url).rstrip("/")
+                url = f"{base}/apis/txntable.io/v1alpha1/namespaces/default/txntables/events"
+                async with session.delete(url) as response:
+                    assert response.status < 300
+            return await operate_until(kmock, gone, timeout=60)
+
+        assert await delete_then_wait()
+        hold.clear()
+    # The compaction was stopped before it ran: no data file and no commit changed.
+    assert data_and_commits(location) == files_before
