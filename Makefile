@@ -20,12 +20,17 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Debian packages the tests and Spark need (root on these machines; sudo elsewhere).
+# Debian packages the tests and Spark need (root on these machines; sudo elsewhere):
+# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests.
 sysdeps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	pkgs=""; \
 	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
-	if [ -n "$$pkgs" ]; then $$SUDO apt-get update -q && $$SUDO apt-get install -y -q $$pkgs; fi
+	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || pkgs="$$pkgs prometheus"; \
+	if [ -n "$$pkgs" ]; then \
+		$$SUDO apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$pkgs; \
+	fi
 
 lint: setup
 	$(VENV)/bin/ruff check $(SRC)
@@ -43,7 +48,7 @@ test: setup sysdeps lint typecheck layers
 unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: setup
+demo: setup sysdeps
 	$(VENV)/bin/txntable demo
 
 bench: setup
