@@ -28,11 +28,12 @@ def main() -> int:
         if config.log_format == "json"
         else "%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # /healthz and /readyz are served by txntable.observability.server on the health port
+    # (started by the startup handler), so Kopf's own liveness endpoint is not bound here.
     kopf.run(
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
         peering_name=config.peering_name,
-        liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
     )
     return 0
 

@@ -12,11 +12,9 @@ TxnTable stops its runs and leaves the table untouched.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TXNTABLE_OBSERVE_INTERVAL_SECONDS", "1")  # before the handlers import
-
 import asyncio
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +31,18 @@ from kopf.testing import KopfRunner
 from txntable.engine import Table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.asyncio]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# The handlers read their configuration once, when KopfRunner imports them: set it first.
+os.environ.setdefault("TXNTABLE_OBSERVE_INTERVAL_SECONDS", "1")
+os.environ.setdefault("TXNTABLE_METRICS_PORT", str(_free_port()))
+os.environ.setdefault("TXNTABLE_HEALTH_PORT", str(_free_port()))
 
 TABLES = "txntable.io/v1alpha1/txntables"
 COMPACTION = "txntable.io/v1alpha1/compactionpolicies"
@@ -257,15 +267,20 @@ async def test_fragmented_table_is_compacted_and_checkpointed(kmock: Any, tmp_pa
     register_resources(kmock)
     apply(kmock, manifests(str(location)))
 
+    scraped: list[str] = []
+
     def healed() -> bool:
         st = status(kmock)
         comp = st.get("lastCompaction") or {}
         ckpt = st.get("lastCheckpoint") or {}
-        return (
+        done = (
             comp.get("outcome") == "Succeeded"
             and ckpt.get("outcome") == "Succeeded"
             and st.get("files") == 2
         )
+        if done:
+            scraped.append(metrics_text())  # while the controller still serves /metrics
+        return done
 
     with SparkOperatorStandIn(kmock) as standin:
         assert await operate_until(kmock, healed), status(kmock)
@@ -284,6 +299,18 @@ async def test_fragmented_table_is_compacted_and_checkpointed(kmock: Any, tmp_pa
     optimize = [h for h in history if h.get("operation") == "OPTIMIZE"]
     assert optimize and optimize[0]["txntableRunId"] == standin.ran[0]
     assert optimize[0]["isolationLevel"] == "SnapshotIsolation"
+    assert 'txntable_table_files{namespace="default",table="events"} 2.0' in scraped[0]
+    runs = 'txntable_maintenance_runs_total{kind="optimize",namespace="default",outcome="succeeded"'
+    assert runs in scraped[0]
+
+
+def metrics_text() -> str:
+    """What Prometheus would scrape from the controller's /metrics (served in-process)."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{os.environ['TXNTABLE_METRICS_PORT']}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return str(response.read().decode())
 
 
 async def test_restart_mid_run_adopts_the_running_application(kmock: Any, tmp_path: Path) -> None:

@@ -12,12 +12,14 @@ import base64
 import logging
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import kopf
+from prometheus_client import CollectorRegistry
 
 from txntable.api.conditions import ConditionType, Reason, set_condition
 from txntable.api.constants import (
@@ -38,6 +40,9 @@ from txntable.launch import (
     PermanentLaunchError,
     make_launcher,
 )
+from txntable.observability.controller_metrics import ControllerMetrics
+from txntable.observability.metrics import EngineMetrics
+from txntable.observability.server import ObservabilityServer, start_servers
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,9 @@ class State:
     api_client: Any = None
     active_runs: dict[str, int] = field(default_factory=dict)
     last_tick: dict[str, float] = field(default_factory=dict)
-    metrics: Any = None
+    metrics: ControllerMetrics | None = None
+    servers: list[ObservabilityServer] = field(default_factory=list)
+    ready: bool = False
 
 
 def _api_client() -> Any:
@@ -101,7 +108,27 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
             )
         return launchers[backend]
 
-    memo.state = State(config, Operator(config=config, launchers=launcher_for), api_client)
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry)
+    operator = Operator(
+        config=config,
+        launchers=launcher_for,
+        metrics=metrics,
+        engine_metrics=EngineMetrics(registry),
+    )
+    state = State(config, operator, api_client, metrics=metrics)
+    state.servers = start_servers(
+        registry, config.metrics_port, config.health_port, ready=lambda: state.ready
+    )
+    state.ready = True
+    memo.state = state
+
+
+@kopf.on.cleanup(id="cleanup")
+def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
+    state: State | None = getattr(memo, "state", None)
+    for server in state.servers if state else ():
+        server.stop()
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -219,13 +246,14 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     comp = _parse_all(compaction_index.get(namespace), CompactionPolicy.from_manifest)
     ckpt = _parse_all(checkpoint_index.get(namespace), CheckpointPolicy.from_manifest)
     others = sum(n for k, n in state.active_runs.items() if k != key)
-    tick = state.operator.reconcile(
-        table,
-        comp,
-        ckpt,
-        storage_options=_secret_options(state, table),
-        active_total=others,
-    )
+    with state.metrics.timed("table") if state.metrics else nullcontext():
+        tick = state.operator.reconcile(
+            table,
+            comp,
+            ckpt,
+            storage_options=_secret_options(state, table),
+            active_total=others,
+        )
     state.active_runs[key] = tick.active_runs
     for event in tick.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
@@ -259,5 +287,7 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         except (ValueError, ImportError):
             continue  # a backend that is not available here has no runs
     state.operator.forget(key)
+    if state.metrics is not None:
+        state.metrics.forget_table(namespace, name)
     state.active_runs.pop(key, None)
     state.last_tick.pop(key, None)

@@ -28,7 +28,7 @@ from txntable.api.types import (
     TxnTableStatus,
 )
 from txntable.config import Config
-from txntable.engine import Table
+from txntable.engine import CommitOptions, Table
 from txntable.engine.checkpoint_write import write_checkpoint
 from txntable.engine.cleanup import cleanup_expired_logs
 from txntable.engine.errors import (
@@ -42,6 +42,8 @@ from txntable.engine.schema import to_arrow_type
 from txntable.handlers.requests import checkpoint_request, compaction_request
 from txntable.launch import Backend, Launcher, RunState, RunStatus, runs_to_delete
 from txntable.launch.errors import LaunchError, PermanentLaunchError
+from txntable.observability.controller_metrics import ControllerMetrics
+from txntable.observability.metrics import EngineMetrics
 from txntable.reconcile.decide import (
     ActiveRun,
     Decision,
@@ -86,6 +88,8 @@ class Operator:
     config: Config
     launchers: Callable[[Backend], Launcher]
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    metrics: ControllerMetrics | None = None
+    engine_metrics: EngineMetrics | None = None
     _tables: dict[str, Table] = field(default_factory=dict)
 
     # -- observation --------------------------------------------------------------------
@@ -104,6 +108,7 @@ class Operator:
             schema = pa.schema(
                 [pa.field(c.name, to_arrow_type(c.type), c.nullable) for c in create.columns]
             )
+            ns = table.metadata.namespace or "default"
             opened = Table.create(
                 table.spec.location,
                 schema,
@@ -111,6 +116,9 @@ class Operator:
                 dict(create.properties),
                 storage_options=options,
                 name=table.metadata.name,
+                options=CommitOptions(
+                    table_name=f"{ns}/{table.metadata.name}", observer=self.engine_metrics
+                ),
             )
             log.info("created table", extra={"table": table.metadata.name})
         self._tables[key] = opened
@@ -159,6 +167,9 @@ class Operator:
         ckpt = resolve(table, checkpoint_policies, "checkpoint")
         min_size = comp.policy.spec.min_file_size if comp.policy else DEFAULT_MIN_FILE_SIZE
         engine_table, health, failure = self._observe(key, table, options, min_size)
+        if self.metrics is not None and health is not None and engine_table is not None:
+            self.metrics.observe_table(ns, table.metadata.name, health)
+            self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
         events: list[Event] = []
         runs = self._runs(table, comp.policy, ckpt.policy, events)
         last_c, last_k = self._records(table, runs, engine_table, events)
@@ -309,6 +320,20 @@ class Operator:
             message = (message + "; " if message else "") + (
                 "commit confirmed in the table log" if confirmed else "no commit of this run found"
             )
+        if self.metrics is not None:
+            seconds = (
+                (run.finished - run.started).total_seconds()
+                if run.finished and run.started
+                else None
+            )
+            self.metrics.run_finished(
+                table.metadata.namespace or "default",
+                table.metadata.name,
+                run.kind,
+                outcome.value,
+                seconds=seconds,
+                result=result,
+            )
         kind_word = "compaction" if run.kind == "optimize" else "checkpoint"
         events.append(
             Event(
@@ -400,6 +425,7 @@ class Operator:
                 )
                 cleanup_note = f", {len(cleaned.deleted)} expired log files deleted"
         except EngineError as exc:
+            self._inline_finished(table, "Failed", time.monotonic() - started)
             events.append(Event("Warning", "RunFailed", f"inline checkpoint failed: {exc}"))
             return RunRecord(
                 run_name=name,
@@ -411,6 +437,7 @@ class Operator:
                 message=str(exc)[:4000],
             )
         seconds = time.monotonic() - started
+        self._inline_finished(table, "Succeeded", seconds)
         message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
         events.append(Event("Normal", "RunSucceeded", message))
         return RunRecord(
@@ -422,6 +449,13 @@ class Operator:
             version=result.version,
             message=message,
         )
+
+    def _inline_finished(self, table: TxnTable, outcome: str, seconds: float) -> None:
+        if self.metrics is not None:
+            ns = table.metadata.namespace or "default"
+            self.metrics.run_finished(
+                ns, table.metadata.name, "checkpoint", outcome, seconds=seconds
+            )
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
