@@ -77,6 +77,16 @@ def _theirs_refresh_setup(path: str, version: int) -> Callable[[], int]:
     return step
 
 
+def same_uris(path: str) -> bool:
+    """Whether both engines list exactly the same file locations (untimed sanity check)."""
+    from deltalake import DeltaTable
+
+    from txntable.engine.table import Table
+
+    ours = Table.open(path).snapshot().file_uris()
+    return sorted(ours) == sorted(DeltaTable(path).file_uris())
+
+
 def _timed(fn: Callable[[], int]) -> tuple[float, int]:
     gc.collect()
     start = time.perf_counter()
@@ -189,6 +199,7 @@ def run_specs(
     return {
         "specs": {name: spec.__dict__ for name, spec in specs.items()},
         "rows": rows,
+        "same_uris": {name: same_uris(path) for name, path in tables.items()},
         "rss": rss,
         "machine": _machine(),
         "wall_s": time.time() - started,
@@ -264,6 +275,9 @@ def render(result: dict[str, Any]) -> str:
         f"{rows['checkpoint']['reps']} alternating repetitions per case after one warm-up each; "
         f"whole run {result['wall_s']:.0f} s, load average {result.get('load', '?')} "
         "at the end (other work on the machine inflates medians more than bests).",
+        "",
+        "Both engines list exactly the same file locations on every table: "
+        f"{'yes' if all(result['same_uris'].values()) else 'NO: ' + str(result['same_uris'])}.",
         "",
         "Peak RSS loading the checkpointed table once, fresh interpreter per engine:",
         "",

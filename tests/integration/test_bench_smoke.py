@@ -27,6 +27,7 @@ def test_read_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
         measured = result["rows"][row]
         assert measured["files_ours"] == measured["files_theirs"] == [files], row
         assert measured["ours_s"] > 0 and measured["theirs_s"] > 0
+    assert result["same_uris"] == dict.fromkeys(read_snapshot.TINY, True)
     assert result["rss"]["ours"]["files"] == expected["checkpoint"]
     assert result["rss"]["theirs"]["files"] == expected["checkpoint"]
     markdown = read_snapshot.render(result)
