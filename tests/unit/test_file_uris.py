@@ -79,3 +79,17 @@ def test_file_uris_decode_and_join_as_documented(tmp_path: Path) -> None:
     assert uris[4] == "/abs/elsewhere/part-4.parquet"
     assert uris[5] == "/abs/uri/part-5.parquet"
     assert uris[7] == "s3://bucket/t/part-7.parquet"
+
+
+def test_sliced_chunks_read_only_their_own_bytes(tmp_path: Path) -> None:
+    # a chunk that is a slice of a longer array starts at a non-zero offset: the byte scan must
+    # look at its own rows (the encoded paths come last, so scanning from row 0 would miss them)
+    storage = LocalStorage(str(tmp_path))
+    paths = [*(f"d={i}/f{i}.parquet" for i in range(6)), "a%20b/x.parquet", "c:d/y.parquet"]
+    full = _snapshot(storage, [paths])
+    for start, length in ((1, 6), (0, 3), (5, 3), (7, 1), (2, 0)):
+        sliced = full.files().slice(start, length)
+        state = TableState(0, full.protocol, full.metadata, sliced, REMOVE_SCHEMA.empty_table())
+        snapshot = Snapshot(storage, state, 0)
+        raw = sliced.column("path").to_pylist()
+        assert snapshot.file_uris() == [snapshot.resolve(p) for p in raw]
