@@ -1,14 +1,18 @@
 """``txntable demo``: the README's main job on the embedded default (no cluster).
 
-It builds a small partitioned table fragmented by many small appends, written by ``deltalake``
-(the independent Delta engine), then shows it through our engine, so a newcomer sees in one
-command that txntable reads another engine's table exactly. Later maintenance steps (OPTIMIZE,
-checkpoints, the local controller loop) join this command as they land.
+1. A partitioned table is fragmented by concurrent appenders: processes writing through our
+   engine and processes writing with ``deltalake`` (delta-rs), racing for the same versions.
+2. The manifests of ``examples/local`` (a TxnTable, a CompactionPolicy, a CheckpointPolicy) are
+   reconciled by the controller's own loop in local mode: it observes the log, decides, launches
+   OPTIMIZE as a Spark job in local mode and writes a checkpoint inline.
+3. Before/after: files, average file size, rows (read back by deltalake), the runs made, and the
+   commit/retry/conflict counts of every writer.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import shutil
 import time
 from pathlib import Path
@@ -16,58 +20,170 @@ from typing import Any
 
 import pyarrow as pa
 
+from txntable.api.types import TxnTable
 from txntable.cli.errors import CliError
-from txntable.cli.inspect_cmd import describe, summary
-from txntable.engine import Table
+from txntable.cli.run_cmd import load_manifests, make_operator, reconcile_loop
+from txntable.config import Config
+from txntable.engine import CommitOptions, Table
+from txntable.handlers.operate import Tick
+from txntable.observability.log_commits import classify
+from txntable.observability.metrics import EngineMetrics
+from txntable.observability.run_report import engine_summary
 
 REGIONS = ("eu", "us", "apac")
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64()), ("note", pa.string())]
+)
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("demo", help="build a fragmented demo table and show it")
+    parser = sub.add_parser("demo", help="fragment a table with concurrent writers, then heal it")
     parser.add_argument(
-        "--dir", default="demo-tables", help="where to put demo tables (default ./demo-tables)"
+        "--manifests",
+        default="examples/local",
+        help="local-mode manifests (default examples/local)",
     )
-    parser.add_argument("--appends", type=int, default=24, help="small appends to make")
+    parser.add_argument("--writers", type=int, default=2, help="appender processes per engine")
+    parser.add_argument("--appends", type=int, default=8, help="appends per writer process")
+    parser.add_argument("--runs-dir", default=".txntable-runs", help="local run state")
     parser.set_defaults(run=run)
 
 
-def _batch(i: int, rows: int = 200) -> pa.Table:
-    base = i * rows
+def _batch(writer: int, i: int, rows: int = 150) -> pa.Table:
+    base = (writer * 1000 + i) * rows
+    ids = range(base, base + rows)
     return pa.table(
         {
-            "id": pa.array(range(base, base + rows), pa.int64()),
-            "region": pa.array([REGIONS[(base + k) % len(REGIONS)] for k in range(rows)]),
-            "amount": pa.array([float((base + k) % 97) for k in range(rows)]),
-            "note": pa.array([None if k % 10 == 0 else f"row {base + k}" for k in range(rows)]),
-        }
+            "id": pa.array(ids, pa.int64()),
+            "region": pa.array([REGIONS[k % len(REGIONS)] for k in ids]),
+            "amount": pa.array([float(k % 97) for k in ids]),
+            "note": pa.array([None if k % 10 == 0 else f"row {k}" for k in ids]),
+        },
+        schema=SCHEMA,
     )
+
+
+def _ours(location: str, writer: int, appends: int, out: Any) -> None:
+    metrics = EngineMetrics()
+    table = Table.open(location)
+    options = CommitOptions(table_name="default/events", observer=metrics)
+    for i in range(appends):
+        table.append(_batch(writer, i), options=options)
+    out.put(("txntable", engine_summary(metrics)))
+
+
+def _delta_rs(location: str, writer: int, appends: int, out: Any) -> None:
+    from deltalake import write_deltalake
+
+    failures = 0
+    for i in range(appends):
+        for _ in range(20):  # delta-rs gives up after its own retries; the demo insists
+            try:
+                write_deltalake(location, _batch(writer, i), mode="append")
+                break
+            except Exception:
+                failures += 1
+                time.sleep(0.05)
+    out.put(("delta-rs", {"gaveUp": failures}))
+
+
+def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
+    """Create the table, then race ``writers`` processes per engine appending to it."""
+    Table.create(str(location), SCHEMA, partition_by=["region"])
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=target, args=(str(location), w + offset, appends, queue))
+        for offset, target in ((0, _ours), (100, _delta_rs))
+        for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    reports = [queue.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise CliError(f"a demo writer failed (exit code {p.exitcode})")
+    ours = [r for kind, r in reports if kind == "txntable"]
+    return {
+        "txntable": {key: sum(r.get(key, 0) for r in ours) for key in ("attempts", "retries")}
+        | {"conflicts": sum(sum(r.get("conflicts", {}).values()) for r in ours)},
+        "delta-rs gave up and re-tried": sum(
+            r["gaveUp"] for kind, r in reports if kind != "txntable"
+        ),
+    }
+
+
+def _describe(location: Path, label: str) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    snap = Table.open(str(location)).snapshot()
+    rows = DeltaTable(str(location)).to_pyarrow_table().num_rows
+    files = snap.num_files
+    avg = snap.size_bytes / files if files else 0
+    print(
+        f"{label:<7} version {snap.version:>3}  files {files:>4}  average file "
+        f"{avg / 1024:8.1f} KiB  rows {rows} (read back by deltalake)"
+    )
+    return {"version": snap.version, "files": files, "rows": rows}
+
+
+def _log_contention(location: Path) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for info in Table.open(str(location)).history():
+        commit = classify(info)
+        if commit is None:
+            continue
+        row = out.setdefault(commit.engine, {"commits": 0, "retried": 0, "lostAttempts": 0})
+        row["commits"] += 1
+        row["retried"] += commit.outcome == "retried"
+        row["lostAttempts"] += commit.lost_attempts
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from deltalake import write_deltalake
-    except ImportError as exc:  # pragma: no cover - dev extra is installed by make demo
-        raise CliError("the demo needs the 'deltalake' package (pip install -e '.[dev]')") from exc
-    root = Path(args.dir).resolve() / "events"
-    if root.exists():
-        shutil.rmtree(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
+    manifests = load_manifests(Path(args.manifests))
+    if manifests.errors or len(manifests.tables) != 1:
+        raise CliError(f"{args.manifests} must hold exactly one valid TxnTable: {manifests.errors}")
+    table: TxnTable = manifests.tables[0]
+    location = Path(table.spec.location).resolve()
+    for stale in (location, Path(args.runs_dir)):  # the demo's own table and run state
+        if stale.exists():
+            shutil.rmtree(stale)
+    location.parent.mkdir(parents=True, exist_ok=True)
+    print(f"1. fragmenting {location}: {args.writers} txntable + {args.writers} deltalake writers")
     started = time.monotonic()
-    for i in range(args.appends):
-        write_deltalake(str(root), _batch(i), mode="append", partition_by=["region"])
-    elapsed = time.monotonic() - started
-    print(f"deltalake wrote {args.appends} small appends to {root} in {elapsed:.1f}s")
-    print()
-    table = Table.open(str(root))
-    snapshot = table.snapshot()
-    print(summary(describe(snapshot), max_files=6))
-    first = table.snapshot(version=0)
-    print()
-    print(
-        f"time travel: version 0 had {first.num_files} files; "
-        f"version {snapshot.version} has {snapshot.num_files}"
-    )
-    history = table.history(limit=3)
-    print("latest commits: " + ", ".join(f"v{h['version']} {h.get('operation')}" for h in history))
+    contention = fragment(location, args.writers, args.appends)
+    print(f"   done in {time.monotonic() - started:.1f}s")
+    before = _describe(location, "before")
+    print(f"2. the controller loop in local mode over {args.manifests} (Spark local mode)")
+    operator = make_operator(Path(args.runs_dir), Config.from_env())
+
+    def show(resource: TxnTable, tick: Tick) -> None:
+        for event in tick.events:
+            print(f"   {event.reason}: {event.message}", flush=True)
+
+    started = time.monotonic()
+    final = reconcile_loop(manifests, operator, once=True, interval=2.0, on_tick=show)[0]
+    print(f"   converged in {time.monotonic() - started:.1f}s")
+    after = _describe(location, "after")
+    status = final.status
+    print("3. result")
+    for record, what in (
+        (status.last_compaction, "compaction"),
+        (status.last_checkpoint, "checkpoint"),
+    ):
+        if record is not None:
+            print(f"   {what:<10} {record.run_name}: {record.outcome} {record.message or ''}")
+    print(f"   phase {status.phase}, {status.commits_since_checkpoint} commits since checkpoint")
+    print(f"   our writers (engine metrics): {contention['txntable']}")
+    repeated = contention["delta-rs gave up and re-tried"]
+    print(f"   delta-rs write calls that failed and were repeated: {repeated}")
+    for engine, row in sorted(_log_contention(location).items()):
+        print(f"   log, {engine:<8}: {row}")
+    if after["rows"] != before["rows"]:
+        raise CliError(f"rows changed: {before['rows']} before, {after['rows']} after")
+    if after["files"] >= before["files"]:
+        raise CliError("the table was not compacted")
+    print(f"healed: {before['files']} files -> {after['files']}, rows unchanged ({after['rows']})")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -113,15 +114,20 @@ def make_operator(runs_dir: Path, config: Config) -> Operator:
     return Operator(config=config, launchers=launchers)
 
 
-def run(args: argparse.Namespace) -> int:
-    manifests = load_manifests(Path(args.local))
-    for error in manifests.errors:
-        print(f"invalid manifest: {error}")
-    if not manifests.tables:
-        raise CliError(f"no valid TxnTable manifest in {args.local}")
-    operator = make_operator(Path(args.runs_dir), Config.from_env())
+def reconcile_loop(
+    manifests: Manifests,
+    operator: Operator,
+    *,
+    once: bool,
+    interval: float,
+    max_ticks: int = 0,
+    on_tick: Callable[[TxnTable, Tick], None] | None = None,
+) -> list[TxnTable]:
+    """Reconcile every table each ``interval`` seconds, as the controller's timer does.
+
+    Returns the tables with their last status once converged (``once``) or after ``max_ticks``.
+    """
     tables = list(manifests.tables)
-    printed: dict[str, str] = {}
     ticks = 0
     while True:
         ticks += 1
@@ -129,15 +135,37 @@ def run(args: argparse.Namespace) -> int:
         for i, table in enumerate(tables):
             tick = operator.reconcile(table, manifests.compaction, manifests.checkpoint)
             tables[i] = replace(table, status=tick.status)
-            for event in tick.events:
-                print(f"event {table.metadata.name} {event.type} {event.reason}: {event.message}")
-            line = _status_json(table, tick) if args.json else _summary(table, tick)
-            if printed.get(table.metadata.name) != line:
-                print(line, flush=True)
-                printed[table.metadata.name] = line
+            if on_tick is not None:
+                on_tick(table, tick)
             busy = busy or bool(tick.launched) or tick.active_runs > 0
-        if args.once and not busy:
-            return 0
-        if args.max_ticks and ticks >= args.max_ticks:
-            return 0
-        time.sleep(args.interval)
+        if (once and not busy) or (max_ticks and ticks >= max_ticks):
+            return tables
+        time.sleep(interval)
+
+
+def run(args: argparse.Namespace) -> int:
+    manifests = load_manifests(Path(args.local))
+    for error in manifests.errors:
+        print(f"invalid manifest: {error}")
+    if not manifests.tables:
+        raise CliError(f"no valid TxnTable manifest in {args.local}")
+    operator = make_operator(Path(args.runs_dir), Config.from_env())
+    printed: dict[str, str] = {}
+
+    def show(table: TxnTable, tick: Tick) -> None:
+        for event in tick.events:
+            print(f"event {table.metadata.name} {event.type} {event.reason}: {event.message}")
+        line = _status_json(table, tick) if args.json else _summary(table, tick)
+        if printed.get(table.metadata.name) != line:
+            print(line, flush=True)
+            printed[table.metadata.name] = line
+
+    reconcile_loop(
+        manifests,
+        operator,
+        once=args.once,
+        interval=args.interval,
+        max_ticks=args.max_ticks,
+        on_tick=show,
+    )
+    return 0
