@@ -104,6 +104,8 @@ def test_writes_need_a_table_and_partition_only_predicates() -> None:
     table = Table.create(_uri(), SCHEMA, partition_by=["p"])
     with pytest.raises(InvalidArgumentError, match="only use partition columns"):
         table.delete("id = 1")
+    with pytest.raises(InvalidArgumentError, match="empty predicate"):
+        table.delete("")  # an empty condition is a mistake, never "delete everything"
     with pytest.raises(InvalidArgumentError, match="do not match the overwrite predicate"):
         table.overwrite(pa.table({"id": [1], "p": ["b"]}), "p = 'a'")
     assert table.version() == 0

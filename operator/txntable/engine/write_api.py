@@ -299,7 +299,11 @@ def delete(
     """
     for attempt in range(DELETE_CONFLICT_RETRIES + 1):
         snapshot = _writable_snapshot(table)
-        bound = _bind_partition_only(partition_predicate, snapshot) if partition_predicate else None
+        bound = (
+            None
+            if partition_predicate is None
+            else _bind_partition_only(partition_predicate, snapshot)
+        )
         txn = Transaction(table, snapshot, options)
         files = txn.scan(bound.partition if bound else None)
         if files.num_rows == 0:
