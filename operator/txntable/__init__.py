@@ -1,10 +1,19 @@
 """txntable: keep lakehouse (Delta Lake) tables healthy on Kubernetes.
 
-The public Python surface is small: ``Table`` opens a Delta table and gives ``Snapshot``s.
+The public Python surface is small: ``Table`` opens, creates and writes a Delta table and gives
+``Snapshot``s; ``Transaction`` is for callers that bring their own actions (OPTIMIZE does).
 """
 
-from txntable.engine import Snapshot, Table
-from txntable.engine.errors import EngineError
+from txntable.engine import CommitOptions, CommitResult, Snapshot, Table, Transaction
+from txntable.engine.errors import ConcurrentModificationException, EngineError
 
-__all__ = ["EngineError", "Snapshot", "Table"]
+__all__ = [
+    "CommitOptions",
+    "CommitResult",
+    "ConcurrentModificationException",
+    "EngineError",
+    "Snapshot",
+    "Table",
+    "Transaction",
+]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The shared transaction engine: the Delta Lake log protocol, read and (soon) write.
+"""The shared transaction engine: the Delta Lake log protocol, read and write.
 
 Nothing here knows about Kubernetes, Kopf or Spark; every process that reads or commits a table
 goes through this package.
