@@ -12,10 +12,10 @@ alternating which engine goes first. Each child reports:
 * ``cross``: the other engine loading that checkpoint (deltalake reading ours, and ours theirs);
 * peak RSS (``VmHWM``) of the child after open + checkpoint.
 
-``ours`` runs with pyarrow's default memory pool (mimalloc), as a library caller gets it;
-``ours, system allocator`` with ``pa.set_memory_pool(pa.system_memory_pool())``, which is what the
-``txntable checkpoint`` command and the checkpoint job do: mimalloc keeps freed pages mapped, so
-the peak of a load-then-write process is lower with the system allocator.
+``ours`` runs with pyarrow's default memory pool (mimalloc); ``ours, system allocator`` with
+``ARROW_DEFAULT_MEMORY_POOL=system`` in its environment (it must be set before pyarrow is
+imported; ``pa.set_memory_pool`` at run time switches only the Python-side allocations and makes
+the peak worse): mimalloc keeps freed pages mapped, glibc returns them.
 """
 
 from __future__ import annotations
@@ -55,10 +55,7 @@ def _vm_hwm_mb() -> float:
 
 
 def _child(engine: str, mode: str, path: str) -> dict[str, Any]:
-    if engine == "ours-system":
-        import pyarrow as pa
-
-        pa.set_memory_pool(pa.system_memory_pool())  # what our entry points do (see below)
+    if engine == "ours-system":  # the same code; the parent set ARROW_DEFAULT_MEMORY_POOL
         engine = "ours"
     if engine == "ours":
         from txntable.engine.checkpoint_write import write_checkpoint
@@ -104,6 +101,9 @@ def _child(engine: str, mode: str, path: str) -> dict[str, Any]:
 
 def _run_child(engine: str, mode: str, path: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "operator")])}
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    if engine == "ours-system":
+        env["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     proc = subprocess.run(
         [sys.executable, "-m", "bench.checkpoint", "--child", engine, mode, str(path)],
         check=True,

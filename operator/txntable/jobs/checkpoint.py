@@ -295,7 +295,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--run-id", default=None, help="echoed in the result line")
     args = parser.parse_args(argv)
-    pa.set_memory_pool(pa.system_memory_pool())  # lower peak RSS, as in `txntable checkpoint`
     started = time.perf_counter()
     try:
         if args.part_size is not None and args.part_size <= 0:
