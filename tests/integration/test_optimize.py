@@ -317,3 +317,24 @@ def test_human_summary(tmp_path: Path) -> None:
     assert done.returncode == 0 and "would rewrite 3 files" in done.stdout, done.stdout
     done = _cli(str(path), "--executor", "arrow")
     assert done.returncode == 0 and "v2 -> v3, 3 files" in done.stdout, done.stdout
+
+
+class MiscountingExecutor:
+    """Reports one row fewer than it wrote for the first bin: the guard must refuse that bin."""
+
+    name = "miscounting"
+
+    def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        results = ArrowExecutor().run(tasks)
+        first = results[0]
+        bad = BinResult(first.bin_id, first.adds, first.written, first.rows - 1, first.seconds)
+        return [bad, *results[1:]]
+
+
+def test_row_count_guard(tmp_path: Path) -> None:
+    path = fragmented_table(tmp_path / "t", commits=3, rows=20, partitioned=True)
+    before = rows_multiset(path)
+    result = optimize(Table.open(str(path)), OptimizePolicy(), MiscountingExecutor())
+    assert result.bins_skipped == 1 and result.bins_committed == 3
+    assert result.skipped[0]["reason"] == "row count differs from the inputs' stats"
+    assert rows_multiset(path) == before

@@ -63,7 +63,7 @@ def test_optimize_in_memory_storage() -> None:
 def test_read_predicate_covers_exactly_the_touched_partitions() -> None:
     from txntable.engine.predicates import bind
     from txntable.engine.schema import parse_schema
-    from txntable.maintenance.optimize import MAX_PREDICATE_PARTITIONS, _read_predicate
+    from txntable.maintenance.batch import MAX_PREDICATE_PARTITIONS, read_predicate
     from txntable.maintenance.planner import Bin
 
     def b(**values: str | None) -> Bin:
@@ -80,7 +80,7 @@ def test_read_predicate_covers_exactly_the_touched_partitions() -> None:
     )
     fields = parse_schema(schema)
     bins = [b(d="2024-01-02", r="eu"), b(d=None, r="us"), b(d="2024-01-02", r="eu")]
-    predicate = _read_predicate(None, ["d", "r"], bins)
+    predicate = read_predicate(None, ["d", "r"], bins)
     bound = bind(predicate, fields, ["d", "r"])
     import datetime as dt
 
@@ -94,6 +94,6 @@ def test_read_predicate_covers_exactly_the_touched_partitions() -> None:
         }
     )
     assert bound.matches(values).to_pylist() == [True, True, False, False, False]
-    assert _read_predicate("r = 'eu'", [], bins) == "r = 'eu'"  # unpartitioned: the run's
+    assert read_predicate("r = 'eu'", [], bins) == "r = 'eu'"  # unpartitioned: the run's
     many = [b(d=None, r=str(i)) for i in range(MAX_PREDICATE_PARTITIONS + 1)]
-    assert _read_predicate("r > '1'", ["d", "r"], many) == "r > '1'"
+    assert read_predicate("r > '1'", ["d", "r"], many) == "r > '1'"

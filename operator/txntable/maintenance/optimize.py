@@ -29,17 +29,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from txntable.engine.actions import AddFile, RemoveFile
 from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
 from txntable.engine.features import check_writable
-from txntable.engine.predicate_tree import And, Compare, IsNull, Or, Predicate
 from txntable.engine.predicates import bind
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions, Transaction
+from txntable.maintenance.batch import (
+    expected_rows,
+    live_adds,
+    operation_metrics,
+    read_predicate,
+    schema_changed,
+)
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.executor_arrow import BinResult, BinTask
 from txntable.maintenance.planner import Bin, OptimizePlan, OptimizePolicy, plan_optimize
@@ -47,6 +52,8 @@ from txntable.maintenance.planner import Bin, OptimizePlan, OptimizePolicy, plan
 log = logging.getLogger(__name__)
 
 MAX_BATCH_ATTEMPTS = 10
+#: Looked up at call time so tests can land a concurrent commit right after the input check.
+_live_rows = live_adds
 
 
 class BinExecutor(Protocol):
@@ -253,7 +260,7 @@ class _Run:
             if not pending:
                 break
             latest = self.table.snapshot()
-            if _schema_changed(self.snapshot, latest):
+            if schema_changed(self.snapshot, latest):
                 self._skip(pending.values(), "table schema changed since planning", result)
                 return False
             try:
@@ -264,6 +271,13 @@ class _Run:
             live = _live_rows(latest, [p for bid in pending for p in by_id[bid].paths])
             gone = [bid for bid in pending if not all(p in live for p in by_id[bid].paths)]
             self._skip([pending.pop(bid) for bid in gone], "inputs removed concurrently", result)
+            wrong = [
+                bid
+                for bid in pending
+                if expected_rows(live, by_id[bid].paths) not in (None, pending[bid].rows)
+            ]
+            for bid in wrong:  # a guard: never swap files whose row counts disagree
+                self._skip([pending.pop(bid)], "row count differs from the inputs' stats", result)
             if not pending:
                 break
             try:
@@ -297,7 +311,7 @@ class _Run:
         out: OptimizeResult,
     ) -> None:
         txn = Transaction(self.table, latest, self.commit_options)
-        txn.scan(_read_predicate(self.policy.where, latest.partition_columns, bins))
+        txn.scan(read_predicate(self.policy.where, latest.partition_columns, bins))
         removes: list[RemoveFile] = [
             live[p].to_remove(deletion_timestamp=self.start_ms, data_change=False)
             for b in bins
@@ -315,7 +329,7 @@ class _Run:
                 "clusterBy": "[]",
                 "auto": False,
             },
-            _metrics(removes, adds),
+            operation_metrics(removes, adds),
         )
         out.version = committed.version
         out.commits.append(committed.version)
@@ -325,84 +339,6 @@ class _Run:
         out.num_files_added += len(adds)
         out.num_bytes_removed += removed_bytes
         out.num_bytes_added += added_bytes
-
-
-def _metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) -> dict[str, str]:
-    """Spark's OPTIMIZE operationMetrics (string values, brief 6.3)."""
-    sizes = sorted(a.size for a in adds) or [0]
-
-    def pct(q: float) -> int:
-        return sizes[min(len(sizes) - 1, int(q * (len(sizes) - 1) + 0.5))]
-
-    return {
-        "numAddedFiles": str(len(adds)),
-        "numRemovedFiles": str(len(removes)),
-        "numAddedBytes": str(sum(a.size for a in adds)),
-        "numRemovedBytes": str(sum(r.size or 0 for r in removes)),
-        "minFileSize": str(sizes[0]),
-        "p25FileSize": str(pct(0.25)),
-        "p50FileSize": str(pct(0.5)),
-        "p75FileSize": str(pct(0.75)),
-        "maxFileSize": str(sizes[-1]),
-        "numDeletionVectorsRemoved": "0",
-    }
-
-
-MAX_PREDICATE_PARTITIONS = 64
-
-
-def _read_predicate(
-    where: str | None, partition_columns: Sequence[str], bins: Sequence[Bin]
-) -> str | Predicate | None:
-    """What the batch's transaction declares it read: only the partitions its bins touch (so a
-    concurrent DELETE elsewhere is no conflict), or the run's predicate when there are many."""
-    if not partition_columns:
-        return where
-    keys = {tuple(b.partition_values.get(c) for c in partition_columns) for b in bins}
-    if not keys or len(keys) > MAX_PREDICATE_PARTITIONS:
-        return where
-    terms: list[Predicate] = []
-    for key in sorted(keys, key=lambda k: tuple((v is not None, v or "") for v in k)):
-        conjunct: Predicate | None = None
-        for col, value in zip(partition_columns, key, strict=True):
-            term: Predicate = IsNull(col) if value is None else Compare(col, "=", value)
-            conjunct = term if conjunct is None else And(conjunct, term)
-        assert conjunct is not None
-        terms.append(conjunct)
-    while len(terms) > 1:  # a balanced OR keeps evaluation shallow
-        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
-        terms = [Or(p[0], p[1]) if len(p) == 2 else p[0] for p in pairs]
-    return terms[0]
-
-
-def _schema_changed(planned: Snapshot, latest: Snapshot) -> bool:
-    a, b = planned.metadata, latest.metadata
-    return (
-        a.schema_string != b.schema_string
-        or list(a.partition_columns) != list(b.partition_columns)
-        or a.configuration.get("delta.columnMapping.mode")
-        != b.configuration.get("delta.columnMapping.mode")
-    )
-
-
-def _live_rows(snapshot: Snapshot, paths: Sequence[str]) -> dict[str, AddFile]:
-    """Live ``add`` actions (without deletion vectors) for the given raw paths."""
-    files = snapshot.files()
-    if not paths or files.num_rows == 0:
-        return {}
-    mask = pc.and_(
-        pc.is_in(files.column("path"), value_set=pa.array(list(paths), pa.string())),
-        pc.is_null(files.column("deletionVector")),
-    )
-    out: dict[str, AddFile] = {}
-    for row in files.filter(mask).to_pylist():
-        obj = {k: v for k, v in row.items() if v is not None}
-        obj["partitionValues"] = dict(row.get("partitionValues") or [])
-        if "tags" in obj:
-            obj["tags"] = dict(obj["tags"])
-        add = AddFile.from_json(obj)
-        out[add.path] = add
-    return out
 
 
 __all__ = [
