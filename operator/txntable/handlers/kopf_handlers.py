@@ -43,6 +43,7 @@ from txntable.launch import (
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import ObservabilityServer, start_servers
+from txntable.reconcile.policy_status import policy_status
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,42 @@ def compaction_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
 @kopf.index(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="checkpoint_policies")
 def checkpoint_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {namespace or "default": dict(body)}
+
+
+@kopf.index(GROUP, VERSION, PLURAL_TABLE, id="tables")
+def tables(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    return {namespace or "default": dict(body)}
+
+
+def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    """Status of a policy: validity, matched tables, active and last runs, next schedule."""
+    now = datetime.now(UTC)
+    try:
+        policy = parse(dict(body))
+    except InvalidSpecError as exc:
+        new = _invalid_status(body, exc)
+        new["phase"] = "Invalid"
+        if _changed(body.get("status") or {}, new):
+            patch.status.update(new)
+        return
+    namespace = policy.metadata.namespace or "default"
+    found = _parse_all(kwargs["tables"].get(namespace), TxnTable.from_manifest)
+    status = policy_status(policy, found, now)
+    rendered = policy.__class__(
+        metadata=policy.metadata, spec=policy.spec, status=status
+    ).to_status()
+    if _changed(body.get("status") or {}, rendered):
+        patch.status.update(rendered)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="policy-status", interval=30.0)
+def compaction_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    _policy_timer(CompactionPolicy.from_manifest, body, patch, **kwargs)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="policy-status", interval=30.0)
+def checkpoint_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    _policy_timer(CheckpointPolicy.from_manifest, body, patch, **kwargs)
 
 
 def _parse_all(store: Any, parse: Any) -> list[Any]:
