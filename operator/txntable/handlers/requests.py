@@ -142,6 +142,11 @@ def checkpoint_request(
 ) -> RunRequest:
     """The Spark checkpoint run for ``decision`` (large logs; small ones are written inline)."""
     args = [table.spec.location, "--part-size", str(policy.spec.part_size)]
+    if policy.spec.log_cleanup.enabled:
+        retention = f"interval {policy.spec.log_cleanup.log_retention} seconds"
+        args += ["--cleanup", "--retention", retention]
+    for key, value in sorted(table.spec.storage.options.items()):
+        args += ["--storage-option", f"{key}={value}"]
     return _base(
         table,
         policy.spec.spark,

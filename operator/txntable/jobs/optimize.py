@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,9 @@ from txntable.maintenance.errors import MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
 from txntable.maintenance.planner import OptimizePolicy, parse_size
+from txntable.observability.metrics import EngineMetrics
+from txntable.observability.pushgateway import push_run_metrics
+from txntable.observability.run_report import engine_summary
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -90,7 +94,13 @@ def make_executor(args: argparse.Namespace) -> BinExecutor:
     return SparkExecutor(master=args.master)
 
 
-def execute(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
+#: Set by the controller's launchers: the TxnTable as ``namespace/name`` (a metrics label).
+ENV_TABLE_NAME = "TXNTABLE_TABLE_NAME"
+
+
+def execute(
+    args: argparse.Namespace, metrics: EngineMetrics | None = None
+) -> tuple[OptimizeResult, int]:
     """Run with parsed arguments; bad input raises (``EngineError``/``MaintenanceError``)."""
     policy = policy_from_args(args)
     options = storage_options(args.storage_option)
@@ -104,7 +114,12 @@ def execute(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
             policy,
             executor,
             storage_options=options,
-            commit_options=CommitOptions(max_attempts=args.max_attempts, run_id=args.run_id),
+            commit_options=CommitOptions(
+                max_attempts=args.max_attempts,
+                run_id=args.run_id,
+                table_name=os.environ.get(ENV_TABLE_NAME),
+                observer=metrics,
+            ),
             dry_run=args.dry_run,
         )
     finally:
@@ -118,12 +133,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
+    metrics = EngineMetrics()
     try:
-        result, code = execute(args)
+        result, code = execute(args, metrics)
     except (EngineError, MaintenanceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(json.dumps(result.to_json(), separators=(",", ":")), flush=True)
+    doc = result.to_json()
+    if not args.dry_run:
+        # the engine's commit counters travel in the result line (the controller exports
+        # them) and, when configured, to a Pushgateway
+        doc["engineMetrics"] = engine_summary(metrics)
+        table = os.environ.get(ENV_TABLE_NAME) or "unnamed"
+        push_run_metrics(metrics.registry, kind="optimize", table=table)
+    print(json.dumps(doc, separators=(",", ":")), flush=True)
     return code
 
 

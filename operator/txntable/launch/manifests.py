@@ -104,6 +104,14 @@ def _env(values: dict[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": v} for k, v in sorted(values.items())]
 
 
+def _job_env(req: RunRequest, config: Config) -> dict[str, str]:
+    """The job's environment: the run's own, plus the Pushgateway its metrics go to."""
+    env = dict(req.job_env)
+    if config.pushgateway_url:
+        env["TXNTABLE_PUSHGATEWAY_URL"] = config.pushgateway_url
+    return env
+
+
 def _env_from(req: RunRequest) -> list[dict[str, Any]]:
     return [{"secretRef": {"name": req.secret_ref}}] if req.secret_ref else []
 
@@ -138,7 +146,7 @@ def spark_application(req: RunRequest, config: Config) -> dict[str, Any]:
             "cores": resources_cores,
             "memory": memory,
             "labels": req.labels,
-            "env": _env(req.job_env),
+            "env": _env(_job_env(req, config)),
             "podSecurityContext": pod_security_context(),
             "securityContext": container_security_context(),
             "volumeMounts": _tmp_mount(),
@@ -259,7 +267,7 @@ def spark_submit_job(req: RunRequest, config: Config) -> dict[str, Any]:
     }
     if req.driver.core_limit:
         resources["limits"]["cpu"] = req.driver.core_limit
-    env = _env(req.job_env)
+    env = _env(_job_env(req, config))
     env.append({"name": TEMPLATE_ENV, "value": json.dumps(executor_pod_template(req))})
     env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})

@@ -37,6 +37,7 @@ ANNOTATION_POLICY: Final = "txntable.io/policy-name"
 # Environment every job process receives (non-secret; credentials come from the Secret).
 ENV_RUN_ID: Final = "TXNTABLE_RUN_ID"
 ENV_RUN_KIND: Final = "TXNTABLE_RUN_KIND"
+ENV_TABLE_NAME: Final = "TXNTABLE_TABLE_NAME"  # namespace/name: the jobs' metrics label
 ENV_TABLE_URI: Final = "TXNTABLE_TABLE_URI"
 ENV_STORAGE_OPTIONS: Final = "TXNTABLE_STORAGE_OPTIONS"
 
@@ -223,6 +224,7 @@ class RunRequest:
         """Non-secret environment of the job process (driver and executors)."""
         return {
             ENV_RUN_ID: self.name,
+            ENV_TABLE_NAME: f"{self.namespace}/{self.table}",
             ENV_RUN_KIND: self.kind.value,
             ENV_TABLE_URI: self.table_uri,
             ENV_STORAGE_OPTIONS: json.dumps(dict(self.storage_options), sort_keys=True),
