@@ -408,3 +408,25 @@ async def test_deleting_a_table_stops_its_runs_and_keeps_the_data(
         hold.clear()
     # The compaction was stopped before it ran: no data file and no commit changed.
     assert data_and_commits(location) == files_before
+
+
+async def test_large_log_checkpoint_runs_as_a_spark_application(kmock: Any, tmp_path: Path) -> None:
+    location = tmp_path / "events"
+    fragmented_table(location)
+    register_resources(kmock)
+    docs = manifests(str(location), small_files=10_000)  # no compaction: only the checkpoint
+    docs["checkpoint"]["spec"]["mode"] = "Spark"
+    apply(kmock, docs)
+
+    def checkpointed() -> bool:
+        ckpt = status(kmock).get("lastCheckpoint") or {}
+        return (
+            ckpt.get("outcome") == "Succeeded" and status(kmock).get("commitsSinceCheckpoint") == 0
+        )
+
+    with SparkOperatorStandIn(kmock) as standin:
+        assert await operate_until(kmock, checkpointed), status(kmock)
+    assert len(standin.ran) == 1 and standin.ran[0].startswith("ckpt-")
+    assert status(kmock)["lastCheckpoint"]["runName"] == standin.ran[0]
+    assert Table.open(str(location)).snapshot().checkpoint_version == 12
+    assert len(DeltaTable(str(location)).file_uris()) == 24  # a checkpoint changes no data
