@@ -10,8 +10,7 @@ SRC    := $(wildcard operator tests bench)
 
 .PHONY: setup demo test lint typecheck layers unit bench clean sysdeps
 
-$(STAMP): pyproject.toml
-	@command -v java >/dev/null 2>&1 || $(MAKE) sysdeps
+$(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
@@ -26,6 +25,7 @@ sysdeps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	pkgs=""; \
 	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
+	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs="$$pkgs python3-venv"; \
 	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || pkgs="$$pkgs prometheus"; \
 	if [ -n "$$pkgs" ]; then \
 		$$SUDO apt-get update -q && \
@@ -42,13 +42,13 @@ typecheck: setup
 layers: setup
 	$(VENV)/bin/lint-imports
 
-test: setup sysdeps lint typecheck layers
+test: setup lint typecheck layers
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: setup sysdeps
+demo: setup
 	$(VENV)/bin/txntable demo
 
 bench: setup
