@@ -430,3 +430,22 @@ async def test_large_log_checkpoint_runs_as_a_spark_application(kmock: Any, tmp_
     assert status(kmock)["lastCheckpoint"]["runName"] == standin.ran[0]
     assert Table.open(str(location)).snapshot().checkpoint_version == 12
     assert len(DeltaTable(str(location)).file_uris()) == 24  # a checkpoint changes no data
+
+
+async def test_policy_status_reports_matched_tables(kmock: Any, tmp_path: Path) -> None:
+    register_resources(kmock)
+    apply(kmock, manifests(str(tmp_path / "not-created-yet")))
+
+    def matched() -> bool:
+        try:
+            st = dict(kmock.objects[COMPACTION, "default", "compact"].get("status") or {})
+        except KeyError:
+            return False
+        return st.get("matchedTables") == ["events"]
+
+    # usually within 2 s; under kmock the first policy event sometimes arrives ~70 s late
+    assert await operate_until(kmock, matched, timeout=180), dict(
+        kmock.objects[COMPACTION, "default", "compact"]
+    )
+    st = dict(kmock.objects[COMPACTION, "default", "compact"]["status"])
+    assert st["phase"] == "Active" and st["matchedTableCount"] == 1

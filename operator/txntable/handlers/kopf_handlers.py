@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry
 from txntable.api.conditions import ConditionType, Reason, set_condition
 from txntable.api.constants import (
     GROUP,
+    KIND_CHECKPOINT_POLICY,
+    KIND_COMPACTION_POLICY,
     PLURAL_CHECKPOINT_POLICY,
     PLURAL_COMPACTION_POLICY,
     PLURAL_TABLE,
@@ -154,6 +156,8 @@ def tables(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any
 
 def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     """Status of a policy: validity, matched tables, active and last runs, next schedule."""
+    if not _is_kind(parse, body):
+        return
     now = datetime.now(UTC)
     try:
         policy = parse(dict(body))
@@ -173,12 +177,61 @@ def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any)
         patch.status.update(rendered)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="policy-status", interval=30.0)
+def _is_kind(parse: Any, body: kopf.Body) -> bool:
+    """Policy handlers act only on their own kind: under some API emulators Kopf has been seen
+    delivering one policy kind's objects to the other kind's handlers (same group/version)."""
+    expected = KIND_COMPACTION_POLICY if parse == CompactionPolicy.from_manifest else None
+    expected = expected or KIND_CHECKPOINT_POLICY
+    return body.get("kind") in (None, expected)
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="validate-compaction-policy")
+@kopf.on.update(
+    GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="revalidate-compaction-policy", field="spec"
+)
+def validate_compaction_policy(*, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    """Reject an invalid policy once, as a condition, instead of at every table tick."""
+    _validate_policy(CompactionPolicy.from_manifest, body, patch)
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="validate-checkpoint-policy")
+@kopf.on.update(
+    GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="revalidate-checkpoint-policy", field="spec"
+)
+def validate_checkpoint_policy(*, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    _validate_policy(CheckpointPolicy.from_manifest, body, patch)
+
+
+def _validate_policy(parse: Any, body: kopf.Body, patch: kopf.Patch) -> None:
+    if not _is_kind(parse, body):
+        return
+    try:
+        parse(dict(body))
+    except InvalidSpecError as exc:
+        new = _invalid_status(body, exc)
+        patch.status.update(new)
+        raise kopf.PermanentError(f"invalid policy: {exc}") from exc
+
+
+# Handler ids must be unique across resources: Kopf mixes up handlers that share one.
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL_COMPACTION_POLICY,
+    id="compaction-policy-status",
+    interval=CONFIG.observe_interval_seconds,
+)
 def compaction_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     _policy_timer(CompactionPolicy.from_manifest, body, patch, **kwargs)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="policy-status", interval=30.0)
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL_CHECKPOINT_POLICY,
+    id="checkpoint-policy-status",
+    interval=CONFIG.observe_interval_seconds,
+)
 def checkpoint_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     _policy_timer(CheckpointPolicy.from_manifest, body, patch, **kwargs)
 
