@@ -48,6 +48,8 @@ LABEL_KIND: Final = f"{GROUP}/kind"  # optimize | checkpoint
 # Annotations on runs: what a label value cannot hold (full names, times).
 ANNOTATION_SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
 ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
+ANNOTATION_TABLE: Final = f"{GROUP}/table-name"
+ANNOTATION_POLICY: Final = f"{GROUP}/policy-name"
 
 # Finalizer the controller puts on tables it watches.
 FINALIZER: Final = f"{GROUP}/finalizer"

@@ -18,6 +18,11 @@ from enum import StrEnum
 from typing import Any, Final
 
 from txntable.api.constants import (
+    ANNOTATION_ATTEMPT,
+    ANNOTATION_POLICY,
+    ANNOTATION_SCHEDULED_TIME,
+    ANNOTATION_TABLE,
+    LABEL_KIND,
     LABEL_MANAGED_BY,
     LABEL_POLICY,
     LABEL_RUN,
@@ -26,13 +31,6 @@ from txntable.api.constants import (
 )
 from txntable.launch.errors import PermanentLaunchError
 from txntable.launch.names import check_dns_label, check_dns_subdomain, label_value, run_name
-
-# Not (yet) in txntable.api.constants: the run's kind and retry attempt, and full names.
-LABEL_KIND: Final = "txntable.io/kind"
-ANNOTATION_SCHEDULED_TIME: Final = "txntable.io/scheduled-time"
-ANNOTATION_ATTEMPT: Final = "txntable.io/attempt"
-ANNOTATION_TABLE: Final = "txntable.io/table-name"
-ANNOTATION_POLICY: Final = "txntable.io/policy-name"
 
 # Environment every job process receives (non-secret; credentials come from the Secret).
 ENV_RUN_ID: Final = "TXNTABLE_RUN_ID"
