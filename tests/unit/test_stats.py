@@ -6,6 +6,7 @@ import datetime as dt
 import io
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -151,12 +152,22 @@ def _reference_adds() -> list[tuple[str, dict[str, object]]]:
     out = []
     for name in reference_tables():
         root = TESTDATA / name
+        if _has_variant_columns(root):
+            # Delta logs a variant column's stats as one leaf (z85-encoded bounds); footer stats
+            # see its shredded parts. We never write variant files: OPTIMIZE refuses such tables
+            # with the feature named (test_features.test_unwritable_protocols_name_the_feature).
+            continue
         for commit in sorted((root / "_delta_log").glob("*.json")):
             for line in commit.read_text().splitlines():
                 add = json.loads(line).get("add") if line.strip() else None
                 if add and add.get("stats") and (root / unquote(add["path"])).exists():
                     out.append((str(root / unquote(add["path"])), add))
     return out
+
+
+def _has_variant_columns(root: Path) -> bool:
+    first = root / "_delta_log" / f"{0:020d}.json"
+    return first.exists() and '"variantType' in first.read_text()
 
 
 def _within(ours: object, theirs: object, op: str) -> bool:

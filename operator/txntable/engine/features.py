@@ -47,7 +47,10 @@ _LEGACY_WRITER: dict[int, frozenset[str]] = {
 
 #: Reader features whose log-level semantics this engine implements. Column mapping is read at
 #: the log level (physical partition names map to logical ones); deletion vectors are listed with
-#: their descriptors; V2 checkpoints and sidecars are read.
+#: their descriptors; V2 checkpoints and sidecars are read. Variant and type-widening tables
+#: differ only in their data files (a variant column's encoding, a column stored in an older,
+#: narrower type), never in the log: they are readable for inspection and log maintenance, and
+#: writing stays refused (they are not in ``WRITABLE_FEATURES``) until data rewrites honour them.
 READABLE_FEATURES = frozenset(
     {
         "columnMapping",
@@ -55,6 +58,11 @@ READABLE_FEATURES = frozenset(
         "timestampNtz",
         "v2Checkpoint",
         "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+        "typeWidening",
+        "typeWidening-preview",
     }
 )
 
