@@ -2,7 +2,14 @@
 
 Split from ``transaction`` so the retry loop reads as the algorithm it is. Every failure to read a
 winner becomes a ``ConcurrentWriteException`` (nothing was written, the caller may retry) rather
-than a silent commit over something unseen (brief 9, case 34).
+than a silent commit over something unseen.
+
+Put-if-absent alone cannot tell a free version from one that log cleanup deleted: a writer that
+read an old snapshot could "win" version N in the hole below a newer checkpoint, be told it
+committed, and lose its rows (readers start from the checkpoint). So before every write the log
+is listed from N-1 (``probe_version``): N-1 must still be there and nothing at or after N; and
+after the write ``confirm_in_history`` checks that N-1 survived (or that a checkpoint built
+after the write covers N). Anything else is a ``TransactionTooOldError``.
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ from txntable.engine.errors import (
     ConcurrentWriteException,
     CorruptLogError,
     StorageError,
+    TransactionTooOldError,
     UnsafeCommitStorageError,
+    VersionGapError,
 )
-from txntable.engine.paths import LOG_DIR, commit_name
+from txntable.engine.paths import LOG_DIR, LogFileKind, commit_name, listing_prefix, parse_log_name
 from txntable.engine.segment import list_commits_after
 from txntable.engine.snapshot import read_commits
-from txntable.engine.storage import FileExistsInStoreError, Storage
+from txntable.engine.storage import FileExistsInStoreError, FileInfo, Storage
 
 _RELIST_ATTEMPTS = 5
 SINGLE_WRITER_KEY = "txntable.singleWriter"
@@ -58,6 +67,72 @@ def put_commit(storage: Storage, version: int, data: bytes, single_writer: bool)
         storage.write(name, data)
         return
     raise FileExistsInStoreError(f"{name} already exists")
+
+
+def _too_old(version: int, why: str) -> TransactionTooOldError:
+    return TransactionTooOldError(
+        f"cannot commit version {version}: {why}. Log cleanup removed versions this "
+        "transaction builds on (it read an old snapshot); nothing was committed: read the table "
+        "again and redo the operation",
+        winning_version=version,
+    )
+
+
+def _around(storage: Storage, version: int) -> tuple[dict[int, FileInfo], dict[int, FileInfo]]:
+    """Commits and (non-empty) checkpoint files from ``version - 1`` on, by version."""
+    commits: dict[int, FileInfo] = {}
+    checkpoints: dict[int, FileInfo] = {}
+    for info in storage.list_log(listing_prefix(max(version - 1, 0))):
+        parsed = parse_log_name(info.name)
+        if parsed is None:
+            continue
+        if parsed.kind is LogFileKind.COMMIT:
+            commits[parsed.version] = info
+        elif parsed.is_checkpoint and info.size > 0:
+            newest = checkpoints.get(parsed.version)
+            if newest is None or info.mtime_ms > newest.mtime_ms:
+                checkpoints[parsed.version] = info
+    return commits, checkpoints
+
+
+def probe_version(storage: Storage, version: int) -> bool:
+    """Whether ``version`` is the next free version: True to write it, False when commits at or
+    after it exist (a lost race: read the winners). ``TransactionTooOldError`` when the commit
+    before it is gone, or a checkpoint stands at or after it with no commit: the version would
+    land in a hole left by log cleanup."""
+    commits, checkpoints = _around(storage, version)
+    if version > 0 and version - 1 not in commits and version - 1 not in checkpoints:
+        raise _too_old(version, f"commit {version - 1} is no longer in the log")
+    if any(v >= version for v in commits):
+        return False
+    above = [v for v in checkpoints if v >= version]
+    if above:
+        raise _too_old(version, f"a checkpoint at version {max(above)} already covers it")
+    return True
+
+
+def confirm_in_history(storage: Storage, version: int, written_ms: int) -> bool:
+    """After writing ``version`` (at about ``written_ms``): True when it is part of the table's
+    history (the commit before it is still there, or a checkpoint at or after it was written
+    after it and so includes it); False when it landed in a hole that cleanup opened while it
+    was being written."""
+    if version == 0:
+        return True
+    commits, checkpoints = _around(storage, version)
+    if version - 1 in commits or version - 1 in checkpoints:
+        return True
+    ours = commits.get(version)
+    since = ours.mtime_ms if ours is not None else written_ms
+    # strictly newer: a checkpoint from the same millisecond may predate us, and acknowledging a
+    # commit no reader sees loses data, while refusing one that landed only risks a retry
+    return any(v >= version and c.mtime_ms > since for v, c in checkpoints.items())
+
+
+def withdraw_commit(storage: Storage, version: int, txn_id: str) -> None:
+    """Delete our own commit file that landed in a hole (no reader can reach it from a
+    checkpoint, and cleanup would delete it anyway); never anyone else's."""
+    if commit_carries_txn(storage, version, txn_id):
+        storage.delete(f"{LOG_DIR}/{commit_name(version)}")
 
 
 def retries_exceeded(
@@ -103,6 +178,8 @@ def read_winners(
     for relist in range(_RELIST_ATTEMPTS):
         try:
             commits, _ = list_commits_after(storage, first - 1)
+        except VersionGapError as exc:
+            raise _too_old(first, f"the commits that won it are gone ({exc})") from exc
         except CorruptLogError as exc:
             raise ConcurrentWriteException(
                 f"cannot list the commits that won version {first}: {exc}; nothing was "

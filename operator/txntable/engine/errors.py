@@ -23,6 +23,8 @@ Hierarchy::
         │                                 2D521; attributes winning_version, winning_operation,
         │                                 partition, winning_commit_info)
         ├── ConcurrentWriteException          generic (e.g. the winning commit cannot be read)
+        │   └── TransactionTooOldError        log cleanup removed the versions after this
+        │                                     transaction's read version: re-read and redo
         ├── MetadataChangedException          the winner changed the table metadata
         ├── ProtocolChangedException          the winner changed the protocol (or both created
         │                                     the table)
@@ -148,6 +150,14 @@ class ConcurrentModificationException(EngineError):  # noqa: N818 - Delta's name
 
 class ConcurrentWriteException(ConcurrentModificationException):
     """A generic concurrent-write conflict."""
+
+
+class TransactionTooOldError(ConcurrentWriteException):
+    """Log cleanup deleted commits this transaction would have to check or build on.
+
+    Its version would land in a hole below a newer checkpoint, where no reader would ever see
+    it, so nothing is acknowledged: the caller must read the table again and redo the work.
+    """
 
 
 class MetadataChangedException(ConcurrentModificationException):

@@ -36,9 +36,12 @@ from txntable.engine.commit_info import CommitInfoBuilder
 from txntable.engine.commit_io import (
     check_commit_storage,
     commit_carries_txn,
+    confirm_in_history,
+    probe_version,
     put_commit,
     read_winners,
     retries_exceeded,
+    withdraw_commit,
 )
 from txntable.engine.commit_options import CommitOptions, CommitResult, PostCommitHook
 from txntable.engine.conflicts import PendingCommit, check_conflicts
@@ -48,6 +51,7 @@ from txntable.engine.errors import (
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
+    TransactionTooOldError,
 )
 from txntable.engine.isolation import (
     IsolationLevel,
@@ -307,7 +311,11 @@ class Transaction:
         info: CommitInfoBuilder,
         event: CommitEvent,
     ) -> int:
-        """Write until the commit lands; returns its version (``self._attempts`` = writes)."""
+        """Write until the commit lands; returns its version (``self._attempts`` = attempts).
+
+        Every attempt lists the log from the version before the one it writes (``probe_version``)
+        and checks after writing that the commit is part of the history (``confirm_in_history``),
+        so a version that log cleanup emptied is never acknowledged."""
         opts = self.options
         storage = self.table.storage
         single_writer = not storage.atomic_put_if_absent
@@ -322,6 +330,8 @@ class Transaction:
                     attempt, start_version, attempt_version, len(prepared.actions), started
                 )
             if check:
+                # Back off first, then list: the version written next is the one just listed.
+                opts.sleep(self._backoff(attempt))
                 winners = read_winners(storage, attempt_version, opts.sleep, self._backoff)
                 for index, winner in enumerate(winners):
                     if (
@@ -335,21 +345,24 @@ class Transaction:
                 if winners:
                     attempt_version = winners[-1].version + 1
                 self._notify_retry(event, attempt, len(winners))
-                opts.sleep(self._backoff(attempt))
                 check = False
             self._attempts = attempt = attempt + 1
             self._notify_attempt(event, attempt)
+            if not probe_version(storage, attempt_version):
+                check = True  # lost the race before writing: the winners are already listed
+                continue
             data = serialize_commit(info.commit_actions(attempt_version, attempt, prepared.actions))
+            written_ms = int(time.time() * 1000)
             try:
                 put_commit(storage, attempt_version, data, single_writer)
-                return attempt_version
+                return self._confirmed(attempt_version, written_ms)
             except FileExistsInStoreError:
                 check = True
             except StorageError:
                 # The write may have landed although we saw an error (lost response).
                 landed = commit_carries_txn(storage, attempt_version, self.txn_id)
                 if landed is True:
-                    return attempt_version
+                    return self._confirmed(attempt_version, written_ms)
                 if landed is False:
                     check = True
                     continue
@@ -358,6 +371,20 @@ class Transaction:
                     raise
                 log.warning("commit write of version %d failed; retrying", attempt_version)
                 opts.sleep(self._backoff(attempt))
+
+    def _confirmed(self, version: int, written_ms: int) -> int:
+        """``version`` once the log shows it is part of the history; otherwise our file sits in
+        a hole that cleanup opened during the write: withdraw it and refuse."""
+        storage = self.table.storage
+        if confirm_in_history(storage, version, written_ms):
+            return version
+        withdraw_commit(storage, version, self.txn_id)
+        raise TransactionTooOldError(
+            f"commit {version} landed below a newer checkpoint while log cleanup removed the "
+            "versions before it, so no reader would see it; it was withdrawn and nothing was "
+            "committed: read the table again and redo the operation",
+            winning_version=version,
+        )
 
     def _notify_attempt(self, event: CommitEvent, attempt: int) -> None:
         obs.notify(self.options.observer, lambda o: o.on_attempt(event, attempt))
