@@ -18,6 +18,7 @@ from txntable.engine.actions import (
     Protocol,
     SetTransaction,
 )
+from txntable.engine.checkpoint_write import write_checkpoint
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendException,
@@ -30,7 +31,7 @@ from txntable.engine.errors import (
     UnsafeCommitStorageError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.storage import Storage
+from txntable.engine.storage import LocalStorage, Storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitResult, Transaction
 
@@ -581,3 +582,25 @@ def test_optimize_tracks_only_the_files_it_compacts(deleted: str, conflict: bool
             optimize.commit("OPTIMIZE")
     else:
         assert optimize.commit("OPTIMIZE").version == 2
+
+
+def test_in_commit_timestamp_after_a_checkpoint_follows_a_writer_whose_clock_runs_ahead(
+    tmp_path: Path,
+) -> None:
+    """A snapshot at a checkpoint takes the checkpointed commit's inCommitTimestamp, not the file's
+    modification time: our next timestamp never goes backwards after a writer a day ahead."""
+    table = new_table(
+        "local", tmp_path, protocol=ICT_PROTOCOL, config={"delta.enableInCommitTimestamps": "true"}
+    )
+    ahead = int(time.time() * 1000) + 86_400_000
+    skewed = Transaction(table, table.snapshot(), fast(clock_ms=lambda: ahead))
+    skewed.add(add("p=2/ahead", "2"))
+    version = skewed.commit("WRITE").version
+    write_checkpoint(table.snapshot())
+    assert isinstance(table.storage, LocalStorage)
+    fresh = Table(LocalStorage(table.storage.root_path))  # a new process: loads the checkpoint
+    snapshot = fresh.snapshot()
+    assert snapshot.checkpoint_version == version and snapshot.version == version
+    assert snapshot.timestamp_ms == ahead
+    ours = _append(fresh, "p=1/ours")
+    assert _commit_info(fresh, ours.version)["inCommitTimestamp"] == ahead + 1

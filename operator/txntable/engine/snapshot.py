@@ -29,7 +29,7 @@ from txntable.engine.actions import (
 from txntable.engine.checkpoint_read import read_checkpoint
 from txntable.engine.errors import CorruptLogError, VersionGapError
 from txntable.engine.features import check_readable
-from txntable.engine.paths import LOG_DIR, decode_path, has_scheme
+from txntable.engine.paths import LOG_DIR, commit_name, decode_path, has_scheme
 from txntable.engine.schema import Field, parse_partition_column, parse_schema, to_arrow_schema
 from txntable.engine.segment import (
     CheckpointRef,
@@ -112,9 +112,16 @@ class Snapshot:
                 f"the log of {storage.root_uri} has no protocol or no metadata at version "
                 f"{segment.version}"
             )
-        timestamp = _commit_timestamp(
-            state, commits[-1][1] if commits else [], segment.timestamp_ms
-        )
+        if commits:
+            last_actions = commits[-1][1]
+        elif _ict_enabled(state):
+            # A snapshot at a checkpoint: checkpoints drop commitInfo, but the commit of the
+            # checkpoint's version is kept by cleanup and holds the in-commit timestamp. The
+            # file's modification time is no substitute (a writer's clock may run ahead).
+            last_actions = _actions_of_commit(storage, segment.version)
+        else:
+            last_actions = []
+        timestamp = _commit_timestamp(state, last_actions, segment.timestamp_ms)
         return cls(storage, state, timestamp, segment.checkpoint)
 
     def refresh(self) -> Snapshot:
@@ -308,8 +315,20 @@ def _may_need_resolving(paths: pa.Array) -> bool:
     return b"%" in raw or b":" in raw
 
 
+def _ict_enabled(state: TableState) -> bool:
+    return state.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true"
+
+
+def _actions_of_commit(storage: Storage, version: int) -> list[Action]:
+    try:
+        data = storage.read_log(commit_name(version))
+    except FileNotFoundError:
+        return []
+    return parse_commit(data, source=f"{LOG_DIR}/{commit_name(version)}")
+
+
 def _commit_timestamp(state: TableState, last_actions: list[Action], fallback: int) -> int:
-    if state.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true":
+    if _ict_enabled(state):
         for action in last_actions:
             if isinstance(action, CommitInfo) and action.in_commit_timestamp is not None:
                 return action.in_commit_timestamp
