@@ -248,6 +248,26 @@ def test_hint_never_moves_back(tmp_path: Path) -> None:
     assert (root / "_delta_log" / "00000000000000000003.checkpoint.parquet").exists()
 
 
+@pytest.mark.parametrize(
+    "stale",
+    [
+        pytest.param('{"version":900,"size":10}', id="beyond-the-log"),
+        pytest.param('{"version":5,"size":10,"parts":3}', id="parts-missing"),
+    ],
+)
+def test_a_hint_naming_a_missing_checkpoint_is_repaired(tmp_path: Path, stale: str) -> None:
+    """Other engines fail on a hint whose checkpoint does not exist; writing a checkpoint fixes
+    it (it used to keep any hint with a higher version)."""
+    root = g.simple_log(tmp_path / "t", 6)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 2), now_ms=NOW)
+    (root / "_delta_log" / "_last_checkpoint").write_text(stale)
+    result = write_checkpoint(Snapshot.load(storage, 4), now_ms=NOW)
+    assert result.hint_written
+    hint = last_checkpoint.read(storage)
+    assert hint is not None and hint.version == 4 and hint.parts is None
+
+
 def test_memory_storage_checkpoint(tmp_path: Path) -> None:
     source = g.simple_log(tmp_path / "t", 4)
     storage = open_storage("memory://cp-test/t")

@@ -13,6 +13,7 @@ produce identical parts.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -33,13 +34,17 @@ from txntable.engine.paths import (
     LAST_CHECKPOINT,
     LOG_DIR,
     classic_checkpoint_name,
+    listing_prefix,
     multipart_checkpoint_name,
 )
+from txntable.engine.segment import complete_checkpoints
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.spark_hash import partition_ids
 from txntable.engine.state import TableState
 from txntable.engine.storage import LocalStorage, Storage
 from txntable.engine.testhooks import pause_point
+
+log = logging.getLogger(__name__)
 
 #: Rows per Parquet row group: bounds a reader's memory per batch, and lets a crash test stop a
 #: writer in the middle of a file.
@@ -138,12 +143,28 @@ def write_parquet(storage: Storage, relative: str, table: pa.Table) -> int:
 
 
 def write_hint(storage: Storage, fields: dict[str, Any]) -> bool:
-    """Write ``_last_checkpoint`` unless it already names a newer checkpoint."""
+    """Write ``_last_checkpoint`` unless it already names a newer checkpoint that exists.
+
+    A hint naming a version the log does not hold as a complete checkpoint (beyond the log, or
+    cleaned up) is repaired: our reader copes with it, other engines fail on it."""
     current = last_checkpoint.read(storage)
     if current is not None and current.version > int(fields["version"]):
-        return False
+        if _complete_checkpoint_at(storage, current.version):
+            return False
+        log.warning(
+            "_last_checkpoint of %s names version %d, which has no complete checkpoint: "
+            "replacing it with version %d",
+            storage.root_uri,
+            current.version,
+            fields["version"],
+        )
     storage.write(f"{LOG_DIR}/{LAST_CHECKPOINT}", last_checkpoint.render(fields))
     return True
+
+
+def _complete_checkpoint_at(storage: Storage, version: int) -> bool:
+    listed = storage.list_log(listing_prefix(version))
+    return any(c.version == version for c in complete_checkpoints(listed))
 
 
 def write_checkpoint_state(

@@ -77,6 +77,11 @@ def _classify(files: list[FileInfo], upto: int | None) -> _Listed:
     return _Listed(commits, complete)
 
 
+def complete_checkpoints(files: list[FileInfo]) -> list[CheckpointRef]:
+    """The complete checkpoints of a listing (non-empty files; every part of a multi-part one)."""
+    return _classify(files, None).checkpoints
+
+
 _KIND_ORDER = {
     LogFileKind.CHECKPOINT_CLASSIC: 0,
     LogFileKind.CHECKPOINT_MULTIPART: 1,
