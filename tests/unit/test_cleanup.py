@@ -142,6 +142,33 @@ def test_dry_run_then_cleanup_keeps_the_table_readable(tmp_path: Path) -> None:
     assert cleanup_expired_logs(after, now_ms=NOW).deleted == ()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "empty-footer", "no-metadata"])
+def test_a_corrupt_checkpoint_is_never_the_cutoff(tmp_path: Path, damage: str) -> None:
+    """A damaged newer checkpoint must not decide what goes: cleanup falls back to the older
+    checkpoint, so every version from it on stays recoverable from commits."""
+    root = _aged_table(tmp_path, commits=12)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 4), now_ms=NOW)
+    write_checkpoint(Snapshot.load(storage, 8), now_ms=NOW)
+    bad = root / "_delta_log" / f"{8:020d}.checkpoint.parquet"
+    data = bad.read_bytes()
+    if damage == "truncated":
+        bad.write_bytes(data[: len(data) // 2])
+    elif damage == "empty-footer":
+        bad.write_bytes(data[:-8] + b"\x00" * 8)
+    else:  # a readable checkpoint without metaData: from another writer's bug
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(bad)
+        pq.write_table(table.drop_columns(["metaData"]), bad)
+    _age(root, CUTOFF - DAY)
+    result = cleanup_expired_logs(Snapshot.load(storage, 7), now_ms=NOW)
+    assert result.checkpoint_version == 4
+    assert result.deleted == tuple(f"_delta_log/{v:020d}.json" for v in range(4))
+    for version in range(4, 12):
+        assert Snapshot.load(storage, version).version == version
+
+
 def test_log_retention_property_and_override(tmp_path: Path) -> None:
     root = _aged_table(tmp_path, configuration={retention.LOG_RETENTION: "interval 60 days"})
     storage = LocalStorage(str(root))

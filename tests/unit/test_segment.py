@@ -208,10 +208,47 @@ def test_zero_byte_checkpoint_is_ignored(table_copy: Any) -> None:
     assert segment.checkpoint is not None and segment.checkpoint.version == 2
 
 
-def test_unreadable_checkpoint_is_a_corrupt_log(ckpt_table: Path) -> None:
+def test_unreadable_checkpoint_is_passed_over_while_the_commits_cover_it(
+    ckpt_table: Path,
+) -> None:
+    """As Delta Spark does: a corrupt checkpoint costs a replay from an older starting point
+    when one exists; without one it is a corrupt log."""
+    before = fingerprint(load(ckpt_table))
     (log(ckpt_table) / f"{10:020d}.checkpoint.parquet").write_bytes(b"PAR1 garbage")
+    assert fingerprint(load(ckpt_table)) == before
+    os.unlink(log(ckpt_table) / f"{0:020d}.json")
     with pytest.raises(CorruptLogError, match="checkpoint"):
         load(ckpt_table)
+
+
+def test_a_checkpoint_deleted_after_the_listing_costs_one_new_listing(
+    ckpt_table: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cleanup replaced the checkpoint a reader had just listed: the reader lists again."""
+    storage = LocalStorage(str(ckpt_table))
+    before = fingerprint(load(ckpt_table))
+    real = build_segment(storage)
+    assert real.checkpoint is not None
+    stale = real.checkpoint.files[0]
+    gone = type(stale)(stale.name.replace("10.checkpoint", "09.checkpoint"), 10, stale.mtime_ms)
+    calls: list[int] = []
+
+    def first_stale(_storage: Any, version: Any = None, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            return type(real)(
+                real.version,
+                type(real.checkpoint)(real.checkpoint.version, real.checkpoint.kind, (gone,)),
+                real.commits,
+                real.timestamp_ms,
+            )
+        return build_segment(_storage, version, **kw)
+
+    import txntable.engine.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "build_segment", first_stale)
+    assert fingerprint(snapshot_module.Snapshot.load(storage)) == before
+    assert len(calls) == 2
 
 
 # -- the _last_checkpoint hint ---------------------------------------------------------------

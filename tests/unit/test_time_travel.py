@@ -180,7 +180,7 @@ def test_commit_written_after_listing_is_not_in_the_snapshot(tmp_path: Path) -> 
     storage = LocalStorage(str(tmp_path))
     segment = build_segment(storage)
     g.write_commit(tmp_path, 3, [g.add("late.parquet")])  # lands between LIST and read
-    snap = Snapshot._from_segment(storage, segment)
+    snap = Snapshot._from_segment(storage, segment, None)
     assert snap.version == 2
     assert "late.parquet" not in snap.files().column("path").to_pylist()
     assert "late.parquet" in snap.refresh().files().column("path").to_pylist()

@@ -20,6 +20,7 @@ import logging
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,11 @@ import pyarrow.parquet as pq
 
 from txntable.engine import retention
 from txntable.engine.actions import Sidecar, parse_commit
+from txntable.engine.checkpoint_read import checkpoint_problem
 from txntable.engine.errors import EngineError
 from txntable.engine.features import writer_features
 from txntable.engine.paths import LOG_DIR, SIDECAR_DIR, LogFileKind, LogFileName, parse_log_name
+from txntable.engine.segment import CheckpointRef, complete_checkpoints
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import FileInfo, Storage
 from txntable.engine.testhooks import pause_point
@@ -76,25 +79,17 @@ def day_cutoff(now_ms: int, retention_ms: int) -> int:
     return raw - raw % retention.DAY_MS
 
 
-def _complete_checkpoints(named: list[tuple[LogFileName, FileInfo]]) -> dict[int, list[str]]:
-    """Version -> file names of each complete checkpoint (multi-part: all parts present)."""
-    out: dict[int, list[str]] = {}
-    parts: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for parsed, info in named:
-        if not parsed.is_checkpoint or info.size == 0:
-            continue
-        if parsed.kind is LogFileKind.CHECKPOINT_MULTIPART:
-            parts[(parsed.version, parsed.num_parts)].add(parsed.part)
-        else:
-            out.setdefault(parsed.version, []).append(parsed.name)
-    for (version, num_parts), found in parts.items():
-        if len(found) == num_parts:
-            out.setdefault(version, []).append(f"multi-part x{num_parts}")
-    return out
+def plan_log_cleanup(
+    listing: list[FileInfo],
+    cutoff_ms: int,
+    usable: Callable[[CheckpointRef], bool] | None = None,
+) -> _Plan:
+    """Which ``_delta_log`` files to delete for a cutoff (a listing in, names out).
 
-
-def plan_log_cleanup(listing: list[FileInfo], cutoff_ms: int) -> _Plan:
-    """Which ``_delta_log`` files to delete for a cutoff; pure (a listing in, names out)."""
+    The cutoff checkpoint is the newest complete checkpoint at or below the newest commit older
+    than the cutoff whose every checkpoint at that version passes ``usable`` (readable and whole:
+    a truncated or corrupt one must never decide what goes). Only whole versions strictly below
+    it are deleted, never a part of the checkpoint that stays."""
     named = [(p, info) for info in listing if (p := parse_log_name(info.name)) is not None]
     commits = sorted(
         (p.version, info.mtime_ms) for p, info in named if p.kind is LogFileKind.COMMIT
@@ -108,12 +103,18 @@ def plan_log_cleanup(listing: list[FileInfo], cutoff_ms: int) -> _Plan:
             cutoff_commit = version
         else:
             break  # adjusted times only grow from here on
-    checkpoints = _complete_checkpoints(named)
-    eligible = [v for v in checkpoints if cutoff_commit is not None and v <= cutoff_commit]
-    if not eligible:
+    by_version: dict[int, list[CheckpointRef]] = defaultdict(list)
+    for ref in complete_checkpoints(listing):
+        by_version[ref.version].append(ref)
+    keep_from: int | None = None
+    if cutoff_commit is not None:
+        for version in sorted((v for v in by_version if v <= cutoff_commit), reverse=True):
+            if usable is None or all(usable(ref) for ref in by_version[version]):
+                keep_from = version
+                break
+    if keep_from is None:
         kept = [p for p, _ in named if p.is_checkpoint]
         return _Plan(None, [], kept)
-    keep_from = max(eligible)
     doomed: list[tuple[int, int, str]] = []
     kept_checkpoints: list[LogFileName] = []
     for parsed, _ in named:
@@ -199,7 +200,19 @@ def cleanup_expired_logs(
         return CleanupResult(cutoff, None, (), dry_run, "delta.enableExpiredLogCleanup is false")
     storage = snapshot.storage
     listing = storage.list_log()
-    plan = plan_log_cleanup(listing, cutoff)
+
+    def usable(ref: CheckpointRef) -> bool:
+        problem = checkpoint_problem(storage, ref)
+        if problem is not None:
+            log.warning(
+                "log cleanup of %s will not start from the checkpoint at version %d: %s",
+                storage.root_uri,
+                ref.version,
+                problem,
+            )
+        return problem is None
+
+    plan = plan_log_cleanup(listing, cutoff, usable)
     doomed = [f"{LOG_DIR}/{name}" for name in plan.log_files]
     doomed += [
         f"{LOG_DIR}/{f.name}"

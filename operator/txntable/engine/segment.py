@@ -99,8 +99,15 @@ def _newest_checkpoint(checkpoints: list[CheckpointRef]) -> CheckpointRef | None
     )
 
 
-def build_segment(storage: Storage, version: int | None = None) -> LogSegment:
-    """The segment for ``version`` (latest when ``None``)."""
+def build_segment(
+    storage: Storage, version: int | None = None, *, checkpoint_below: int | None = None
+) -> LogSegment:
+    """The segment for ``version`` (latest when ``None``); with ``checkpoint_below``, only a
+    checkpoint older than that version may start it (the newer one could not be read)."""
+    if checkpoint_below is not None:
+        listed = _classify(storage.list_log(), version)
+        older = [c for c in listed.checkpoints if c.version < checkpoint_below]
+        return _segment_from(listed, _newest_checkpoint(older), version, storage)
     hint = last_checkpoint.read(storage)
     start = hint.version if hint and (version is None or hint.version <= version) else 0
     listed = _classify(storage.list_log(listing_prefix(start)), version)

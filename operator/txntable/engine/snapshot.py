@@ -8,6 +8,7 @@ controller tail a table's log every few seconds without replaying it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,7 @@ from txntable.engine.actions import (
     parse_commit,
 )
 from txntable.engine.checkpoint_read import read_checkpoint
-from txntable.engine.errors import CorruptLogError, VersionGapError
+from txntable.engine.errors import CorruptLogError, EngineError, VersionGapError
 from txntable.engine.features import check_readable
 from txntable.engine.paths import LOG_DIR, commit_name, decode_path, has_scheme
 from txntable.engine.schema import Field, parse_partition_column, parse_schema, to_arrow_schema
@@ -40,6 +41,8 @@ from txntable.engine.segment import (
 )
 from txntable.engine.state import TableState, fold
 from txntable.engine.storage import LocalStorage, Storage
+
+log = logging.getLogger(__name__)
 
 _PARALLEL_READS = 16
 _REFRESH_REPLAY_LIMIT = 100
@@ -88,23 +91,64 @@ class Snapshot:
     # -- loading -------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage, version: int | None = None) -> Snapshot:
+        """Load ``version`` (latest when ``None``).
+
+        A checkpoint file that vanished after the listing (log cleanup replaced it) costs one
+        fresh listing; a checkpoint that cannot be read (truncated, corrupt) is passed over for
+        an older one when the commits after that one are all there, as Delta Spark does."""
         segment = build_segment(storage, version)
-        return cls._from_segment(storage, segment)
+        relisted = False
+        while True:
+            try:
+                base = cls._read_base(storage, segment)
+            except FileNotFoundError as exc:
+                assert segment.checkpoint is not None
+                if relisted:
+                    raise CorruptLogError(
+                        f"the checkpoint at version {segment.checkpoint.version} of "
+                        f"{storage.root_uri} needs a file that does not exist: {exc}"
+                    ) from exc
+                relisted = True
+                segment = build_segment(storage, version)
+                continue
+            except CorruptLogError as exc:
+                if segment.checkpoint is None:
+                    raise
+                segment = cls._older_segment(storage, version, segment.checkpoint.version, exc)
+                continue
+            return cls._from_segment(storage, segment, base)
+
+    @staticmethod
+    def _read_base(storage: Storage, segment: LogSegment) -> TableState | None:
+        if segment.checkpoint is None:
+            return None
+        base = read_checkpoint(storage, segment.checkpoint)
+        check_readable(base.protocol)
+        return base
+
+    @staticmethod
+    def _older_segment(
+        storage: Storage, version: int | None, bad: int, error: CorruptLogError
+    ) -> LogSegment:
+        try:
+            segment = build_segment(storage, version, checkpoint_below=bad)
+        except EngineError:
+            raise error from None
+        log.warning(
+            "the checkpoint at version %d of %s cannot be read (%s); starting from %s",
+            bad,
+            storage.root_uri,
+            error,
+            f"the checkpoint at version {segment.checkpoint.version}"
+            if segment.checkpoint
+            else "version 0",
+        )
+        return segment
 
     @classmethod
-    def _from_segment(cls, storage: Storage, segment: LogSegment) -> Snapshot:
-        base = None
-        if segment.checkpoint is not None:
-            try:
-                base = read_checkpoint(storage, segment.checkpoint)
-            except FileNotFoundError as exc:
-                # a sidecar that was never written, or a file deleted after the listing
-                raise CorruptLogError(
-                    f"the checkpoint at version {segment.checkpoint.version} of "
-                    f"{storage.root_uri} needs a file that does not exist: {exc}"
-                ) from exc
-        if base is not None:
-            check_readable(base.protocol)
+    def _from_segment(
+        cls, storage: Storage, segment: LogSegment, base: TableState | None
+    ) -> Snapshot:
         commits = read_commits(storage, segment.commits)
         state = fold(base, commits, segment.version)
         if state is None:
