@@ -218,3 +218,28 @@ def test_store_without_conditional_put_refuses_to_commit(endpoint: str) -> None:
     with pytest.raises(UnsafeCommitStorageError, match="singleWriter"):
         table.append(_batch([1]))
     assert len(_commit_names(table)) == 1
+
+
+def test_every_cli_command_reaches_s3_through_storage_options(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """inspect, checkpoint and cleanup take --storage-option (and TXNTABLE_STORAGE_OPTIONS) as
+    optimize does; before, object-store tables worked only through environment variables."""
+    import json as _json
+
+    from txntable.cli.main import main as cli
+
+    uri, table = _new_table(endpoint)
+    table.append(_batch([1, 2]))
+    flags = [a for k, v in _options(endpoint).items() for a in ("--storage-option", f"{k}={v}")]
+    assert cli(["inspect", uri, "--json", *flags]) == 0
+    assert _json.loads(capsys.readouterr().out)["version"] == 1
+    assert cli(["checkpoint", uri, "--json", *flags]) == 0
+    assert _json.loads(capsys.readouterr().out)["version"] == 1
+    assert f"{1:020d}.checkpoint.parquet" in [f.name for f in table.storage.list_log()]
+    monkeypatch.setenv("TXNTABLE_STORAGE_OPTIONS", _json.dumps(_options(endpoint)))
+    assert cli(["cleanup", uri, "--dry-run", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["dryRun"] is True
+    monkeypatch.delenv("TXNTABLE_STORAGE_OPTIONS")
+    assert cli(["cleanup", uri, "--json", "--storage-option", "not-a-pair"]) == 1
+    assert "not KEY=VALUE" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from typing import Any
 from txntable.cli.errors import CliError
 from txntable.engine import Table
 from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 
 def register(sub: Any) -> None:
@@ -24,6 +25,7 @@ def register(sub: Any) -> None:
         default=None,
         help="write a multi-part checkpoint with about this many file actions per part",
     )
+    add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -32,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if args.part_size is not None and args.part_size <= 0:
         raise CliError(f"--part-size must be a positive number of rows, got {args.part_size}")
     started = time.perf_counter()
-    snapshot = Table.open(args.uri).snapshot(version=args.version)
+    snapshot = Table.open(args.uri, storage_options(args.storage_option)).snapshot(
+        version=args.version
+    )
     result = write_checkpoint(snapshot, part_size=args.part_size)
     doc: dict[str, Any] = {
         "version": result.version,

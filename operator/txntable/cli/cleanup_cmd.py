@@ -10,6 +10,7 @@ from typing import Any
 from txntable.engine import Table
 from txntable.engine.cleanup import cleanup_expired_logs
 from txntable.engine.retention import parse_interval_ms
+from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 
 def register(sub: Any) -> None:
@@ -24,13 +25,14 @@ def register(sub: Any) -> None:
         default=None,
         help="override delta.logRetentionDuration, e.g. 'interval 7 days'",
     )
+    add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     retention_ms = parse_interval_ms(args.retention) if args.retention else None
-    snapshot = Table.open(args.uri).snapshot()
+    snapshot = Table.open(args.uri, storage_options(args.storage_option)).snapshot()
     result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=retention_ms)
     if args.json:
         print(json.dumps(result.to_json()))

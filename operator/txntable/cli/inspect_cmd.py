@@ -7,12 +7,14 @@ import json
 from typing import Any
 
 from txntable.engine import Snapshot, Table
+from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("inspect", help="show a table's version, protocol, metadata and files")
     parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
     parser.add_argument("--version", type=int, default=None, help="time travel to this version")
+    add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--max-files", type=int, default=20, help="files listed in the summary (default 20)"
@@ -102,7 +104,7 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.uri)
+    table = Table.open(args.uri, storage_options(args.storage_option))
     snapshot = table.snapshot(version=args.version)
     doc = describe(snapshot)
     if args.json:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -38,11 +37,11 @@ from txntable.engine.segment import LogSegment, build_segment
 from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, from_struct_column
 from txntable.engine.storage import LocalStorage, Storage, open_storage
 from txntable.engine.table import Table
+from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 #: set by the launchers (``launch/run.py``): the table's non-secret fsspec options as JSON
-STORAGE_OPTIONS_ENV = "TXNTABLE_STORAGE_OPTIONS"
 
 _DV = (
     "STRUCT<storageType: STRING, pathOrInlineDv: STRING, offset: INT, sizeInBytes: INT, "
@@ -258,26 +257,6 @@ def run_checkpoint(
     return write_checkpoint_state(storage, state, part_size=part_size)
 
 
-def _storage_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """Options from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers), then the flags."""
-    out: dict[str, Any] = {}
-    env = os.environ.get(STORAGE_OPTIONS_ENV)
-    if env:
-        try:
-            loaded = json.loads(env)
-        except ValueError as exc:
-            raise InvalidArgumentError(f"{STORAGE_OPTIONS_ENV} is not JSON: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise InvalidArgumentError(f"{STORAGE_OPTIONS_ENV} must be a JSON object")
-        out.update(loaded)
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidArgumentError(f"storage option {pair!r} is not KEY=VALUE")
-        out[key] = value
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.checkpoint", description=__doc__)
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
@@ -290,9 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--retention", default=None, help="log retention for --cleanup, e.g. 'interval 30 days'"
     )
-    parser.add_argument(
-        "--storage-option", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
-    )
+    add_storage_option_argument(parser)
     parser.add_argument("--run-id", default=None, help="echoed in the result line")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -300,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.part_size is not None and args.part_size <= 0:
             raise InvalidArgumentError(f"--part-size must be positive, got {args.part_size}")
         retention_ms = parse_interval_ms(args.retention) if args.retention else None
-        options = _storage_options(args.storage_option)
+        options = storage_options(args.storage_option)
         result = run_checkpoint(
             args.uri,
             version=args.version,

@@ -15,11 +15,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from txntable.engine.errors import EngineError
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
+from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.errors import MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
@@ -50,13 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=("spark", "arrow"), default="spark")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--workers", type=int, default=2, help="threads of the arrow executor")
-    parser.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="fsspec storage option (repeatable)",
-    )
+    add_storage_option_argument(parser)
     parser.add_argument("--run-id", default=None, help="recorded in commitInfo as txntableRunId")
     parser.add_argument("--max-attempts", type=int, default=1000, help="commit attempts")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
@@ -74,16 +68,6 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
         zorder_by=zorder,
         commit_batch_bytes=parse_size(args.commit_every),
     )
-
-
-def storage_options(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise MaintenanceError(f"storage option {pair!r} is not KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def make_executor(args: argparse.Namespace) -> BinExecutor:
