@@ -338,3 +338,20 @@ def test_row_count_guard(tmp_path: Path) -> None:
     assert result.bins_skipped == 1 and result.bins_committed == 3
     assert result.skipped[0]["reason"] == "row count differs from the inputs' stats"
     assert rows_multiset(path) == before
+
+
+def test_zorder_with_a_small_target_never_multiplies_the_file_count(tmp_path: Path) -> None:
+    """A Z-order bin is a whole partition; with a target far below its files' size it used to be
+    split by the target (8 files -> 112). Output is planned by bytes and capped by the inputs."""
+    path = fragmented_table(tmp_path / "t", commits=8, rows=400, partitioned=False)
+    before_files = len(DeltaTable(str(path)).file_uris())
+    before = rows_multiset(path)
+    sizes = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).column("size_bytes")
+    policy = OptimizePolicy(
+        target_file_size=max(1, min(sizes.to_pylist()) // 14), zorder_by=("i32", "s")
+    )
+    result = optimize(Table.open(str(path)), policy, ArrowExecutor())
+    assert result.error is None and result.bins_committed == 1
+    assert 1 <= result.num_files_added <= before_files == result.num_files_removed
+    assert len(DeltaTable(str(path)).file_uris()) <= before_files
+    assert rows_multiset(path) == before

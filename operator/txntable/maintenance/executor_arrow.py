@@ -132,6 +132,16 @@ def _write_output(storage: Storage, relative: str, data: pa.Table, written: list
     return int(payload.size)
 
 
+def output_file_count(input_bytes: int, target_file_size: int, num_inputs: int) -> int:
+    """Files a bin writes: by bytes (input bytes over the target), never more than it reads.
+
+    A compaction must never multiply the file count: a Z-order bin holds whole partitions, whose
+    files may already exceed a small target, and splitting them by the target would turn 8 files
+    into 112. Rows are spread evenly over the files, so each gets about the same bytes."""
+    by_bytes = math.ceil(input_bytes / target_file_size) if target_file_size > 0 else 1
+    return max(1, min(by_bytes, num_inputs))
+
+
 def rewrite_bin(task: BinTask) -> BinResult:
     """Rewrite one bin; never raises (errors come back in the result)."""
     start = time.monotonic()
@@ -147,7 +157,7 @@ def rewrite_bin(task: BinTask) -> BinResult:
         if task.zorder_by:
             data = zorder_sort(data, task.zorder_by)
             tags = {ZORDER_TAG: json.dumps(list(task.zorder_by), separators=(",", ":"))}
-        n_out = max(1, math.ceil(task.input_bytes / task.target_file_size))
+        n_out = output_file_count(task.input_bytes, task.target_file_size, len(task.inputs))
         rows_per_file = max(1, math.ceil(data.num_rows / n_out))
         config = StatsConfig.from_configuration(task.configuration)
         directory = partition_dir(list(task.partition_columns), dict(task.partition_values))
