@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup demo test lint typecheck layers unit bench clean sysdeps
+.PHONY: setup demo test lint typecheck layers unit bench soak clean sysdeps
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ demo: setup
 
 bench: setup
 	$(PY) -m bench.run
+
+# Seeded torture runs (writers of both engines, SIGKILLed maintenance, aged logs, clock skew);
+# SOAK_ARGS e.g. "--seeds 1,2,3,4,5 --steps 120". Figures: docs/reliability.md.
+SOAK_ARGS ?= --seeds 1,2,3 --steps 80
+soak: setup
+	$(PY) -m tests.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
