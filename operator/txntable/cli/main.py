@@ -19,6 +19,7 @@ from txntable.cli import (
     inspect_cmd,
     optimize_cmd,
     run_cmd,
+    vacuum_cmd,
 )
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
@@ -31,6 +32,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     checkpoint_cmd,
     cleanup_cmd,
     run_cmd,
+    vacuum_cmd,
 )
 
 EXIT_ENGINE_ERROR = 1
@@ -40,7 +42,7 @@ EXIT_USAGE = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txntable",
-        description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint.",
+        description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint, vacuum.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:

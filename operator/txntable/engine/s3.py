@@ -23,7 +23,7 @@ import io
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
@@ -147,6 +147,25 @@ class S3Storage(Storage):
             raise self._storage_error(f"listing {relative_dir}", exc) from exc
         out.sort(key=lambda f: f.name)
         return out
+
+    def list_tree(self, skip_dir: Callable[[str], bool] | None = None) -> Iterator[FileInfo]:
+        prefix = self._key("").rstrip("/")
+        prefix = prefix + "/" if prefix else ""
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            )
+            for page in pages:
+                for obj in page.get("Contents", ()):
+                    name = obj["Key"][len(prefix) :]
+                    if not name or name.endswith("/"):
+                        continue
+                    if skip_dir is not None and any(skip_dir(d) for d in name.split("/")[:-1]):
+                        continue
+                    mtime = int(obj["LastModified"].timestamp() * 1000)
+                    yield FileInfo(name, int(obj["Size"]), mtime)
+        except Exception as exc:
+            raise self._storage_error("listing the table", exc) from exc
 
     def has_log_files(self) -> bool:
         prefix = self._key(LOG_DIR) + "/"

@@ -1,0 +1,322 @@
+"""VACUUM: delete the data files no version inside the retention can read.
+
+OPTIMIZE, overwrites and deletes only ``remove`` files from the log; the files stay in storage so
+that time travel and slow readers keep working, until VACUUM deletes them. What is kept (as Delta
+Spark keeps it, plus one safeguard):
+
+* every live file and its deletion vector;
+* every tombstone whose ``deletionTimestamp`` is inside the retention, and its deletion vector;
+* every file (and deletion vector) named by a commit whose time (in-commit timestamp, else the
+  file's modification time made strictly increasing with the version) is inside the retention: a
+  writer with a slow clock may have stamped its removes in the past, and the versions before such
+  a commit still read those files;
+* everything younger than the retention (files being written by a writer that has not committed),
+  everything in hidden directories and files (``_delta_log``, ``.``/``_`` names, except partition
+  directories and ``_change_data``) and nothing outside the table root.
+
+The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days) and cannot be shorter
+than it without ``force`` (Spark's retention check). With the ``vacuumProtocolCheck`` feature the
+table must be fully writable by this engine. A run is recorded as ``VACUUM START`` and
+``VACUUM END`` commits (commitInfo only, no data change) when the engine can write the table.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txntable.engine import retention
+from txntable.engine.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
+from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
+from txntable.engine.features import check_readable, check_writable, reader_features
+from txntable.engine.paths import decode_path, has_scheme
+from txntable.engine.segment import list_all_commits
+from txntable.engine.snapshot import Snapshot, read_commits
+from txntable.engine.storage import FileInfo
+from txntable.engine.table import Table
+
+log = logging.getLogger(__name__)
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
+_DELETE_WORKERS = 16
+_DV_NAME = re.compile(r"deletion_vector_([0-9a-f-]{36})\.bin$")
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumResult:
+    """What VACUUM deleted (or, in a dry run, would delete)."""
+
+    retention_ms: int
+    cutoff_ms: int
+    files: tuple[str, ...]
+    bytes: int
+    dry_run: bool
+    num_deleted: int
+    num_kept_referenced: int
+    logged: bool
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "retentionMs": self.retention_ms,
+            "cutoffMs": self.cutoff_ms,
+            "dryRun": self.dry_run,
+            "numFiles": len(self.files),
+            "bytes": self.bytes,
+            "numDeleted": self.num_deleted,
+            "numReferenced": self.num_kept_referenced,
+            "logged": self.logged,
+            "files": list(self.files),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def z85_uuid(text: str) -> str:
+    """The UUID a deletion vector's 20-character Z85 (Base85) id encodes."""
+    if len(text) != 20:
+        raise InvalidArgumentError(f"deletion vector id {text!r} is not 20 Base85 characters")
+    out = bytearray()
+    for start in range(0, 20, 5):
+        value = 0
+        for char in text[start : start + 5]:
+            if char not in _Z85_INDEX:
+                raise InvalidArgumentError(f"deletion vector id {text!r} is not Base85")
+            value = value * 85 + _Z85_INDEX[char]
+        out += value.to_bytes(4, "big")
+    return str(uuid.UUID(bytes=bytes(out)))
+
+
+def dv_file(storage_type: str | None, path_or_inline: str | None) -> str | None:
+    """The file a deletion vector descriptor points at (raw action path form), or None when
+    inline. ``u``: ``<prefix><20-char id>`` -> ``<prefix>/deletion_vector_<uuid>.bin``."""
+    if not storage_type or path_or_inline is None or storage_type == "i":
+        return None
+    if storage_type == "p":
+        return path_or_inline
+    if storage_type == "u":
+        prefix, encoded = path_or_inline[:-20], path_or_inline[-20:]
+        name = f"deletion_vector_{z85_uuid(encoded)}.bin"
+        return f"{prefix}/{name}" if prefix else name
+    raise InvalidArgumentError(f"unknown deletion vector storage type {storage_type!r}")
+
+
+def is_hidden(name: str, partition_columns: Iterable[str]) -> bool:
+    """Spark's rule for directory and file names VACUUM never enters or deletes."""
+    if not name.startswith((".", "_")):
+        return False
+    if name.startswith(("_change_data", "_delta_index")):
+        return False
+    return not any(name.startswith(f"{column}=") for column in partition_columns)
+
+
+class _Referenced:
+    """Relative, decoded paths of files some version inside the retention reads."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.root = snapshot.storage.root_uri.rstrip("/")
+        self.local_root = getattr(snapshot.storage, "root_path", None)
+        self.paths: set[str] = set()
+        #: UUIDs of referenced deletion vectors: a file named ``...deletion_vector_<uuid>.bin``
+        #: is kept wherever it lies and whatever prefix its writer gave the name
+        self.dv_ids: set[str] = set()
+
+    def add(self, raw: str | None) -> None:
+        if raw is None:
+            return
+        decoded = decode_path(raw)
+        if has_scheme(raw) or decoded.startswith("/"):
+            relative = self._relative(decoded)
+            if relative is None:
+                return  # outside the table root: never ours to delete
+            decoded = relative
+        self.paths.add(os.path.normpath(decoded).replace(os.sep, "/"))
+
+    def _relative(self, absolute: str) -> str | None:
+        for root in (self.root, f"file://{self.local_root}", self.local_root):
+            if root and absolute.startswith(root.rstrip("/") + "/"):
+                return absolute[len(root.rstrip("/")) + 1 :]
+        if self.local_root and absolute.startswith("file:"):
+            path = "/" + absolute[len("file:") :].lstrip("/")
+            if path.startswith(self.local_root.rstrip("/") + "/"):
+                return path[len(self.local_root.rstrip("/")) + 1 :]
+        return None
+
+    def add_table(self, files: pa.Table) -> None:
+        for path in files.column("path").to_pylist():
+            self.add(path)
+        dv = files.column("deletionVector")
+        if dv.null_count == len(dv):
+            return
+        kinds = pc.struct_field(dv, "storageType").to_pylist()
+        ids = pc.struct_field(dv, "pathOrInlineDv").to_pylist()
+        for kind, ident in zip(kinds, ids, strict=True):
+            self._dv(kind, ident)
+
+    def add_dv(self, dv: DeletionVector | None) -> None:
+        if dv is not None:
+            self._dv(dv.storage_type, dv.path_or_inline_dv)
+
+    def _dv(self, kind: str | None, ident: str | None) -> None:
+        path = dv_file(kind, ident)
+        if path is None:
+            return
+        self.add(path)
+        match = _DV_NAME.search(path)
+        if match:
+            self.dv_ids.add(match[1])
+
+    def keeps(self, name: str) -> bool:
+        if name in self.paths:
+            return True
+        match = _DV_NAME.search(name)
+        return bool(match and match[1] in self.dv_ids)
+
+
+def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced) -> None:
+    """Add the files named by commits whose (monotonic) time is inside the retention."""
+    commits = list_all_commits(snapshot.storage)
+    previous = -1
+    recent = []
+    for commit in commits:
+        adjusted = max(commit.file.mtime_ms, previous + 1)
+        previous = adjusted
+        if adjusted > cutoff_ms:
+            recent.append(commit)
+    if not recent:
+        return
+    for _, actions in read_commits(snapshot.storage, recent):
+        for action in actions:
+            if isinstance(action, AddFile | RemoveFile | AddCDCFile):
+                keep.add(action.path)
+                keep.add_dv(getattr(action, "deletion_vector", None))
+
+
+def plan_vacuum(
+    snapshot: Snapshot,
+    *,
+    retention_ms: int | None = None,
+    force: bool = False,
+    now_ms: int | None = None,
+) -> tuple[list[FileInfo], int, int, int]:
+    """(files to delete, retention, cutoff, number of referenced paths): pure listing, no change."""
+    check_readable(snapshot.protocol)
+    if "vacuumProtocolCheck" in reader_features(snapshot.protocol):
+        check_writable(snapshot.protocol, snapshot.metadata)
+    config = snapshot.configuration
+    table_retention = retention.duration_ms(
+        config, retention.DELETED_FILE_RETENTION, retention.DEFAULT_DELETED_FILE_RETENTION_MS
+    )
+    assert table_retention is not None
+    if retention_ms is None:
+        retention_ms = table_retention
+    if retention_ms < 0:
+        raise InvalidArgumentError(f"retention must not be negative, got {retention_ms} ms")
+    if retention_ms < table_retention and not force:
+        raise InvalidArgumentError(
+            f"retention {retention_ms / 3_600_000:g} h is shorter than the table's "
+            f"{retention.DELETED_FILE_RETENTION} ({table_retention / 3_600_000:g} h): files that "
+            "concurrent readers and writers still need could be deleted; force it (--force) only "
+            "when nothing else reads or writes the table"
+        )
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = now - retention_ms
+    keep = _Referenced(snapshot)
+    keep.add_table(snapshot.files())
+    tombstones = snapshot.tombstones()
+    if tombstones.num_rows:
+        recent = tombstones.filter(
+            pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), cutoff), True)
+        )
+        keep.add_table(recent)
+    _retained_commit_paths(snapshot, cutoff, keep)
+    partition_columns = snapshot.partition_columns
+    physical = [f.physical_name for f in snapshot.fields if f.name in partition_columns]
+    names = [*partition_columns, *physical]
+    doomed = [
+        info
+        for info in snapshot.storage.list_tree(lambda d: is_hidden(d, names))
+        if not is_hidden(info.name.rsplit("/", 1)[-1], names)
+        and not keep.keeps(info.name)
+        and info.mtime_ms < cutoff
+    ]
+    doomed.sort(key=lambda f: f.name)
+    return doomed, retention_ms, cutoff, len(keep.paths)
+
+
+def vacuum(
+    snapshot: Snapshot,
+    *,
+    retention_ms: int | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+) -> VacuumResult:
+    """Delete (or, with ``dry_run``, list) the files no version inside the retention reads.
+
+    ``snapshot`` should be the latest one: files removed after it are still live in it, so a
+    concurrent OPTIMIZE or DELETE can never make this run delete a file a newer version reads."""
+    started = time.perf_counter()
+    doomed, retention_used, cutoff, referenced = plan_vacuum(
+        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
+    )
+    total = sum(f.size for f in doomed)
+    names = tuple(f.name for f in doomed)
+    if dry_run:
+        seconds = time.perf_counter() - started
+        return VacuumResult(
+            retention_used, cutoff, names, total, True, 0, referenced, False, seconds
+        )
+    table = Table(snapshot.storage)
+    default_ms = retention.duration_ms(
+        snapshot.configuration,
+        retention.DELETED_FILE_RETENTION,
+        retention.DEFAULT_DELETED_FILE_RETENTION_MS,
+    )
+    logged = _record(
+        table,
+        "VACUUM START",
+        {
+            "retentionCheckEnabled": not force,
+            "specifiedRetentionMillis": retention_used,
+            "defaultRetentionMillis": default_ms,
+        },
+        {"numFilesToDelete": len(doomed), "sizeOfDataToDelete": total},
+    )
+    storage = snapshot.storage
+    if doomed:
+        with ThreadPoolExecutor(max_workers=min(_DELETE_WORKERS, len(doomed))) as pool:
+            list(pool.map(storage.delete, names))
+    if logged:
+        _record(
+            table,
+            "VACUUM END",
+            {"status": "COMPLETED"},
+            {"numDeletedFiles": len(doomed), "numVacuumedDirectories": 0},
+        )
+    log.info("vacuum of %s deleted %d files (%d bytes)", storage.root_uri, len(doomed), total)
+    seconds = time.perf_counter() - started
+    return VacuumResult(
+        retention_used, cutoff, names, total, False, len(doomed), referenced, logged, seconds
+    )
+
+
+def _record(table: Table, operation: str, params: dict[str, Any], metrics: dict[str, Any]) -> bool:
+    """A commitInfo-only commit; False (and a log line) when this engine cannot write the table."""
+    try:
+        txn = table.transaction()
+        txn.commit(operation, params, metrics)
+    except UnsupportedFeatureError as exc:
+        log.warning("vacuum of %s is not recorded in the log: %s", table.uri, exc)
+        return False
+    return True

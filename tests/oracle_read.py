@@ -1,0 +1,42 @@
+"""Read a table with deltalake in a child process: rows and a digest of their sorted contents.
+
+deltalake can abort the interpreter at exit after reading, and its ``to_pyarrow_table`` refuses
+deletion vectors; ``QueryBuilder`` applies them. Running it in a child keeps both problems out of
+the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+_SCRIPT = """
+import hashlib, json, sys
+import deltalake
+import pyarrow as pa
+path, version = sys.argv[1], sys.argv[2]
+dt = deltalake.DeltaTable(path, version=None if version == "latest" else int(version))
+batches = pa.table(deltalake.QueryBuilder().register("t", dt).execute("select * from t").read_all())
+rows = sorted(json.dumps(r, sort_keys=True, default=str) for r in batches.to_pylist())
+print(json.dumps({"rows": len(rows), "digest": hashlib.sha1("\\n".join(rows).encode()).hexdigest(),
+                  "version": dt.version()}), flush=True)
+"""
+
+
+def read(path: Path | str, version: int | None = None) -> dict[str, Any]:
+    """``{"rows", "digest", "version"}`` as deltalake reads them; raises with its error."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(path), "latest" if version is None else str(version)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise AssertionError(f"deltalake could not read {path}@{version}: {done.stderr[-800:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
