@@ -1,10 +1,11 @@
 """The soak driver: one seeded run of writers, killed maintenance, aging and skew, with checks.
 
 Each step picks one action with the run's random generator (OPTIMIZE, checkpoint, multi-part
-checkpoint, log cleanup, aging the log, skewing a commit's time, killing a writer), runs the
-maintenance ones as ``txntable`` processes that are SIGKILLed at a random moment with probability
-``kill_rate``, then checks every invariant. A run is reproducible in its choices (the seed), not in
-its interleavings (the processes race for real): that is the point.
+checkpoint, log cleanup, VACUUM with a forced 30 s retention, aging the log, skewing a commit's
+time, killing a writer), runs the maintenance ones as ``txntable`` processes that are SIGKILLed at
+a random moment with probability ``kill_rate``, then checks every invariant. A run is
+reproducible in its choices (the seed), not in its interleavings (the processes race for real):
+that is the point.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ ACTIONS = (
     "checkpoint-multipart",
     "cleanup",
     "cleanup",
+    "vacuum",
     "age",
     "skew",
     "kill-writer",
@@ -199,6 +201,10 @@ class Soak:
             self._maintenance(action, ["checkpoint", table, "--part-size", "4"])
         elif action == "cleanup":
             self._maintenance(action, ["cleanup", table])
+        elif action == "vacuum":
+            # forced short retention: only files older than 30 s that nothing retained reads go
+            retention = ["--retention", "30 seconds", "--force"]
+            self._maintenance(action, ["vacuum", table, *retention])
         elif action == "age":
             self._age()
         elif action == "skew":
