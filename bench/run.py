@@ -20,7 +20,13 @@ from pathlib import Path
 from types import ModuleType
 
 #: Benchmark modules, in run order. Add yours here.
-MODULES = ["bench.read_snapshot", "bench.optimize", "bench.commit_throughput", "bench.checkpoint"]
+MODULES = [
+    "bench.read_snapshot",
+    "bench.optimize",
+    "bench.commit_throughput",
+    "bench.checkpoint",
+    "bench.vacuum",
+]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 

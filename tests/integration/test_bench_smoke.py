@@ -56,3 +56,13 @@ def test_run_rewrites_only_its_own_section() -> None:
     twice = replace_section(once + "\nmore prose\n", "x", "figures 2\n")
     assert "figures 1" not in twice and "figures 2" in twice and "more prose" in twice
     assert twice.count("<!-- bench:x:begin -->") == 1
+
+
+def test_vacuum_benchmark_runs_and_both_engines_delete_the_same_files() -> None:
+    from bench import vacuum
+
+    result = vacuum.run(quick=True)
+    assert result["same_files_remain"]
+    for engine in ("ours", "deltalake"):
+        assert result["samples"][engine][0]["deleted"] == result["deleted_expected"]
+    assert "| ours |" in vacuum.render(result)
