@@ -31,6 +31,9 @@ from txntable.observability.metrics import EngineMetrics
 from txntable.observability.run_report import engine_summary
 
 REGIONS = ("eu", "us", "apac")
+#: Written into the table directory and the run-state directory the demo creates: a later demo
+#: replaces only what carries it, never a table (or folder) someone else put there.
+DEMO_MARKER = ".txntable-demo"
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64()), ("note", pa.string())]
 )
@@ -85,6 +88,23 @@ def _delta_rs(location: str, writer: int, appends: int, out: Any) -> None:
                 failures += 1
                 time.sleep(0.05)
     out.put(("delta-rs", {"gaveUp": failures}))
+
+
+def check_claimable(path: Path, what: str) -> None:
+    """Refuse a path that exists and is not a previous demo's (it would carry the marker)."""
+    if (path.exists() or path.is_symlink()) and not (path / DEMO_MARKER).is_file():
+        raise CliError(
+            f"{path} exists and was not created by txntable demo: refusing to delete or "
+            f"overwrite it. Point the demo's {what} somewhere new, or remove it yourself."
+        )
+
+
+def claim(path: Path) -> None:
+    """Make ``path`` a fresh directory of the demo's own (after ``check_claimable``)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    (path / DEMO_MARKER).write_text("created by txntable demo; the next demo replaces it\n")
 
 
 def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
@@ -147,10 +167,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.manifests} must hold exactly one valid TxnTable: {manifests.errors}")
     table: TxnTable = manifests.tables[0]
     location = Path(table.spec.location).resolve()
-    for stale in (location, Path(args.runs_dir)):  # the demo's own table and run state
-        if stale.exists():
-            shutil.rmtree(stale)
-    location.parent.mkdir(parents=True, exist_ok=True)
+    runs_dir = Path(args.runs_dir)
+    check_claimable(location, "TxnTable location (in the manifests)")
+    check_claimable(runs_dir, "--runs-dir")
+    claim(location)
+    claim(runs_dir)
     print(f"1. fragmenting {location}: {args.writers} txntable + {args.writers} deltalake writers")
     started = time.monotonic()
     contention = fragment(location, args.writers, args.appends)

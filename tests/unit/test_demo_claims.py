@@ -1,0 +1,60 @@
+"""``txntable demo`` never deletes or overwrites what it did not create (it used to rmtree
+whatever location its manifests named, and the run-state folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from txntable.cli.demo_cmd import DEMO_MARKER, check_claimable, claim
+from txntable.cli.errors import CliError
+from txntable.cli.main import main as cli
+from txntable.engine.table import Table
+
+MANIFEST = """apiVersion: txntable.io/v1alpha1
+kind: TxnTable
+metadata: {{name: events, namespace: default}}
+spec: {{location: {location}}}
+"""
+
+
+def test_demo_refuses_a_table_it_did_not_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    location = tmp_path / "precious"
+    table = Table.create(str(location), pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2, 3]}))
+    before = sorted(p.name for p in location.rglob("*"))
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "t.yaml").write_text(MANIFEST.format(location=location))
+    code = cli(["demo", "--manifests", str(manifests), "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "not created by txntable demo" in err and str(location) in err
+    assert sorted(p.name for p in location.rglob("*")) == before
+    assert Table.open(str(location)).snapshot().version == 1
+    assert not (tmp_path / "runs").exists()  # nothing created either
+
+
+def test_a_foreign_runs_dir_is_refused_before_anything_is_deleted(tmp_path: Path) -> None:
+    previous = tmp_path / "table"
+    claim(previous)
+    foreign = tmp_path / "runs"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    check_claimable(previous, "table")
+    with pytest.raises(CliError, match="not created by txntable demo"):
+        check_claimable(foreign, "--runs-dir")
+    assert (foreign / "keep.txt").read_text() == "mine"
+
+
+def test_a_previous_demo_table_is_replaced(tmp_path: Path) -> None:
+    location = tmp_path / "events"
+    claim(location)
+    Table.create(str(location), pa.schema([("id", pa.int64())]))
+    check_claimable(location, "table")
+    claim(location)
+    assert sorted(p.name for p in location.iterdir()) == [DEMO_MARKER]
