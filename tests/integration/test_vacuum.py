@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tests import oracle_read
@@ -268,3 +269,63 @@ def test_vacuum_racing_writers_and_optimize_keeps_every_retained_version_readabl
 
     ids = DeltaTable(str(path)).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
     assert acked <= set(ids) and len(ids) == len(set(ids))
+
+
+def _optimize_job(path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "txntable.jobs.optimize", str(path), "--executor", "arrow", *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    assert lines, done.stderr
+    return done.returncode, json.loads(lines[-1])
+
+
+def test_a_compaction_run_with_vacuum_reclaims_what_earlier_runs_left(tmp_path: Path) -> None:
+    """The policy's vacuum section: the optimize job vacuums after committing, with the table's
+    retention (here one second), so the files of the previous run go and its own stay."""
+    path = fragmented_table(tmp_path / "t", commits=6, rows=20, partitioned=False)
+    table = Table.open(str(path))
+    txn = table.transaction()
+    txn.set_metadata(
+        _with_config(table, {"delta.deletedFileRetentionDuration": "interval 1 second"})
+    )
+    txn.commit("SET TBLPROPERTIES")
+    code, first = _optimize_job(path)
+    assert code == 0 and first["numFilesRemoved"] == 6 and "vacuum" not in first
+    time.sleep(1.5)
+    for i in range(3):
+        Table.open(str(path)).append(_one_row(path, i))
+    before = oracle_read.read(path)
+    code, second = _optimize_job(path, "--vacuum")
+    assert code == 0, second
+    assert second["numFilesRemoved"] == 4  # run 1's output and the three appends
+    vac = second["vacuum"]
+    assert vac["numDeleted"] == 6 and not vac["dryRun"] and vac["logged"]
+    assert oracle_read.read(path)["digest"] == before["digest"]
+
+
+def test_a_vacuum_retention_below_the_tables_fails_the_run_after_the_compaction(
+    tmp_path: Path,
+) -> None:
+    path = fragmented_table(tmp_path / "t", commits=4, rows=20, partitioned=False)
+    code, result = _optimize_job(path, "--vacuum", "--vacuum-retention", "interval 1 hour")
+    assert code == 1
+    assert result["binsCommitted"] == 1  # the compaction stands
+    assert result["error"].startswith("vacuum: retention 1 h is shorter")
+
+
+def _with_config(table: Table, extra: dict[str, str]) -> Any:
+    from dataclasses import replace
+
+    metadata = table.snapshot().metadata
+    return replace(metadata, configuration={**metadata.configuration, **extra})
+
+
+def _one_row(path: Path, i: int) -> pa.Table:
+    """Row ``i`` of the table's first file: data shaped exactly like the table's."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(Table.open(str(path)).snapshot().file_uris()[0]).slice(i, 1)

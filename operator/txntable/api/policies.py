@@ -167,6 +167,15 @@ class CommitSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VacuumSettings:
+    """VACUUM at the end of every compaction run: delete the files no retained version reads."""
+
+    enabled: bool = spec_field(False)
+    retention: int | None = spec_field(None, kind=DURATION)
+    dry_run: bool = spec_field(False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CompactionPolicySpec:
     """How and when to OPTIMIZE (bin-pack, optionally Z-order) the selected tables."""
 
@@ -183,6 +192,7 @@ class CompactionPolicySpec:
     concurrency_policy: ConcurrencyPolicy = spec_field(ConcurrencyPolicy.FORBID)
     suspend: bool = spec_field(False)
     commit: CommitSettings = spec_field(factory=CommitSettings)
+    vacuum: VacuumSettings = spec_field(factory=VacuumSettings)
     spark: SparkTemplate = spec_field(factory=SparkTemplate)
     successful_runs_history_limit: int = spec_field(
         d.SUCCESSFUL_RUNS_HISTORY_LIMIT, minimum=0, maximum=100

@@ -38,6 +38,7 @@ from txntable.api.policies import (
     LogCleanup,
     MaintenanceWindow,
     PartitionFilter,
+    VacuumSettings,
     Weekday,
 )
 from txntable.api.table import (
@@ -87,5 +88,6 @@ __all__ = [
     "TxnTable",
     "TxnTableSpec",
     "TxnTableStatus",
+    "VacuumSettings",
     "Weekday",
 ]

@@ -123,6 +123,12 @@ def compaction_request(
         args += ["--where", where]
     if spec.z_order_by:
         args += ["--zorder-by", ",".join(spec.z_order_by)]
+    if spec.vacuum.enabled:
+        args += ["--vacuum"]
+        if spec.vacuum.retention is not None:
+            args += ["--vacuum-retention", f"interval {spec.vacuum.retention} seconds"]
+        if spec.vacuum.dry_run:
+            args += ["--vacuum-dry-run"]
     for key, value in sorted(table.spec.storage.options.items()):
         args += ["--storage-option", f"{key}={value}"]
     req = _base(

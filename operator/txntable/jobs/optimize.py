@@ -15,10 +15,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from txntable.engine.errors import EngineError
+from txntable.engine.retention import parse_interval_ms
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
+from txntable.engine.vacuum import vacuum
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.errors import MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
@@ -54,6 +57,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-id", default=None, help="recorded in commitInfo as txntableRunId")
     parser.add_argument("--max-attempts", type=int, default=1000, help="commit attempts")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="after compacting, VACUUM the files no retained version reads (engine/vacuum.py)",
+    )
+    parser.add_argument(
+        "--vacuum-retention",
+        default=None,
+        metavar="DURATION",
+        help="VACUUM retention, e.g. 'interval 7 days' (default: the table's; never forced)",
+    )
+    parser.add_argument(
+        "--vacuum-dry-run", action="store_true", help="report what VACUUM would delete, delete none"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
 
 
@@ -110,7 +127,28 @@ def execute(
         close = getattr(executor, "close", None)
         if close is not None:
             close()
+    if args.vacuum and not args.dry_run and not result.error:
+        result.vacuum, vacuum_error = run_vacuum(table, args)
+        if vacuum_error:
+            result.error = vacuum_error
     return result, (EXIT_FAILED if result.error else EXIT_OK)
+
+
+#: files named in the result line; the counts cover all of them
+_VACUUM_SAMPLE = 20
+
+
+def run_vacuum(table: Table, args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """VACUUM after the compaction, on the latest snapshot (which holds this run's removes):
+    its summary for the result line, and an error when it could not run."""
+    try:
+        retention_ms = parse_interval_ms(args.vacuum_retention) if args.vacuum_retention else None
+        result = vacuum(table.snapshot(), retention_ms=retention_ms, dry_run=args.vacuum_dry_run)
+    except EngineError as exc:
+        return {"error": str(exc)}, f"vacuum: {exc}"
+    doc = result.to_json()
+    doc["files"] = doc["files"][:_VACUUM_SAMPLE]
+    return doc, None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

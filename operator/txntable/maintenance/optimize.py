@@ -87,6 +87,8 @@ class OptimizeResult:
     error: str | None = None
     run_id: str | None = None
     plan: dict[str, Any] | None = None
+    #: the VACUUM that followed the compaction in the same run (``jobs.optimize --vacuum``)
+    vacuum: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -111,6 +113,8 @@ class OptimizeResult:
         }
         if self.plan is not None:
             out["plan"] = self.plan
+        if self.vacuum is not None:
+            out["vacuum"] = self.vacuum
         return out
 
 

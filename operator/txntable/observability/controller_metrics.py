@@ -162,6 +162,18 @@ class ControllerMetrics:
         self.bytes_added = Counter(
             "txntable_maintenance_bytes_added_total", "Bytes of files runs added.", k, registry=r
         )
+        self.vacuum_files = Counter(
+            "txntable_vacuum_files_deleted_total",
+            "Files VACUUM deleted at the end of runs (data files and deletion vectors).",
+            k,
+            registry=r,
+        )
+        self.vacuum_bytes = Counter(
+            "txntable_vacuum_bytes_deleted_total",
+            "Bytes of the files VACUUM deleted at the end of runs.",
+            k,
+            registry=r,
+        )
         self.run_attempts = Counter(
             "txntable_run_commit_attempts_total",
             "Commit attempts made by maintenance runs (from their result's engineMetrics).",
@@ -210,7 +222,8 @@ class ControllerMetrics:
             self.last_checkpoint, self.writable, self.observed, self.log_commits,
             self.log_retries, self.runs, self.run_duration, self.last_success, self.failure_streak,
             self.files_removed, self.files_added, self.bytes_removed, self.bytes_added,
-            self.run_attempts, self.run_retries, self.run_commits, self.run_conflicts,
+            self.vacuum_files, self.vacuum_bytes, self.run_attempts, self.run_retries,
+            self.run_commits, self.run_conflicts,
         ]  # fmt: skip
         self._operations = OperationLabels()
         self._log_position: dict[tuple[str, str], int] = {}
@@ -323,6 +336,12 @@ class ControllerMetrics:
             value = nonneg_int(result.get(field))
             if value is not None:
                 counter.labels(*k).inc(value)
+        vacuumed = result.get("vacuum")
+        if isinstance(vacuumed, Mapping) and not vacuumed.get("dryRun"):
+            for counter, field in ((self.vacuum_files, "numDeleted"), (self.vacuum_bytes, "bytes")):
+                value = nonneg_int(vacuumed.get(field))
+                if value is not None:
+                    counter.labels(*k).inc(value)
         summary = parse_summary(result)
         if summary is None:
             return

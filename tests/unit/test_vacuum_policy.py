@@ -1,0 +1,65 @@
+"""CompactionPolicy.spec.vacuum: parsed from manifests and turned into the optimize job's flags."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from txntable.api.errors import InvalidSpecError
+from txntable.api.types import CompactionPolicy, TxnTable
+from txntable.config import Config
+from txntable.handlers.requests import compaction_request
+from txntable.reconcile.decide import Decision, Why
+
+
+def _policy(vacuum: dict[str, Any] | None) -> CompactionPolicy:
+    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
+    if vacuum is not None:
+        spec["vacuum"] = vacuum
+    return CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": spec,
+        }
+    )
+
+
+def _args(policy: CompactionPolicy) -> tuple[str, ...]:
+    table = TxnTable.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"location": "s3://bucket/t"},
+        }
+    )
+    decision = Decision(True, Why.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
+    return compaction_request(table, policy, decision, Config.from_env({})).args
+
+
+@pytest.mark.parametrize(
+    ("vacuum", "flags"),
+    [
+        pytest.param(None, [], id="off-by-default"),
+        pytest.param({"enabled": False, "retention": "1d"}, [], id="disabled"),
+        pytest.param({"enabled": True}, ["--vacuum"], id="table-retention"),
+        pytest.param(
+            {"enabled": True, "retention": "10d", "dryRun": True},
+            ["--vacuum", "--vacuum-retention", "interval 864000 seconds", "--vacuum-dry-run"],
+            id="retention-and-dry-run",
+        ),
+    ],
+)
+def test_vacuum_settings_become_job_flags(vacuum: dict[str, Any] | None, flags: list[str]) -> None:
+    args = _args(_policy(vacuum))
+    got = [a for a in args if a.startswith("--vacuum") or a.startswith("interval ")]
+    assert got == flags
+
+
+def test_a_bad_retention_is_a_spec_error() -> None:
+    with pytest.raises(InvalidSpecError, match="retention"):
+        _policy({"enabled": True, "retention": "7 days"})
