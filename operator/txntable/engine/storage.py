@@ -14,7 +14,8 @@ import os
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
@@ -26,6 +27,8 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
+
+_DELETE_WORKERS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,14 @@ class Storage(ABC):
 
     def list_log(self, start_at: str = "") -> list[FileInfo]:
         return self.list_dir(LOG_DIR, start_at)
+
+    def delete_many(self, relatives: Sequence[str]) -> None:
+        """Delete many files (missing ones are fine): in parallel, since each delete on an
+        object store is a round trip."""
+        if not relatives:
+            return
+        with ThreadPoolExecutor(max_workers=min(_DELETE_WORKERS, len(relatives))) as pool:
+            list(pool.map(self.delete, relatives))
 
     def list_tree(self, skip_dir: Callable[[str], bool] | None = None) -> Iterator[FileInfo]:
         """Every file under the root, ``name`` relative to it (``/``-separated), for VACUUM.
@@ -177,6 +188,11 @@ class LocalStorage(Storage):
                         yield FileInfo(name, st.st_size, st.st_mtime_ns // 1_000_000)
                 except FileNotFoundError:
                     continue
+
+    def delete_many(self, relatives: Sequence[str]) -> None:
+        # an unlink is a few microseconds: threads only add contention (serial: 6x faster)
+        for relative in relatives:
+            self.delete(relative)
 
     def has_log_files(self) -> bool:
         # no stat per file: a 10,000-commit log lists in ~6 ms instead of ~50 ms

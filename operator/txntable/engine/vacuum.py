@@ -28,7 +28,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
-_DELETE_WORKERS = 16
 _DV_NAME = re.compile(r"deletion_vector_([0-9a-f-]{36})\.bin$")
 
 
@@ -294,9 +292,7 @@ def vacuum(
         {"numFilesToDelete": len(doomed), "sizeOfDataToDelete": total},
     )
     storage = snapshot.storage
-    if doomed:
-        with ThreadPoolExecutor(max_workers=min(_DELETE_WORKERS, len(doomed))) as pool:
-            list(pool.map(storage.delete, names))
+    storage.delete_many(names)
     if logged:
         _record(
             table,
