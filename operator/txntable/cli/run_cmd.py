@@ -86,7 +86,7 @@ def load_manifests(directory: Path) -> Manifests:
 def _summary(table: TxnTable, tick: Tick) -> str:
     s = tick.status
     parts = [
-        f"{table.metadata.name}: phase={s.phase}",
+        f"{_key(table)}: phase={s.phase}",
         f"version={s.version}",
         f"files={s.files}",
         f"small={s.small_files}",
@@ -98,9 +98,23 @@ def _summary(table: TxnTable, tick: Tick) -> str:
     return " ".join(parts)
 
 
+def _namespace(resource: TxnTable | CompactionPolicy | CheckpointPolicy) -> str:
+    return resource.metadata.namespace or "default"
+
+
+def _key(table: TxnTable) -> str:
+    """``namespace/name``: two tables of one name in two namespaces are two tables."""
+    return f"{_namespace(table)}/{table.metadata.name}"
+
+
 def _status_json(table: TxnTable, tick: Tick) -> str:
     return json.dumps(
-        {"table": table.metadata.name, "status": tick.status.to_status()}, default=str
+        {
+            "table": table.metadata.name,
+            "namespace": _namespace(table),
+            "status": tick.status.to_status(),
+        },
+        default=str,
     )
 
 
@@ -133,7 +147,13 @@ def reconcile_loop(
         ticks += 1
         busy = False
         for i, table in enumerate(tables):
-            tick = operator.reconcile(table, manifests.compaction, manifests.checkpoint)
+            # as in the cluster: a table sees only the policies of its own namespace
+            ns = _namespace(table)
+            tick = operator.reconcile(
+                table,
+                [p for p in manifests.compaction if _namespace(p) == ns],
+                [p for p in manifests.checkpoint if _namespace(p) == ns],
+            )
             tables[i] = replace(table, status=tick.status)
             if on_tick is not None:
                 on_tick(table, tick)
@@ -154,11 +174,11 @@ def run(args: argparse.Namespace) -> int:
 
     def show(table: TxnTable, tick: Tick) -> None:
         for event in tick.events:
-            print(f"event {table.metadata.name} {event.type} {event.reason}: {event.message}")
+            print(f"event {_key(table)} {event.type} {event.reason}: {event.message}")
         line = _status_json(table, tick) if args.json else _summary(table, tick)
-        if printed.get(table.metadata.name) != line:
+        if printed.get(_key(table)) != line:
             print(line, flush=True)
-            printed[table.metadata.name] = line
+            printed[_key(table)] = line
 
     reconcile_loop(
         manifests,
