@@ -58,3 +58,17 @@ def test_a_previous_demo_table_is_replaced(tmp_path: Path) -> None:
     check_claimable(location, "table")
     claim(location)
     assert sorted(p.name for p in location.iterdir()) == [DEMO_MARKER]
+
+
+def test_rows_read_back_survive_an_abort_at_interpreter_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deltalake can abort the interpreter at exit after a read (exit 134); the demo reads in a
+    child, so the count it printed stands and the demo's own exit status is untouched."""
+    import txntable.cli.demo_cmd as demo
+
+    monkeypatch.setattr(demo, "_COUNT_ROWS", "import os\nprint(42, flush=True)\nos.abort()\n")
+    assert demo._rows_read_by_deltalake(tmp_path) == 42
+    monkeypatch.setattr(demo, "_COUNT_ROWS", "import os\nos.abort()\n")
+    with pytest.raises(CliError, match="deltalake could not read"):
+        demo._rows_read_by_deltalake(tmp_path)
