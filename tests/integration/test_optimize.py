@@ -355,3 +355,28 @@ def test_zorder_with_a_small_target_never_multiplies_the_file_count(tmp_path: Pa
     assert 1 <= result.num_files_added <= before_files == result.num_files_removed
     assert len(DeltaTable(str(path)).file_uris()) <= before_files
     assert rows_multiset(path) == before
+
+
+def test_a_table_with_check_constraints_is_compacted_but_not_appended_to(tmp_path: Path) -> None:
+    """A rewrite changes no row, so rows already in the table satisfy its CHECK constraints:
+    OPTIMIZE may compact it (it used to refuse 'checkConstraints'), while an append, whose rows
+    we would have to check, is still refused with the feature named."""
+    from deltalake import write_deltalake
+
+    from txntable.engine.errors import UnsupportedWriterFeatureError
+    from txntable.reconcile.health import observe
+
+    path = tmp_path / "t"
+    for i in range(4):
+        write_deltalake(str(path), pa.table({"id": [i * 10 + 1, i * 10 + 2]}), mode="append")
+    DeltaTable(str(path)).alter.add_constraint({"id_positive": "id > 0"})
+    before = rows_multiset(path)
+    table = Table.open(str(path))
+    assert observe(table.snapshot(), 1 << 20).writable
+    result = optimize(table, OptimizePolicy(), ArrowExecutor())
+    assert result.error is None and result.num_files_removed == 4 and result.num_files_added == 1
+    assert rows_multiset(path) == before
+    dt = DeltaTable(str(path))
+    assert dt.metadata().configuration["delta.constraints.id_positive"] == "id > 0"
+    with pytest.raises(UnsupportedWriterFeatureError, match="checkConstraints"):
+        Table.open(str(path)).append(pa.table({"id": [-5]}))

@@ -128,8 +128,14 @@ def check_readable(protocol: Protocol) -> None:
         )
 
 
-def check_writable(protocol: Protocol, metadata: Metadata | None = None) -> None:
-    """Raise unless this engine can commit to a table with this protocol and metadata."""
+def check_writable(
+    protocol: Protocol, metadata: Metadata | None = None, *, rows_unchanged: bool = False
+) -> None:
+    """Raise unless this engine can commit to a table with this protocol and metadata.
+
+    ``rows_unchanged``: the commit only rewrites files (``dataChange=false``) or records
+    commitInfo, so no row is added or changed. CHECK constraints, invariants, generated and
+    identity columns then need no enforcement: the rows already in the table satisfy them."""
     check_readable(protocol)
     version = protocol.min_writer_version
     if not 1 <= version <= 7:
@@ -138,7 +144,7 @@ def check_writable(protocol: Protocol, metadata: Metadata | None = None) -> None
         )
     features = writer_features(protocol) | reader_features(protocol)
     missing = set(features - WRITABLE_FEATURES)
-    if metadata is not None:
+    if metadata is not None and not rows_unchanged:
         missing |= _active_but_unenforced(features, metadata)
     if missing:
         names = ", ".join(sorted(missing))

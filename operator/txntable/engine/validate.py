@@ -73,9 +73,22 @@ def prepare_commit(
     new_protocol = protocol or read_protocol or DEFAULT_PROTOCOL
     new_metadata = metadata or read_metadata
     assert new_metadata is not None  # _single_protocol_and_metadata guarantees it
-    _check_protocol(read_protocol, read_metadata, protocol, new_protocol, new_metadata)
-    _check_metadata(new_metadata)
     files = [a for a in actions if isinstance(a, AddFile | RemoveFile | AddCDCFile)]
+    rows_unchanged = (
+        protocol is None
+        and metadata is None
+        and read_protocol is not None
+        and all(isinstance(a, AddFile | RemoveFile) and not a.data_change for a in files)
+    )
+    _check_protocol(
+        read_protocol,
+        read_metadata,
+        protocol,
+        new_protocol,
+        new_metadata,
+        rows_unchanged=rows_unchanged,
+    )
+    _check_metadata(new_metadata)
     _check_partition_values(files, new_metadata)
     _check_append_only(files, read_metadata or new_metadata)
     _check_duplicates(files, live_files)
@@ -148,9 +161,11 @@ def _check_protocol(
     changed: Protocol | None,
     new_protocol: Protocol,
     new_metadata: Metadata,
+    *,
+    rows_unchanged: bool = False,
 ) -> None:
     if read_protocol is not None:
-        check_writable(read_protocol, read_metadata)
+        check_writable(read_protocol, read_metadata, rows_unchanged=rows_unchanged)
     if changed is not None and read_protocol is not None:
         upgrade = (
             changed.min_reader_version >= read_protocol.min_reader_version
@@ -172,7 +187,7 @@ def _check_protocol(
             "DELTA_INVALID_PROTOCOL",
         )
     try:
-        check_writable(new_protocol, new_metadata)
+        check_writable(new_protocol, new_metadata, rows_unchanged=rows_unchanged)
     except InvalidActionError as exc:
         raise InvalidCommitError(f"invalid metaData: {exc}", "DELTA_INVALID_METADATA") from exc
 

@@ -144,7 +144,7 @@ def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None)
     """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
     so the partition predicate is parsed and checked by the engine."""
     snap = snapshot or table.snapshot()
-    check_writable(snap.protocol, snap.metadata)
+    check_writable(snap.protocol, snap.metadata, rows_unchanged=True)
     validate_policy(snap, policy)
     files = Transaction(table, snap).scan(policy.where)
     return plan_optimize(files, snap.partition_columns, policy, snap.version)
@@ -268,7 +268,7 @@ class _Run:
                 self._skip(pending.values(), "table schema changed since planning", result)
                 return False
             try:
-                check_writable(latest.protocol, latest.metadata)
+                check_writable(latest.protocol, latest.metadata, rows_unchanged=True)
             except UnsupportedFeatureError as exc:
                 self._skip(pending.values(), f"protocol changed: {exc}", result)
                 return False

@@ -57,7 +57,7 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
     protocol = snapshot.protocol
     writable, reason = True, None
     try:
-        check_writable(protocol, snapshot.metadata)
+        check_writable(protocol, snapshot.metadata, rows_unchanged=True)
     except UnsupportedFeatureError as exc:
         writable, reason = False, str(exc)
     checkpoint = snapshot.checkpoint_version
