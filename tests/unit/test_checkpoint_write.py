@@ -392,3 +392,24 @@ def test_intervals(text: str, ms: int) -> None:
 def test_bad_intervals(text: str) -> None:
     with pytest.raises(InvalidArgumentError):
         retention.parse_interval_ms(text)
+
+
+def test_metadata_without_schema_string_reads_as_an_empty_schema(tmp_path: Path) -> None:
+    """Older writers omit schemaString; Spark reads an empty schema. It used to be refused as a
+    malformed action; now it loads, checkpoints (null, never "") and loads again."""
+    meta = g.metadata()
+    del meta["metaData"]["schemaString"]
+    root = tmp_path / "t"
+    g.write_commit(root, 0, [g.commit_info(), g.protocol(), meta])
+    g.write_commit(root, 1, [g.commit_info(), g.add("a.parquet")])
+    storage = LocalStorage(str(root))
+    snapshot = Snapshot.load(storage)
+    assert snapshot.fields == [] and snapshot.schema.names == []
+    assert "schemaString" not in snapshot.metadata.to_json()
+    write_checkpoint(snapshot, now_ms=NOW)
+    rows = _checkpoint_rows(root, f"{1:020d}.checkpoint.parquet")
+    metadata = [m for m in rows.column("metaData").to_pylist() if m]
+    assert metadata[0]["schemaString"] is None
+    again = Snapshot.load(storage)
+    assert again.checkpoint_version == 1 and again.fields == []
+    assert again.num_files == 1

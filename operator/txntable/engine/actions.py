@@ -160,7 +160,7 @@ class Protocol(_Action):
 @dataclass(frozen=True, slots=True)
 class Metadata(_Action):
     KEY: ClassVar[str] = "metaData"
-    REQUIRED: ClassVar[frozenset[str]] = frozenset({"id", "schema_string"})
+    REQUIRED: ClassVar[frozenset[str]] = frozenset({"id"})
 
     id: str = ""
     name: str | None = None
@@ -171,6 +171,14 @@ class Metadata(_Action):
     configuration: dict[str, str] = field(default_factory=dict)
     created_time: int | None = None
     extra: JsonObject = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> JsonObject:
+        # Older writers omit schemaString; Spark reads that as an empty schema (and would fail
+        # on an empty string), so an empty one is written back as absent.
+        out = _Action.to_json(self)
+        if not out.get("schemaString"):
+            out.pop("schemaString", None)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

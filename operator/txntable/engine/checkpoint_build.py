@@ -300,7 +300,7 @@ def _metadata_row(state: TableState) -> dict[str, Any]:
             "provider": fmt.get("provider", "parquet"),
             "options": list((fmt.get("options") or {}).items()),
         },
-        "schemaString": m.schema_string,
+        "schemaString": m.schema_string or None,  # absent (older writers): null, not ""
         "partitionColumns": list(m.partition_columns),
         "configuration": list(m.configuration.items()),
         "createdTime": m.created_time,
