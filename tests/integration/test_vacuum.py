@@ -21,9 +21,10 @@ from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.soak.writer import SCHEMA, ids_of
 from txntable.cli.main import main as cli
+from txntable.engine.deletion_vectors import z85_uuid
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.table import Table
-from txntable.engine.vacuum import vacuum, z85_uuid
+from txntable.engine.vacuum import vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy

@@ -31,7 +31,7 @@ def files_table(rows: list[dict]) -> pa.Table:
                 "size": r["size"],
                 "modificationTime": 0,
                 "dataChange": True,
-                "stats": None,
+                "stats": r.get("stats"),
                 "tags": list(r["tags"].items()) if r.get("tags") else None,
                 "deletionVector": (
                     {
@@ -39,7 +39,7 @@ def files_table(rows: list[dict]) -> pa.Table:
                         "pathOrInlineDv": "ab",
                         "offset": 1,
                         "sizeInBytes": 10,
-                        "cardinality": 1,
+                        "cardinality": int(r["dv"]),
                         "maxRowIndex": None,
                     }
                     if r.get("dv")
@@ -140,13 +140,30 @@ def test_deterministic_for_shuffled_inputs():
     assert len(planned) == len(set(planned))
 
 
-def test_files_with_deletion_vectors_are_never_candidates():
+def test_files_with_deletion_vectors_are_candidates_and_carry_their_vector():
     rows = sizes(1, 1, 1)
-    rows[0]["dv"] = True
+    rows[0]["dv"] = 1
     plan = plan_optimize(files_table(rows), [], POLICY)
-    assert [len(b.paths) for b in plan.bins] == [2]
-    assert rows[0]["path"] not in plan.bins[0].paths
+    assert [len(b.paths) for b in plan.bins] == [3]
+    (b,) = plan.bins
+    dvs = dict(zip(b.paths, b.deletion_vectors, strict=True))
+    assert dvs[rows[0]["path"]]["cardinality"] == 1
+    assert all(dvs[r["path"]] is None for r in rows[1:])
     assert plan.files_with_deletion_vectors == 1 and plan.notes
+
+
+@pytest.mark.parametrize(
+    ("deleted", "rewritten"),
+    [pytest.param(49, False, id="below-5-percent"), pytest.param(50, True, id="at-5-percent")],
+)
+def test_a_large_file_is_purged_alone_once_its_vector_hides_enough_rows(
+    deleted: int, rewritten: bool
+) -> None:
+    rows = sizes(2000)  # far above the target: never a size candidate
+    rows[0]["dv"] = deleted
+    rows[0]["stats"] = '{"numRecords": 1000}'
+    plan = plan_optimize(files_table(rows), [], POLICY)
+    assert [b.paths for b in plan.bins] == ([(rows[0]["path"],)] if rewritten else [])
 
 
 def test_zorder_takes_the_whole_partition_until_tagged():

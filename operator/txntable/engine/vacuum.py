@@ -26,7 +26,6 @@ import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ import pyarrow.compute as pc
 
 from txntable.engine import retention
 from txntable.engine.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
+from txntable.engine.deletion_vectors import dv_file
 from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
 from txntable.engine.features import check_readable, check_writable, reader_features
 from txntable.engine.paths import decode_path, has_scheme
@@ -46,8 +46,6 @@ from txntable.engine.table import Table
 
 log = logging.getLogger(__name__)
 
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 _DV_NAME = re.compile(r"deletion_vector_([0-9a-f-]{36})\.bin$")
 
 
@@ -78,35 +76,6 @@ class VacuumResult:
             "files": list(self.files),
             "seconds": round(self.seconds, 3),
         }
-
-
-def z85_uuid(text: str) -> str:
-    """The UUID a deletion vector's 20-character Z85 (Base85) id encodes."""
-    if len(text) != 20:
-        raise InvalidArgumentError(f"deletion vector id {text!r} is not 20 Base85 characters")
-    out = bytearray()
-    for start in range(0, 20, 5):
-        value = 0
-        for char in text[start : start + 5]:
-            if char not in _Z85_INDEX:
-                raise InvalidArgumentError(f"deletion vector id {text!r} is not Base85")
-            value = value * 85 + _Z85_INDEX[char]
-        out += value.to_bytes(4, "big")
-    return str(uuid.UUID(bytes=bytes(out)))
-
-
-def dv_file(storage_type: str | None, path_or_inline: str | None) -> str | None:
-    """The file a deletion vector descriptor points at (raw action path form), or None when
-    inline. ``u``: ``<prefix><20-char id>`` -> ``<prefix>/deletion_vector_<uuid>.bin``."""
-    if not storage_type or path_or_inline is None or storage_type == "i":
-        return None
-    if storage_type == "p":
-        return path_or_inline
-    if storage_type == "u":
-        prefix, encoded = path_or_inline[:-20], path_or_inline[-20:]
-        name = f"deletion_vector_{z85_uuid(encoded)}.bin"
-        return f"{prefix}/{name}" if prefix else name
-    raise InvalidArgumentError(f"unknown deletion vector storage type {storage_type!r}")
 
 
 def is_hidden(name: str, partition_columns: Iterable[str]) -> bool:

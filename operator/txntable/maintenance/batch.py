@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +37,7 @@ def operation_metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) ->
         "p50FileSize": str(pct(0.5)),
         "p75FileSize": str(pct(0.75)),
         "maxFileSize": str(sizes[-1]),
-        "numDeletionVectorsRemoved": "0",
+        "numDeletionVectorsRemoved": str(sum(r.deletion_vector is not None for r in removes)),
     }
 
 
@@ -68,18 +69,40 @@ def read_predicate(
 
 
 def expected_rows(live: Mapping[str, AddFile], paths: Sequence[str]) -> int | None:
-    """Rows of the inputs by their ``numRecords`` statistics; None when any lacks them."""
+    """Rows of the inputs by their ``numRecords`` statistics less the rows their deletion
+    vectors delete; None when any lacks statistics."""
     total = 0
     for p in paths:
-        stats = live[p].stats
+        add = live[p]
         try:
-            records = json.loads(stats).get("numRecords") if stats else None
+            records = json.loads(add.stats).get("numRecords") if add.stats else None
         except ValueError:
             records = None
         if not isinstance(records, int):
             return None
-        total += records
+        total += records - (add.deletion_vector.cardinality if add.deletion_vector else 0)
     return total
+
+
+def _dv_id(dv: Mapping[str, Any] | None) -> str | None:
+    if dv is None:
+        return None
+    offset = dv.get("offset")
+    suffix = f"@{offset}" if offset is not None else ""
+    return f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}{suffix}"
+
+
+def inputs_unchanged(b: Bin, live: Mapping[str, AddFile]) -> bool:
+    """Every input of ``b`` is still live with the deletion vector it was planned with (a
+    concurrent DELETE that replaced a file's vector makes the rewrite stale)."""
+    for index, path in enumerate(b.paths):
+        add = live.get(path)
+        if add is None:
+            return False
+        current = add.deletion_vector.unique_id if add.deletion_vector else None
+        if current != _dv_id(b.deletion_vector(index)):
+            return False
+    return True
 
 
 def schema_changed(planned: Snapshot, latest: Snapshot) -> bool:
@@ -93,20 +116,21 @@ def schema_changed(planned: Snapshot, latest: Snapshot) -> bool:
 
 
 def live_adds(snapshot: Snapshot, paths: Sequence[str]) -> dict[str, AddFile]:
-    """Live ``add`` actions (without deletion vectors) for the given raw paths."""
+    """Live ``add`` actions (with their deletion vectors) for the given raw paths."""
     files = snapshot.files()
     if not paths or files.num_rows == 0:
         return {}
-    mask = pc.and_(
-        pc.is_in(files.column("path"), value_set=pa.array(list(paths), pa.string())),
-        pc.is_null(files.column("deletionVector")),
-    )
+    mask = pc.is_in(files.column("path"), value_set=pa.array(list(paths), pa.string()))
     out: dict[str, AddFile] = {}
     for row in files.filter(mask).to_pylist():
         obj = {k: v for k, v in row.items() if v is not None}
         obj["partitionValues"] = dict(row.get("partitionValues") or [])
         if "tags" in obj:
             obj["tags"] = dict(obj["tags"])
+        if "deletionVector" in obj:
+            obj["deletionVector"] = {
+                k: v for k, v in obj["deletionVector"].items() if v is not None
+            }
         add = AddFile.from_json(obj)
         out[add.path] = add
     return out

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txntable.engine.actions import AddFile
+from txntable.engine.deletion_vectors import deleted_rows, keep_mask
 from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
 from txntable.engine.schema import parse_schema, to_arrow_schema
 from txntable.engine.stats import StatsConfig, stats_for_table
@@ -54,6 +55,9 @@ class BinTask:
     target_file_size: int
     zorder_by: tuple[str, ...] = ()
     storage_options: Mapping[str, Any] = field(default_factory=dict)
+    #: each input's deletion vector (``deletionVector`` JSON) or None, aligned with ``inputs``
+    #: (empty: none has one); the rows it deletes are left out of the rewrite
+    deletion_vectors: tuple[Mapping[str, Any] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,9 +153,13 @@ def rewrite_bin(task: BinTask) -> BinResult:
     try:
         storage = open_storage(task.table_uri, task.storage_options)
         schema = data_schema(task.schema_string, task.partition_columns)
-        parts = [
-            conform(_read_input(storage, p, task.storage_options), schema) for p in task.inputs
-        ]
+        parts = []
+        for index, path in enumerate(task.inputs):
+            data = _read_input(storage, path, task.storage_options)
+            dv = task.deletion_vectors[index] if task.deletion_vectors else None
+            if dv is not None:
+                data = data.filter(keep_mask(data.num_rows, deleted_rows(storage, dv)))
+            parts.append(conform(data, schema))
         data = pa.concat_tables(parts) if parts else schema.empty_table()
         tags: dict[str, str | None] | None = None
         if task.zorder_by:

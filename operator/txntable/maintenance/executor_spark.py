@@ -25,8 +25,8 @@ from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """The function a Spark task runs: a ``BinTask`` as a dict in, a ``BinResult`` dict out."""
     fields = dict(task)
-    for key in ("inputs", "partition_columns", "zorder_by"):
-        fields[key] = tuple(fields[key])
+    for key in ("inputs", "partition_columns", "zorder_by", "deletion_vectors"):
+        fields[key] = tuple(fields.get(key) or ())
     return rewrite_bin(BinTask(**fields)).to_json()
 
 

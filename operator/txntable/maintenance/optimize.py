@@ -40,6 +40,7 @@ from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions, Transaction
 from txntable.maintenance.batch import (
     expected_rows,
+    inputs_unchanged,
     live_adds,
     operation_metrics,
     read_predicate,
@@ -241,6 +242,7 @@ class _Run:
             target_file_size=self.policy.target_file_size,
             zorder_by=self.policy.zorder_by if b.zorder else (),
             storage_options=self.storage_options,
+            deletion_vectors=b.deletion_vectors,
         )
 
     def cleanup(self, results: Sequence[BinResult]) -> None:
@@ -275,6 +277,9 @@ class _Run:
             live = _live_rows(latest, [p for bid in pending for p in by_id[bid].paths])
             gone = [bid for bid in pending if not all(p in live for p in by_id[bid].paths)]
             self._skip([pending.pop(bid) for bid in gone], "inputs removed concurrently", result)
+            stale = [bid for bid in pending if not inputs_unchanged(by_id[bid], live)]
+            reason = "rows deleted from inputs concurrently (their deletion vectors changed)"
+            self._skip([pending.pop(bid) for bid in stale], reason, result)
             wrong = [
                 bid
                 for bid in pending

@@ -7,7 +7,9 @@ dropped. A partition that is already compacted (a single file, or no file under 
 yields nothing, so a second run right after the first plans nothing. With Z-order columns every
 file of a partition goes into one bin (the rows are re-clustered, not just concatenated), unless
 every file already carries the Z-order tag for the same columns. Files with deletion vectors are
-never candidates: rewriting them needs the vector applied, which this layer does not do.
+candidates like the others (their rewrite drops the deleted rows, so the vectors are purged), and
+one whose vector hides at least ``dv_purge_ratio`` of its rows is rewritten whatever its size,
+alone if need be.
 
 The plan is also the dry-run output (``OptimizePlan.to_json``), and it is what the executors
 (Arrow in-process, Spark tasks) run and the orchestrator commits in batches.
@@ -31,6 +33,7 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 DEFAULT_TARGET_FILE_SIZE = 128 * MiB
 DEFAULT_COMMIT_BATCH_BYTES = 16 * GiB
+DEFAULT_DV_PURGE_RATIO = 0.05
 #: Tag put on files written by a Z-order run; its value is the JSON list of columns.
 ZORDER_TAG = "txntable.zOrderBy"
 
@@ -64,6 +67,9 @@ class OptimizePolicy:
     where: str | None = None
     zorder_by: tuple[str, ...] = ()
     commit_batch_bytes: int = DEFAULT_COMMIT_BATCH_BYTES
+    #: a file whose deletion vector hides at least this share of its rows is rewritten whatever
+    #: its size (Delta's auto-purge heuristic starts at 5%)
+    dv_purge_ratio: float = DEFAULT_DV_PURGE_RATIO
 
     def __post_init__(self) -> None:
         if self.target_file_size <= 0:
@@ -76,6 +82,8 @@ class OptimizePolicy:
             raise InvalidPolicyError("max bytes per run must be positive")
         if self.commit_batch_bytes <= 0:
             raise InvalidPolicyError("commit batch bytes must be positive")
+        if not 0 < self.dv_purge_ratio <= 1:
+            raise InvalidPolicyError("the deletion-vector purge ratio must be in (0, 1]")
         if len(set(self.zorder_by)) != len(self.zorder_by) or any(not c for c in self.zorder_by):
             raise InvalidPolicyError(f"bad Z-order columns {list(self.zorder_by)}")
 
@@ -92,6 +100,7 @@ class OptimizePolicy:
             "where": self.where,
             "zOrderBy": list(self.zorder_by),
             "commitBatchBytes": self.commit_batch_bytes,
+            "dvPurgeRatio": self.dv_purge_ratio,
         }
 
 
@@ -107,6 +116,11 @@ class Bin:
     paths: tuple[str, ...]
     sizes: tuple[int, ...]
     zorder: bool = False
+    #: the deletion vector of each input as planned (``deletionVector`` JSON), aligned with paths
+    deletion_vectors: tuple[dict[str, Any] | None, ...] = ()
+
+    def deletion_vector(self, index: int) -> dict[str, Any] | None:
+        return self.deletion_vectors[index] if self.deletion_vectors else None
 
     @property
     def total_bytes(self) -> int:
@@ -124,6 +138,7 @@ class Bin:
             "numFiles": len(self.paths),
             "bytes": self.total_bytes,
             "zOrder": self.zorder,
+            "filesWithDeletionVectors": sum(dv is not None for dv in self.deletion_vectors),
             "files": list(self.paths),
         }
 
@@ -189,6 +204,9 @@ class _File:
     path: str
     size: int
     tag: str | None
+    dv: dict[str, Any] | None = None
+    #: the deletion vector hides at least the policy's purge ratio of its rows
+    purge: bool = False
 
 
 def plan_optimize(
@@ -199,7 +217,7 @@ def plan_optimize(
 ) -> OptimizePlan:
     """Plan bins over ``files`` (``ADD_SCHEMA`` rows already restricted to the partitions the
     policy's predicate selects, e.g. by ``Transaction.scan``)."""
-    groups, dv_files = _group_by_partition(files, partition_columns)
+    groups, dv_files = _group_by_partition(files, partition_columns, policy.dv_purge_ratio)
     bins: list[Bin] = []
     skipped = 0
     for key in sorted(groups, key=_partition_sort_key):
@@ -210,8 +228,11 @@ def plan_optimize(
         bins.extend(made)
     chosen, deferred = _limit(bins, policy.max_bytes)
     notes = []
-    if dv_files:
-        notes.append(f"{dv_files} file(s) with deletion vectors are not rewritten")
+    rewritten_dvs = sum(dv is not None for b in bins for dv in b.deletion_vectors)
+    if rewritten_dvs:
+        notes.append(
+            f"{rewritten_dvs} file(s) with deletion vectors are rewritten without deleted rows"
+        )
     if deferred:
         notes.append(f"{len(deferred)} bin(s) deferred to a later run by the max-bytes limit")
     return OptimizePlan(
@@ -228,27 +249,41 @@ def plan_optimize(
 
 
 def _group_by_partition(
-    files: pa.Table, partition_columns: Sequence[str]
+    files: pa.Table, partition_columns: Sequence[str], purge_ratio: float
 ) -> tuple[dict[PartitionKey, list[_File]], int]:
     n = files.num_rows
     paths = files.column("path").to_pylist()
     sizes = files.column("size").to_pylist()
-    has_dv = (
-        pc.is_valid(files.column("deletionVector")).to_pylist()
+    dvs: list[dict[str, Any] | None] = (
+        files.column("deletionVector").to_pylist()
         if "deletionVector" in files.column_names
-        else [False] * n
+        else [None] * n
     )
+    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * n
     tags = _lookup(files, "tags", ZORDER_TAG) if n else []
     columns = [_lookup(files, "partitionValues", c) for c in partition_columns] if n else []
     groups: dict[PartitionKey, list[_File]] = {}
     dv_files = 0
     for i in range(n):
-        if has_dv[i]:
+        raw = dvs[i]
+        dv = {k: v for k, v in raw.items() if v is not None} if raw else None
+        purge = False
+        if dv is not None:
             dv_files += 1
-            continue
+            records = _num_records(stats[i])
+            deleted = int(dv.get("cardinality") or 0)
+            purge = records is not None and records > 0 and deleted >= purge_ratio * records
         key = tuple(_null_if_empty(col[i]) for col in columns)
-        groups.setdefault(key, []).append(_File(paths[i], int(sizes[i]), tags[i]))
+        groups.setdefault(key, []).append(_File(paths[i], int(sizes[i]), tags[i], dv, purge))
     return groups, dv_files
+
+
+def _num_records(stats: str | None) -> int | None:
+    try:
+        value = json.loads(stats).get("numRecords") if stats else None
+    except ValueError:
+        return None
+    return value if isinstance(value, int) else None
 
 
 def _lookup(files: pa.Table, column: str, key: str) -> list[str | None]:
@@ -271,7 +306,8 @@ def _partition_sort_key(key: PartitionKey) -> tuple[tuple[int, str], ...]:
 def _plan_partition(
     values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
 ) -> list[Bin]:
-    if len(files) < 2:
+    purge = [f for f in files if f.purge]
+    if len(files) < 2 and not purge:
         return []  # already compacted (or empty): one file is as good as it gets
     if policy.zorder_by:
         wanted = json.dumps(list(policy.zorder_by), separators=(",", ":"))
@@ -279,8 +315,8 @@ def _plan_partition(
             return []  # every file already written by a Z-order run on these columns
         return [_make_bin(values, files, zorder=True)]
     limit = policy.effective_min_file_size
-    candidates = [f for f in files if f.size < limit]
-    if len(candidates) < policy.min_input_files:
+    candidates = [f for f in files if f.size < limit or f.purge]
+    if len(candidates) < policy.min_input_files and not purge:
         return []
     candidates.sort(key=lambda f: (-f.size, f.path))
     packed: list[tuple[int, list[_File]]] = []  # first-fit decreasing
@@ -292,10 +328,11 @@ def _plan_partition(
                 break
         else:
             packed.append((f.size, [f]))
+    # a bin that purges deletion vectors is worth rewriting even alone
     return [
         _make_bin(values, members, zorder=False)
         for _, members in packed
-        if len(members) >= policy.min_input_files
+        if len(members) >= policy.min_input_files or any(f.purge for f in members)
     ]
 
 
@@ -306,6 +343,7 @@ def _make_bin(values: dict[str, str | None], files: list[_File], zorder: bool) -
         paths=tuple(f.path for f in ordered),
         sizes=tuple(f.size for f in ordered),
         zorder=zorder,
+        deletion_vectors=tuple(f.dv for f in ordered) if any(f.dv for f in ordered) else (),
     )
 
 
