@@ -16,6 +16,8 @@ OBSERVE_INTERVAL: Final = "1m"
 TARGET_FILE_SIZE: Final = "128Mi"
 MIN_FILE_SIZE: Final = "32Mi"
 MIN_INPUT_FILES: Final = 2
+#: Delta's auto-purge heuristic: rewrite a file once its deletion vector hides 5% of its rows
+DV_PURGE_PERCENT: Final = 5
 MAX_BYTES_PER_RUN: Final = "64Gi"
 COOLDOWN: Final = "15m"
 TIME_ZONE: Final = "UTC"

@@ -183,6 +183,7 @@ class CompactionPolicySpec:
     target_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.TARGET_FILE_SIZE)
     min_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.MIN_FILE_SIZE)
     min_input_files: int = spec_field(d.MIN_INPUT_FILES, minimum=2, maximum=100_000)
+    deletion_vector_purge_percent: int = spec_field(d.DV_PURGE_PERCENT, minimum=1, maximum=100)
     max_bytes_per_run: int = spec_field(kind=SIZE, minimum=1, text_default=d.MAX_BYTES_PER_RUN)
     partition_filters: tuple[PartitionFilter, ...] = spec_field((), max_items=16)
     z_order_by: tuple[str, ...] = spec_field((), max_items=8, min_length=1, max_length=255)

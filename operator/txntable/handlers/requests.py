@@ -109,6 +109,8 @@ def compaction_request(
         str(spec.min_file_size),
         "--min-input-files",
         str(spec.min_input_files),
+        "--purge-deleted-percent",
+        str(spec.deletion_vector_purge_percent),
         "--max-bytes",
         str(spec.max_bytes_per_run),
         "--max-attempts",

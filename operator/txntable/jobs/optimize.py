@@ -44,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-file-size", default=None, help="files below this are candidates (default: target)"
     )
     parser.add_argument("--min-input-files", type=int, default=2, help="min files per bin")
+    parser.add_argument(
+        "--purge-deleted-percent",
+        type=int,
+        default=5,
+        help="rewrite a file whose deletion vector hides this %% of its rows (default 5)",
+    )
     parser.add_argument("--where", default=None, help="partition predicate, e.g. \"d = '2024'\"")
     parser.add_argument("--zorder-by", default="", help="comma-separated columns to Z-order by")
     parser.add_argument("--max-bytes", default=None, help="max input bytes rewritten by this run")
@@ -84,6 +90,7 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
         where=args.where or None,
         zorder_by=zorder,
         commit_batch_bytes=parse_size(args.commit_every),
+        dv_purge_ratio=args.purge_deleted_percent / 100,
     )
 
 

@@ -1,4 +1,5 @@
-"""CompactionPolicy.spec.vacuum: parsed from manifests and turned into the optimize job's flags."""
+"""CompactionPolicy fields that become optimize-job flags: spec.vacuum and the deletion-vector purge
+percentage, parsed from manifests and checked like the API server does."""
 
 from __future__ import annotations
 
@@ -63,3 +64,33 @@ def test_vacuum_settings_become_job_flags(vacuum: dict[str, Any] | None, flags: 
 def test_a_bad_retention_is_a_spec_error() -> None:
     with pytest.raises(InvalidSpecError, match="retention"):
         _policy({"enabled": True, "retention": "7 days"})
+
+
+@pytest.mark.parametrize(("given", "flag"), [(None, "5"), (20, "20")])
+def test_the_deletion_vector_purge_percent_reaches_the_job(given: int | None, flag: str) -> None:
+    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
+    if given is not None:
+        spec["deletionVectorPurgePercent"] = given
+    policy = CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": spec,
+        }
+    )
+    args = list(_args(policy))
+    assert args[args.index("--purge-deleted-percent") + 1] == flag
+    with pytest.raises(InvalidSpecError, match="deletionVectorPurgePercent"):
+        _policy_with({"deletionVectorPurgePercent": 0})
+
+
+def _policy_with(extra: dict[str, Any]) -> CompactionPolicy:
+    return CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"triggers": {"smallFiles": 2}, **extra},
+        }
+    )
