@@ -37,3 +37,36 @@ def test_tables_we_cannot_write_are_observed_with_the_reason() -> None:
     h = health("table_with_column_mapping")
     assert not h.writable and "columnMapping" in (h.unwritable_reason or "")
     assert h.partitions == 2  # partition values keyed by physical names are still counted
+
+
+def test_deletion_vector_figures_match_a_plain_replay_of_the_log() -> None:
+    from tests.unit.test_replay import _json_replay
+
+    for name in ("basic-dv-with-checkpoint", "table-with-dv-small", "simple_table"):
+        live = _json_replay(TESTDATA / name).values()
+        dvs = [a["deletionVector"] for a in live if a.get("deletionVector")]
+        h = health(name)
+        assert h.files_with_deletion_vectors == len(dvs), name
+        assert h.deleted_rows == sum(dv["cardinality"] for dv in dvs), name
+    assert health("basic-dv-with-checkpoint").deleted_rows > 0
+
+
+def test_reclaimable_bytes_count_tombstones_past_the_file_retention(tmp_path) -> None:
+    import pyarrow as pa
+
+    from txntable.reconcile.health import _deletion_figures
+
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        table.append(pa.table({"id": [i]}))
+    snapshot = table.snapshot()
+    txn = table.transaction()
+    removed = list(snapshot.add_actions())[:2]
+    txn.add(*(a.to_remove(deletion_timestamp=1_000, data_change=True) for a in removed))
+    txn.commit("DELETE")
+    after = table.snapshot()
+    week = 7 * 86_400_000
+    assert _deletion_figures(after, now_ms=1_000 + week)["reclaimable_bytes"] == 0
+    assert _deletion_figures(after, now_ms=1_001 + week)["reclaimable_bytes"] == sum(
+        a.size for a in removed
+    )

@@ -68,6 +68,12 @@ class HealthLike(Protocol):
     def commits_since_checkpoint(self) -> int: ...
     @property
     def writable(self) -> bool: ...
+    @property
+    def files_with_deletion_vectors(self) -> int: ...
+    @property
+    def deleted_rows(self) -> int: ...
+    @property
+    def reclaimable_bytes(self) -> int: ...
 
 
 class ControllerMetrics:
@@ -97,6 +103,17 @@ class ControllerMetrics:
             "Small files sharing a partition with another small file (compaction can merge).",
         )
         self.partitions = gauge("partitions", "Distinct partitions among live files.")
+        self.dv_files = gauge(
+            "files_with_deletion_vectors", "Live files carrying a deletion vector."
+        )
+        self.deleted_rows = gauge(
+            "deleted_rows", "Rows the deletion vectors of live files delete (still on disk)."
+        )
+        self.reclaimable = gauge(
+            "vacuum_reclaimable_bytes",
+            "Bytes of removed files older than the table's deletedFileRetentionDuration "
+            "(what VACUUM would delete; a lower bound).",
+        )
         self.since_checkpoint = gauge(
             "commits_since_checkpoint", "Commits after the newest checkpoint (all if none)."
         )
@@ -218,7 +235,8 @@ class ControllerMetrics:
         )
         self._per_table: list[Counter | Gauge | Histogram] = [
             self.version, self.files, self.bytes, self.small_files, self.small_bytes,
-            self.compactable, self.partitions, self.since_checkpoint, self.last_commit,
+            self.compactable, self.partitions, self.dv_files, self.deleted_rows, self.reclaimable,
+            self.since_checkpoint, self.last_commit,
             self.last_checkpoint, self.writable, self.observed, self.log_commits,
             self.log_retries, self.runs, self.run_duration, self.last_success, self.failure_streak,
             self.files_removed, self.files_added, self.bytes_removed, self.bytes_added,
@@ -240,6 +258,9 @@ class ControllerMetrics:
         self.small_bytes.labels(*labels).set(health.small_file_bytes)
         self.compactable.labels(*labels).set(health.compactable_small_files)
         self.partitions.labels(*labels).set(health.partitions)
+        self.dv_files.labels(*labels).set(health.files_with_deletion_vectors)
+        self.deleted_rows.labels(*labels).set(health.deleted_rows)
+        self.reclaimable.labels(*labels).set(health.reclaimable_bytes)
         self.since_checkpoint.labels(*labels).set(health.commits_since_checkpoint)
         self.last_commit.labels(*labels).set(health.last_commit_time.timestamp())
         if health.checkpoint_time is not None:

@@ -7,14 +7,15 @@ costs a listing plus the new commits, never a replay.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine import Snapshot
-from txntable.engine.errors import UnsupportedFeatureError
+from txntable.engine import Snapshot, retention
+from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
 from txntable.engine.features import check_writable
 
 
@@ -40,6 +41,13 @@ class TableHealth:
     commits_since_checkpoint: int
     writable: bool
     unwritable_reason: str | None = None
+    #: live files carrying a deletion vector, and the rows those vectors delete
+    files_with_deletion_vectors: int = 0
+    deleted_rows: int = 0
+    #: bytes of removed files whose tombstones are older than the table's
+    #: delta.deletedFileRetentionDuration: what VACUUM would reclaim (a lower bound: files never
+    #: committed, and tombstones already expired from checkpoints, are not known to the log)
+    reclaimable_bytes: int = 0
 
     @property
     def small_file_percent(self) -> float:
@@ -84,7 +92,37 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
         commits_since_checkpoint=since,
         writable=writable,
         unwritable_reason=reason,
+        **_deletion_figures(snapshot),
     )
+
+
+def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str, int]:
+    """Deletion-vector and VACUUM figures, column-wise over the snapshot's Arrow state."""
+    dv = snapshot.files().column("deletionVector")
+    with_dv = len(dv) - dv.null_count
+    deleted = 0
+    if with_dv:
+        deleted = int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
+    tombstones = snapshot.tombstones()
+    reclaimable = 0
+    if tombstones.num_rows:
+        try:
+            keep_ms = retention.duration_ms(
+                snapshot.configuration,
+                retention.DELETED_FILE_RETENTION,
+                retention.DEFAULT_DELETED_FILE_RETENTION_MS,
+            )
+        except InvalidArgumentError:
+            keep_ms = None  # a broken property: VACUUM refuses it too, so nothing is reclaimable
+        if keep_ms is not None:
+            now = int(time.time() * 1000) if now_ms is None else now_ms
+            old = pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), now), now - keep_ms)
+            reclaimable = int(pc.sum(pc.filter(tombstones.column("size"), old)).as_py() or 0)
+    return {
+        "files_with_deletion_vectors": with_dv,
+        "deleted_rows": deleted,
+        "reclaimable_bytes": reclaimable,
+    }
 
 
 def _partition_stats(snapshot: Snapshot, small_mask: pa.ChunkedArray) -> tuple[int, int]:
