@@ -114,18 +114,13 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
         problems[0][0] if problems else str(Reason.AS_EXPECTED),
         "; ".join(m for _, m in problems) if problems else "no problem observed",
     )
-    ready = out.failure is None and resolved
-    put(
-        ConditionType.READY,
-        ready,
-        str(Reason.TABLE_HEALTHY) if ready else (out.failure.reason if out.failure else reason_c),
-        "observed and maintained" if ready else (out.failure.message if out.failure else msg_c),
-    )
+    policies = [(ok_c, reason_c, msg_c), (ok_k, reason_k, msg_k)]
+    put(ConditionType.READY, *_readiness(out, problems, policies))
     status = replace(
         current,
         observed_generation=gen,
         conditions=conds,
-        phase=_phase(table, out, compacting, checkpointing, problems),
+        phase=_phase(table, out, compacting, checkpointing, problems, resolved=resolved),
         compaction_policy=out.compaction.policy.metadata.name if out.compaction.policy else None,
         checkpoint_policy=out.checkpoint.policy.metadata.name if out.checkpoint.policy else None,
         last_compaction=out.last_compaction,
@@ -153,6 +148,24 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
             last_checkpoint_version=health.checkpoint_version,
         )
     return status
+
+
+def _readiness(
+    out: Outcome, problems: list[tuple[str, str]], policies: list[tuple[bool, str, str]]
+) -> tuple[bool, str, str]:
+    """Ready means observed *and maintained*: never while the log cannot be read, a policy does
+    not resolve, the table cannot be written, or its last maintenance run failed, so Ready and
+    the phase never contradict each other."""
+    if out.failure is not None:
+        return False, out.failure.reason, out.failure.message
+    for ok, reason, message in policies:
+        if not ok:
+            return False, reason, message
+    blocking = (str(Why.NOT_WRITABLE), str(Reason.RUN_FAILED))
+    for reason, message in problems:
+        if reason in blocking:
+            return False, reason, message
+    return True, str(Reason.TABLE_HEALTHY), "observed and maintained"
 
 
 def _degradations(out: Outcome) -> list[tuple[str, str]]:
@@ -196,6 +209,8 @@ def _phase(
     compacting: list[ActiveRun],
     checkpointing: list[ActiveRun],
     problems: list[tuple[str, str]],
+    *,
+    resolved: bool = True,
 ) -> TablePhase:
     if out.failure is not None:
         return TablePhase.UNREACHABLE
@@ -205,6 +220,6 @@ def _phase(
         return TablePhase.COMPACTING
     if checkpointing or (out.checkpoint_decision and out.checkpoint_decision.launch):
         return TablePhase.CHECKPOINTING
-    if problems:
+    if problems or not resolved:
         return TablePhase.DEGRADED
     return TablePhase.READY
