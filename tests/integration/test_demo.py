@@ -61,6 +61,19 @@ def test_run_local_reports_invalid_manifests_and_a_missing_table(tmp_path: Path)
     assert not (tmp_path / "nowhere").exists()  # observing never creates anything
 
 
+def test_run_local_text_mode_says_why_a_table_is_not_ready(tmp_path: Path) -> None:
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "t.yaml").write_text(
+        "apiVersion: txntable.io/v1alpha1\nkind: TxnTable\nmetadata: {name: t}\n"
+        "spec: {location: ./nowhere/t}\n"
+    )
+    out = txntable(tmp_path, "run", "--local", "m", "--once", "--interval", "0.1")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("default/t:"))
+    assert "phase=Unreachable" in line and "notReady=StorageUnreachable: no such" in line, line
+
+
 def test_run_local_without_tables_is_a_clear_error(tmp_path: Path) -> None:
     out = txntable(tmp_path, "run", "--local", str(tmp_path), "--once")
     assert out.returncode == 2

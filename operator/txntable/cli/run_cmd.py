@@ -95,6 +95,9 @@ def _summary(table: TxnTable, tick: Tick) -> str:
     for record, label in ((s.last_compaction, "compaction"), (s.last_checkpoint, "checkpoint")):
         if record is not None:
             parts.append(f"{label}={record.run_name}:{record.outcome}")
+    ready = next((c for c in s.conditions if c.type == "Ready"), None)
+    if ready is not None and ready.status != "True":
+        parts.append(f"notReady={ready.reason}: {ready.message}")
     return " ".join(parts)
 
 
