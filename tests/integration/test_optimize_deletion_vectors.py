@@ -135,5 +135,22 @@ def test_deletion_vector_files_a_reader_cannot_find_leave_the_table_untouched(
     result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
     assert result.bins_committed == 0 and result.bins_skipped > 0
     assert all("rewrite failed" in s["reason"] for s in result.skipped)
+    assert result.error is not None and result.error.startswith("every bin that ran failed")
     assert Table.open(str(path)).snapshot().version == version
     assert _files(path) == files
+
+
+def test_a_run_whose_every_bin_fails_exits_non_zero(table_copy: Any) -> None:
+    """It used to exit 0 with every bin skipped; bins dropped by other writers still exit 0."""
+    import subprocess
+    import sys
+
+    path = table_copy("partitioned-table-with-dv-large")
+    done = subprocess.run(
+        [sys.executable, "-m", "txntable.cli.main", "optimize", str(path), "--executor", "arrow"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "every bin that ran failed" in done.stdout

@@ -201,6 +201,11 @@ def optimize(
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         log.exception("optimize of %s failed after %d commit(s)", table.uri, len(result.commits))
+    failed = [s for s in result.skipped if s["reason"].startswith("rewrite failed")]
+    if result.error is None and failed and result.bins_committed == 0:
+        # nothing was compacted and it was not for lack of work: the run failed (bins dropped
+        # because other writers got there first are not failures)
+        result.error = f"every bin that ran failed ({len(failed)}), e.g. {failed[0]['reason']}"
     result.seconds = time.monotonic() - started
     return result
 
