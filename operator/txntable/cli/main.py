@@ -62,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
+    except OSError as exc:  # e.g. permission denied on a path the engine wrote directly
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_ENGINE_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,6 @@
-"""``txntable demo`` never deletes or overwrites what it did not create (it used to rmtree
-whatever location its manifests named, and the run-state folder)."""
+"""The command line on bad days: ``txntable demo`` never deletes or overwrites what it did not
+create (it used to rmtree whatever location its manifests named), its deltalake read-back cannot
+abort it, and an OS error is one line and exit 1, never a traceback."""
 
 from __future__ import annotations
 
@@ -72,3 +73,22 @@ def test_rows_read_back_survive_an_abort_at_interpreter_exit(
     monkeypatch.setattr(demo, "_COUNT_ROWS", "import os\nos.abort()\n")
     with pytest.raises(CliError, match="deltalake could not read"):
         demo._rows_read_by_deltalake(tmp_path)
+
+
+def test_an_os_error_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A permission error while writing a checkpoint printed a traceback."""
+    import os
+
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1]}))
+
+    def denied(src: str, dst: str) -> None:
+        raise PermissionError(13, "Permission denied", dst)
+
+    monkeypatch.setattr(os, "replace", denied)
+    assert cli(["checkpoint", str(tmp_path / "t")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Permission denied (") and err.count("\n") == 1
+    assert "Traceback" not in err
