@@ -27,6 +27,9 @@ def at(text: str, tz: str = "UTC") -> datetime:
         ("@hourly", "2026-11-22 10:07", "2026-11-22 11:00"),
         ("0 9-17/4 * * 1-5", "2026-11-23 09:00", "2026-11-23 13:00"),
         ("0 0 1 jan,jul *", "2026-02-01 00:00", "2026-07-01 00:00"),
+        # '?' (no specific value) passes the CRD pattern in these fields: it means '*'
+        ("0 2 ? * *", "2026-11-21 23:59", "2026-11-22 02:00"),
+        ("0 0 13 * ?", "2026-11-21 00:00", "2026-12-13 00:00"),
     ],
 )
 def test_next_after(expr: str, after: str, expected: str) -> None:
@@ -93,3 +96,24 @@ def test_windows(window: str, days: list[str] | None, when: str, inside: bool) -
 def test_bad_windows(window: str) -> None:
     with pytest.raises(ScheduleError):
         parse_window(window)
+
+
+def test_validation_matches_the_api_server_at_the_end_of_a_string() -> None:
+    """A trailing newline passed ``^...$`` in Python (the API server's ECMA regexes refuse it),
+    so '0 2 * * *\\n' was accepted here and then broke every reconcile."""
+    from txntable.api.errors import InvalidSpecError
+    from txntable.api.types import CompactionPolicy
+
+    def policy(schedule: str) -> CompactionPolicy:
+        return CompactionPolicy.from_manifest(
+            {
+                "apiVersion": "txntable.io/v1alpha1",
+                "kind": "CompactionPolicy",
+                "metadata": {"name": "p", "namespace": "n"},
+                "spec": {"triggers": {"schedule": schedule}},
+            }
+        )
+
+    parse_cron(policy("0 2 ? * *").spec.triggers.schedule or "")
+    with pytest.raises(InvalidSpecError, match="schedule"):
+        policy("0 2 * * *\n")

@@ -11,6 +11,7 @@ CRD YAML so the two cannot drift.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import types
 import typing
@@ -121,8 +122,38 @@ def _check_str(value: str, meta: Mapping[str, Any], path: str) -> None:
         _fail(path, f"must be at least {meta['min_length']} characters")
     if "max_length" in meta and len(value) > meta["max_length"]:
         _fail(path, f"must be at most {meta['max_length']} characters")
-    if "pattern" in meta and re.search(meta["pattern"], value) is None:
+    if "pattern" in meta and ecma_search(meta["pattern"], value) is None:
         _fail(path, f"{value!r} does not match {meta['pattern']}")
+
+
+@functools.lru_cache(maxsize=256)
+def _as_ecma(pattern: str) -> re.Pattern[str]:
+    """``pattern`` with the API server's (ECMA-262) meaning of ``$``: the end of the input.
+
+    In Python ``$`` also matches before a final newline, so a value ending in a newline passed
+    ``^...$`` here while the API server rejects it. Unescaped ``$`` outside character classes
+    becomes Python's end-of-input anchor."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        out.append(r"\Z" if char == "$" and not in_class else char)
+        i += 1
+    return re.compile("".join(out))
+
+
+def ecma_search(pattern: str, value: str) -> re.Match[str] | None:
+    """``re.search`` with the API server's anchors (see ``_as_ecma``)."""
+    return _as_ecma(pattern).search(value)
 
 
 def _check_int(value: int, meta: Mapping[str, Any], path: str) -> None:

@@ -151,6 +151,9 @@ def parse_cron(expression: str) -> Cron:
         raise ScheduleError(
             f"schedule {expression!r} must have 5 fields (minute hour day month weekday)"
         )
+    # '?' (no specific value) in day-of-month or weekday means '*', as in CronJob's parser; the
+    # CRD accepts it there, so the parser must too
+    fields = [("*" if f == "?" and i in (2, 4) else f) for i, f in enumerate(fields)]
     parsed = [_parse_field(f, i) for i, f in enumerate(fields)]
     return Cron(
         expression=expression,
