@@ -8,9 +8,8 @@ import time
 from typing import Any
 
 from txntable.cli.errors import CliError
-from txntable.engine import Table
 from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.jobs.storage_args import add_storage_option_argument, storage_options
+from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
 def register(sub: Any) -> None:
@@ -34,9 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if args.part_size is not None and args.part_size <= 0:
         raise CliError(f"--part-size must be a positive number of rows, got {args.part_size}")
     started = time.perf_counter()
-    snapshot = Table.open(args.uri, storage_options(args.storage_option)).snapshot(
-        version=args.version
-    )
+    snapshot = open_table(args).snapshot(version=args.version)
     result = write_checkpoint(snapshot, part_size=args.part_size)
     doc: dict[str, Any] = {
         "version": result.version,

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from txntable.engine import Snapshot, Table
-from txntable.jobs.storage_args import add_storage_option_argument, storage_options
+from txntable.engine import Snapshot
+from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
 def register(sub: Any) -> None:
@@ -104,7 +104,7 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table.open(args.uri, storage_options(args.storage_option))
+    table = open_table(args)
     snapshot = table.snapshot(version=args.version)
     doc = describe(snapshot)
     if args.json:

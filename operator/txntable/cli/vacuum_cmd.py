@@ -7,10 +7,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from txntable.engine import Table
 from txntable.engine.retention import parse_interval_ms
 from txntable.engine.vacuum import vacuum
-from txntable.jobs.storage_args import add_storage_option_argument, storage_options
+from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
 def register(sub: Any) -> None:
@@ -39,7 +38,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     retention_ms = parse_interval_ms(args.retention) if args.retention else None
-    snapshot = Table.open(args.uri, storage_options(args.storage_option)).snapshot()
+    snapshot = open_table(args).snapshot()
     result = vacuum(snapshot, retention_ms=retention_ms, force=args.force, dry_run=args.dry_run)
     if args.json:
         print(json.dumps(result.to_json()))

@@ -169,6 +169,14 @@ def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced
                 keep.add_dv(getattr(action, "deletion_vector", None))
 
 
+def _human(ms: int) -> str:
+    """A duration for an error message: the largest unit that keeps it readable."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:g} {unit}"
+    return f"{ms} ms"
+
+
 def plan_vacuum(
     snapshot: Snapshot,
     *,
@@ -191,8 +199,8 @@ def plan_vacuum(
         raise InvalidArgumentError(f"retention must not be negative, got {retention_ms} ms")
     if retention_ms < table_retention and not force:
         raise InvalidArgumentError(
-            f"retention {retention_ms / 3_600_000:g} h is shorter than the table's "
-            f"{retention.DELETED_FILE_RETENTION} ({table_retention / 3_600_000:g} h): files that "
+            f"retention {_human(retention_ms)} is shorter than the table's "
+            f"{retention.DELETED_FILE_RETENTION} ({_human(table_retention)}): files that "
             "concurrent readers and writers still need could be deleted; force it (--force) only "
             "when nothing else reads or writes the table"
         )

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from txntable.engine.errors import InvalidArgumentError
+from txntable.engine.table import Table
 
 STORAGE_OPTIONS_ENV = "TXNTABLE_STORAGE_OPTIONS"
 
@@ -52,3 +53,8 @@ def storage_options(
             raise InvalidArgumentError(f"storage option {pair!r} is not KEY=VALUE")
         out[key] = value
     return out
+
+
+def open_table(args: argparse.Namespace) -> Table:
+    """The table ``args.uri`` names, opened with the options of ``args.storage_option``."""
+    return Table.open(args.uri, storage_options(args.storage_option))
