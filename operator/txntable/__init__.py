@@ -4,6 +4,8 @@ The public Python surface is small: ``Table`` opens, creates and writes a Delta 
 ``Snapshot``s; ``Transaction`` is for callers that bring their own actions (OPTIMIZE does).
 """
 
+import importlib.metadata
+
 from txntable.engine import CommitOptions, CommitResult, Snapshot, Table, Transaction
 from txntable.engine.errors import ConcurrentModificationException, EngineError
 
@@ -16,4 +18,8 @@ __all__ = [
     "Table",
     "Transaction",
 ]
-__version__ = "0.1.0"
+
+try:  # one version source: the installed distribution (pyproject.toml); the chart is tested against it
+    __version__ = importlib.metadata.version("txntable")
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree not installed
+    __version__ = "0+unknown"

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+from txntable import __version__
 from txntable.cli import (
     checkpoint_cmd,
     cleanup_cmd,
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txntable",
         description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint, vacuum.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:

@@ -56,7 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--commit-every", default="16GB", help="commit after about this many input bytes"
     )
-    parser.add_argument("--executor", choices=("spark", "arrow"), default="spark")
+    parser.add_argument(
+        "--executor",
+        choices=("spark", "arrow"),
+        default="spark",
+        help="where bins are rewritten: Spark (default) or in-process with Arrow (no JVM)",
+    )
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--workers", type=int, default=2, help="threads of the arrow executor")
     add_storage_option_argument(parser)
