@@ -19,7 +19,8 @@ __all__ = [
     "Transaction",
 ]
 
-try:  # one version source: the installed distribution (pyproject.toml); the chart is tested against it
+# One version source: the installed distribution (pyproject.toml); the chart is tested against it.
+try:
     __version__ = importlib.metadata.version("txntable")
 except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree not installed
     __version__ = "0+unknown"
