@@ -204,12 +204,13 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--target-size", "ten"], "bad size"),
+        (["--target-size", "ten"], "--target-size: 'ten' is not a positive size"),
+        (["--target-size", "64MB"], "write 64M = 64,000,000 bytes or 64Mi = 67,108,864 bytes"),
         (["--where", "nope = 1"], "not in the table schema"),
         (["--where", "p = "], "predicate"),
         (["--where", "p = 'part1' AND id > 3"], "only use partition columns (p); got id"),
         (["--zorder-by", "p"], "partition column"),
-        (["--max-bytes", "0"], "size must be positive"),
+        (["--max-bytes", "0"], "--max-bytes: '0' is not a positive size"),
     ],
 )
 def test_bad_input_is_one_line_and_changes_nothing(

@@ -193,7 +193,7 @@ class Soak:
         if action == "optimize":
             extra = ["--zorder-by", "id"] if self.rng.random() < 0.3 else []
             self._maintenance(
-                action, ["optimize", table, "--executor", "arrow", "--target-size", "64KB", *extra]
+                action, ["optimize", table, "--executor", "arrow", "--target-size", "64Ki", *extra]
             )
         elif action == "checkpoint":
             self._maintenance(action, ["checkpoint", table])

@@ -1,4 +1,5 @@
-"""Sizes and durations: the Kubernetes quantity grammar, the lenient CLI forms, and rejections."""
+"""Sizes and durations: the Kubernetes quantity grammar, one size syntax for the command line and
+the CRDs (64M is 64,000,000 bytes in both), and rejections."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from txntable.api.quantity import (
     parse_bytes,
     parse_duration,
     parse_quantity,
+    parse_size,
 )
+from txntable.api.types import CompactionPolicy
+from txntable.cli.main import build_parser
+from txntable.jobs.optimize import policy_from_args
+from txntable.maintenance.errors import InvalidPolicyError
 
 
 @pytest.mark.parametrize(
@@ -41,11 +47,18 @@ def test_parse_bytes_kubernetes_quantities(text: str | int, expected: int) -> No
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
-    [("512MB", 512 * 10**6), ("64MiB", 64 * 2**20), ("1gb", 10**9), ("10 KiB", 10240), ("7B", 7)],
+    ("text", "hint"),
+    [
+        ("512MB", "write 512M = 512,000,000 bytes or 512Mi = 536,870,912 bytes"),
+        ("64MiB", "write 64M = 64,000,000 bytes or 64Mi = 67,108,864 bytes"),
+        ("1gb", "write 1G = 1,000,000,000 bytes or 1Gi = 1,073,741,824 bytes"),
+        ("10 KiB", "write 10k = 10,000 bytes or 10Ki = 10,240 bytes"),
+        ("7B", "a Kubernetes quantity"),
+    ],
 )
-def test_parse_bytes_lenient_forms(text: str, expected: int) -> None:
-    assert parse_bytes(text, lenient=True) == expected
+def test_parse_size_rejects_habits_with_both_readings(text: str, hint: str) -> None:
+    with pytest.raises(QuantityError, match=re.escape(hint)):
+        parse_size(text)
     with pytest.raises(QuantityError):
         parse_bytes(text)  # not a Kubernetes quantity: manifests must not accept it
 
@@ -55,7 +68,35 @@ def test_parse_bytes_lenient_forms(text: str, expected: int) -> None:
 )
 def test_parse_bytes_rejects(bad: object) -> None:
     with pytest.raises(QuantityError):
-        parse_bytes(bad, lenient=True)  # type: ignore[arg-type]
+        parse_bytes(bad)  # type: ignore[arg-type]
+    with pytest.raises(QuantityError):
+        parse_size(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text", ["64M", "64Mi", "1.5Gi", "1k", "1Ki", "134217728", "2G", "1E", "007"]
+)
+def test_command_line_sizes_mean_what_they_mean_in_a_crd(text: str) -> None:
+    """``txntable optimize --target-size 64M`` and ``targetFileSize: 64M`` are the same size."""
+    args = build_parser().parse_args(["optimize", "t", "--target-size", text])
+    cli = policy_from_args(args).target_file_size
+    manifest = {
+        "apiVersion": "txntable.io/v1alpha1",
+        "kind": "CompactionPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"targetFileSize": text, "minFileSize": "1", "triggers": {"smallFiles": 1}},
+    }
+    crd = CompactionPolicy.from_manifest(manifest).spec.target_file_size
+    assert cli == crd == parse_size(text)
+    assert parse_size("64M") == 64_000_000 and parse_size("64Mi") == 64 * 2**20
+
+
+def test_command_line_rejects_what_a_crd_rejects() -> None:
+    for text in ("64MB", "0", "1e3", "500m", "1 Gi"):
+        args = build_parser().parse_args(["optimize", "t", "--max-bytes", text])
+        with pytest.raises(InvalidPolicyError, match=f"--max-bytes: {re.escape(repr(text))}"):
+            policy_from_args(args)
+        assert re.search(SIZE_PATTERN, text) is None
 
 
 def test_parse_quantity_keeps_fractions_exact() -> None:

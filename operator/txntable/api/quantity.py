@@ -2,9 +2,10 @@
 
 The CRDs accept sizes as Kubernetes quantities (or plain integers of bytes), because the API
 server's CEL ``quantity()`` library can then compare them (``targetFileSize >= minFileSize``).
-``parse_bytes`` reads exactly that grammar; with ``lenient=True`` it also takes the spellings a
-person types on a command line (``512MB``, ``64MiB``, ``1gb``), which the CRDs do not admit.
-Durations are Go-style (``90s``, ``1h30m``) plus days (``30d``), always whole seconds.
+``parse_size`` reads exactly what the CRDs admit (``SIZE_PATTERN``), and the command line uses it
+too, so ``64M`` is 64,000,000 bytes and ``64Mi`` is 64 MiB everywhere; spellings such as ``64MB``
+or ``1GiB`` are rejected with the two quantities they could mean. Durations are Go-style (``90s``,
+``1h30m``) plus days (``30d``), always whole seconds.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ _QUANTITY_RE: Final = re.compile(
     r"^(?P<num>[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
 )
-_LENIENT_RE: Final = re.compile(
-    r"^(?P<num>[0-9]+(\.[0-9]+)?)\s*(?P<unit>[kmgtpe]?i?b?)$", re.IGNORECASE
-)
+# What people type from habit (64MB, 1GiB, 10 kb): named in the error, never accepted.
+_UNIT_HABIT: Final = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe])(i?)b?\s*$", re.IGNORECASE)
 _DURATION_PART: Final = re.compile(r"([0-9]+)(d|h|m|s)")
 _DURATION_UNIT: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
@@ -56,36 +56,14 @@ def parse_quantity(text: str) -> Decimal:
     return number * (Decimal(10) ** int(suffix[1:]))
 
 
-def _lenient(text: str) -> Decimal | None:
-    match = _LENIENT_RE.match(text.strip())
-    if match is None:
-        return None
-    unit = str(match["unit"]).lower().rstrip("b")
-    if unit == "":
-        return Decimal(str(match["num"]))
-    scale = 1024 if unit.endswith("i") else 1000
-    power = "kmgtpe".index(unit[0]) + 1
-    return Decimal(str(match["num"])) * Decimal(scale) ** power
-
-
-def parse_bytes(value: int | str, *, lenient: bool = False) -> int:
-    """Return a size in bytes from an integer or a quantity string; reject negatives.
-
-    ``lenient`` also accepts ``512MB`` / ``64MiB`` / ``1gb`` (decimal for ``MB``, binary for
-    ``MiB``), for command lines; manifests use the strict Kubernetes grammar.
-    """
+def parse_bytes(value: int | str) -> int:
+    """Return a size in bytes from an integer or a Kubernetes quantity string; reject negatives."""
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a size")
     if isinstance(value, int):
         amount = Decimal(value)
     elif isinstance(value, str):
-        try:
-            amount = parse_quantity(value)
-        except QuantityError:
-            parsed = _lenient(value) if lenient else None
-            if parsed is None:
-                raise
-            amount = parsed
+        amount = parse_quantity(value)
     else:
         raise QuantityError(f"{value!r} is not a size (an integer or a quantity string)")
     if amount < 0:
@@ -93,6 +71,36 @@ def parse_bytes(value: int | str, *, lenient: bool = False) -> int:
     if amount != amount.to_integral_value():
         raise QuantityError(f"{value!r} is not a whole number of bytes")
     return int(amount)
+
+
+def parse_size(value: int | str) -> int:
+    """A positive size written as the CRDs admit it (``SIZE_PATTERN``): the command line's sizes.
+
+    ``64M`` is 64,000,000 bytes and ``64Mi`` is 67,108,864, as in a manifest; ``64MB``, ``1GiB``
+    and other habits are rejected with both readings, so nobody gets the one they did not mean.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise QuantityError(f"{value!r} is not a size")
+    text = str(value)
+    if re.fullmatch(SIZE_PATTERN[1:-1], text) is None:
+        raise QuantityError(f"{text!r} is not a positive size ({_size_hint(text)})")
+    return parse_bytes(text)
+
+
+def _size_hint(text: str) -> str:
+    habit = _UNIT_HABIT.match(text)
+    if habit is None:
+        return "a Kubernetes quantity such as 128Mi, 1Gi, 500M or a number of bytes"
+    number, prefix = habit[1], habit[2]
+    decimal_suffix = "k" if prefix.lower() == "k" else prefix.upper()
+    binary_suffix = prefix.upper() + "i"
+    options = []
+    for suffix in (decimal_suffix, binary_suffix):
+        try:
+            options.append(f"{number}{suffix} = {parse_bytes(number + suffix):,} bytes")
+        except QuantityError:  # a fraction of a byte: name the suffix only
+            options.append(f"{number}{suffix}")
+    return "write " + " or ".join(options)
 
 
 def format_bytes(size: int) -> str:

@@ -17,16 +17,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from txntable.api.quantity import QuantityError, parse_size
 from txntable.engine.errors import EngineError
 from txntable.engine.retention import parse_interval_ms
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
 from txntable.engine.vacuum import vacuum
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
-from txntable.maintenance.errors import MaintenanceError
+from txntable.maintenance.errors import InvalidPolicyError, MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
-from txntable.maintenance.planner import OptimizePolicy, parse_size
+from txntable.maintenance.planner import OptimizePolicy
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.pushgateway import push_run_metrics
 from txntable.observability.run_report import engine_summary
@@ -39,9 +40,18 @@ EXIT_BAD_INPUT = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options shared by the job and ``txntable optimize``."""
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
-    parser.add_argument("--target-size", default="128MB", help="target file size (default 128MB)")
     parser.add_argument(
-        "--min-file-size", default=None, help="files below this are candidates (default: target)"
+        "--target-size",
+        default="128Mi",
+        metavar="SIZE",
+        help="target file size, a Kubernetes quantity as in the CRDs: 128Mi = 128 MiB, "
+        "500M = 500,000,000 bytes (default 128Mi)",
+    )
+    parser.add_argument(
+        "--min-file-size",
+        default=None,
+        metavar="SIZE",
+        help="files below this are candidates (default: the target size)",
     )
     parser.add_argument("--min-input-files", type=int, default=2, help="min files per bin")
     parser.add_argument(
@@ -52,9 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--where", default=None, help="partition predicate, e.g. \"d = '2024'\"")
     parser.add_argument("--zorder-by", default="", help="comma-separated columns to Z-order by")
-    parser.add_argument("--max-bytes", default=None, help="max input bytes rewritten by this run")
     parser.add_argument(
-        "--commit-every", default="16GB", help="commit after about this many input bytes"
+        "--max-bytes", default=None, metavar="SIZE", help="max input bytes rewritten by this run"
+    )
+    parser.add_argument(
+        "--commit-every",
+        default="16Gi",
+        metavar="SIZE",
+        help="commit after about this many input bytes (default 16Gi)",
     )
     parser.add_argument(
         "--executor",
@@ -85,16 +100,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
 
 
+def _size(text: str, flag: str) -> int:
+    """The size given to ``--flag``, in the CRDs' quantity syntax (``128Mi``, ``500M``)."""
+    try:
+        return parse_size(text)
+    except QuantityError as exc:
+        raise InvalidPolicyError(f"--{flag}: {exc}") from None
+
+
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
     zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
+    min_size, max_bytes = args.min_file_size, args.max_bytes
     return OptimizePolicy(
-        target_file_size=parse_size(args.target_size),
-        min_file_size=parse_size(args.min_file_size) if args.min_file_size else None,
+        target_file_size=_size(args.target_size, "target-size"),
+        min_file_size=None if min_size is None else _size(min_size, "min-file-size"),
         min_input_files=args.min_input_files,
-        max_bytes=parse_size(args.max_bytes) if args.max_bytes else None,
+        max_bytes=None if max_bytes is None else _size(max_bytes, "max-bytes"),
         where=args.where or None,
         zorder_by=zorder,
-        commit_batch_bytes=parse_size(args.commit_every),
+        commit_batch_bytes=_size(args.commit_every, "commit-every"),
         dv_purge_ratio=args.purge_deleted_percent / 100,
     )
 
