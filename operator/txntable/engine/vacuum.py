@@ -18,6 +18,12 @@ The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days) and ca
 than it without ``force`` (Spark's retention check). With the ``vacuumProtocolCheck`` feature the
 table must be fully writable by this engine. A run is recorded as ``VACUUM START`` and
 ``VACUUM END`` commits (commitInfo only, no data change) when the engine can write the table.
+
+Where the files are listed and deleted is pluggable (``Sweeper``): in this process
+(``InProcessSweeper``, the default) or as Spark tasks for huge tables
+(``txntable.maintenance.vacuum_spark``). Every sweeper decides with the same ``VacuumRules``, a
+picklable value built here from the snapshot, so a listing on another machine keeps and deletes
+exactly what this process would.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +48,7 @@ from txntable.engine.features import check_readable, check_writable, reader_feat
 from txntable.engine.paths import decode_path, has_scheme
 from txntable.engine.segment import list_all_commits
 from txntable.engine.snapshot import Snapshot, read_commits
-from txntable.engine.storage import FileInfo
+from txntable.engine.storage import FileInfo, Storage
 from txntable.engine.table import Table
 
 log = logging.getLogger(__name__)
@@ -62,6 +69,8 @@ class VacuumResult:
     num_kept_referenced: int
     logged: bool
     seconds: float
+    #: where the files were listed and deleted (``Sweeper.name``)
+    executor: str = "process"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +84,7 @@ class VacuumResult:
             "logged": self.logged,
             "files": list(self.files),
             "seconds": round(self.seconds, 3),
+            "executor": self.executor,
         }
 
 
@@ -85,6 +95,81 @@ def is_hidden(name: str, partition_columns: Iterable[str]) -> bool:
     if name.startswith(("_change_data", "_delta_index")):
         return False
     return not any(name.startswith(f"{column}=") for column in partition_columns)
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumRules:
+    """Which listed file goes: the whole decision as plain, picklable data.
+
+    ``paths`` may be restricted to a subtree (a Spark task gets only the referenced paths under
+    its directories); the decision for a file in that subtree is then unchanged."""
+
+    cutoff_ms: int
+    #: partition column names, logical and physical: ``<name>=...`` directories are not hidden
+    partition_names: tuple[str, ...]
+    #: relative, decoded, normalised paths some version inside the retention reads
+    paths: AbstractSet[str]
+    #: UUIDs of referenced deletion vectors (such a file is kept wherever it lies)
+    dv_ids: AbstractSet[str]
+
+    def skip_dir(self, name: str) -> bool:
+        """A directory (its own name) that VACUUM never enters."""
+        return is_hidden(name, self.partition_names)
+
+    def keeps(self, name: str) -> bool:
+        """Whether a version inside the retention reads the file ``name`` (relative)."""
+        if name in self.paths:
+            return True
+        match = _DV_NAME.search(name)
+        return bool(match and match[1] in self.dv_ids)
+
+    def doomed(self, info: FileInfo) -> bool:
+        """Whether VACUUM deletes this listed file (found by a listing that skipped
+        ``skip_dir`` directories): old enough, not hidden, not referenced."""
+        return (
+            info.mtime_ms < self.cutoff_ms
+            and not is_hidden(info.name.rsplit("/", 1)[-1], self.partition_names)
+            and not self.keeps(info.name)
+        )
+
+    def in_scope(self, name: str) -> bool:
+        """Whether ``name`` could be deleted at all: relative, inside the root, no hidden
+        component. A check for names that travelled (a delete task re-checks what it gets)."""
+        parts = name.split("/")
+        if not name or name.startswith("/") or has_scheme(name):
+            return False
+        if any(part in ("", ".", "..") for part in parts):
+            return False
+        return not any(self.skip_dir(d) for d in parts[:-1]) and not is_hidden(
+            parts[-1], self.partition_names
+        )
+
+
+class Sweeper(Protocol):
+    """Lists and deletes a table's files for VACUUM; the decisions are ``VacuumRules``'s."""
+
+    #: reported as ``VacuumResult.executor``
+    name: str
+
+    def doomed(self, storage: Storage, rules: VacuumRules) -> list[FileInfo]:
+        """Every file under the root that ``rules`` deletes (in any order)."""
+        ...
+
+    def delete(self, storage: Storage, names: Sequence[str]) -> None:
+        """Delete these files (relative names; missing ones are fine)."""
+        ...
+
+
+class InProcessSweeper:
+    """One recursive listing and the store's own ``delete_many``, in this process."""
+
+    name = "process"
+
+    def doomed(self, storage: Storage, rules: VacuumRules) -> list[FileInfo]:
+        return [info for info in storage.list_tree(rules.skip_dir) if rules.doomed(info)]
+
+    def delete(self, storage: Storage, names: Sequence[str]) -> None:
+        storage.delete_many(names)
 
 
 class _Referenced:
@@ -143,12 +228,6 @@ class _Referenced:
         if match:
             self.dv_ids.add(match[1])
 
-    def keeps(self, name: str) -> bool:
-        if name in self.paths:
-            return True
-        match = _DV_NAME.search(name)
-        return bool(match and match[1] in self.dv_ids)
-
 
 def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced) -> None:
     """Add the files named by commits whose (monotonic) time is inside the retention."""
@@ -177,14 +256,15 @@ def _human(ms: int) -> str:
     return f"{ms} ms"
 
 
-def plan_vacuum(
+def vacuum_rules(
     snapshot: Snapshot,
     *,
     retention_ms: int | None = None,
     force: bool = False,
     now_ms: int | None = None,
-) -> tuple[list[FileInfo], int, int, int]:
-    """(files to delete, retention, cutoff, number of referenced paths): pure listing, no change."""
+) -> tuple[VacuumRules, int]:
+    """The decision for this snapshot and the retention used; checks, reads the log, lists
+    nothing of the data and changes nothing."""
     check_readable(snapshot.protocol)
     if "vacuumProtocolCheck" in reader_features(snapshot.protocol):
         check_writable(snapshot.protocol, snapshot.metadata)
@@ -217,16 +297,30 @@ def plan_vacuum(
     _retained_commit_paths(snapshot, cutoff, keep)
     partition_columns = snapshot.partition_columns
     physical = [f.physical_name for f in snapshot.fields if f.name in partition_columns]
-    names = [*partition_columns, *physical]
-    doomed = [
-        info
-        for info in snapshot.storage.list_tree(lambda d: is_hidden(d, names))
-        if not is_hidden(info.name.rsplit("/", 1)[-1], names)
-        and not keep.keeps(info.name)
-        and info.mtime_ms < cutoff
-    ]
+    rules = VacuumRules(
+        cutoff_ms=cutoff,
+        partition_names=(*partition_columns, *physical),
+        paths=keep.paths,
+        dv_ids=keep.dv_ids,
+    )
+    return rules, retention_ms
+
+
+def plan_vacuum(
+    snapshot: Snapshot,
+    *,
+    retention_ms: int | None = None,
+    force: bool = False,
+    now_ms: int | None = None,
+    sweeper: Sweeper | None = None,
+) -> tuple[list[FileInfo], int, int, int]:
+    """(files to delete, retention, cutoff, number of referenced paths): pure listing, no change."""
+    rules, retention_ms = vacuum_rules(
+        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
+    )
+    doomed = (sweeper or InProcessSweeper()).doomed(snapshot.storage, rules)
     doomed.sort(key=lambda f: f.name)
-    return doomed, retention_ms, cutoff, len(keep.paths)
+    return doomed, retention_ms, rules.cutoff_ms, len(rules.paths)
 
 
 def vacuum(
@@ -236,21 +330,24 @@ def vacuum(
     force: bool = False,
     dry_run: bool = False,
     now_ms: int | None = None,
+    sweeper: Sweeper | None = None,
 ) -> VacuumResult:
     """Delete (or, with ``dry_run``, list) the files no version inside the retention reads.
 
     ``snapshot`` should be the latest one: files removed after it are still live in it, so a
-    concurrent OPTIMIZE or DELETE can never make this run delete a file a newer version reads."""
+    concurrent OPTIMIZE or DELETE can never make this run delete a file a newer version reads.
+    ``sweeper`` lists and deletes (default: in this process)."""
     started = time.perf_counter()
+    sweeper = sweeper or InProcessSweeper()
     doomed, retention_used, cutoff, referenced = plan_vacuum(
-        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
+        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms, sweeper=sweeper
     )
     total = sum(f.size for f in doomed)
     names = tuple(f.name for f in doomed)
     if dry_run:
         seconds = time.perf_counter() - started
         return VacuumResult(
-            retention_used, cutoff, names, total, True, 0, referenced, False, seconds
+            retention_used, cutoff, names, total, True, 0, referenced, False, seconds, sweeper.name
         )
     table = Table(snapshot.storage)
     default_ms = retention.duration_ms(
@@ -269,7 +366,7 @@ def vacuum(
         {"numFilesToDelete": len(doomed), "sizeOfDataToDelete": total},
     )
     storage = snapshot.storage
-    storage.delete_many(names)
+    sweeper.delete(storage, names)
     if logged:
         _record(
             table,
@@ -280,7 +377,16 @@ def vacuum(
     log.info("vacuum of %s deleted %d files (%d bytes)", storage.root_uri, len(doomed), total)
     seconds = time.perf_counter() - started
     return VacuumResult(
-        retention_used, cutoff, names, total, False, len(doomed), referenced, logged, seconds
+        retention_used,
+        cutoff,
+        names,
+        total,
+        False,
+        len(doomed),
+        referenced,
+        logged,
+        seconds,
+        sweeper.name,
     )
 
 
