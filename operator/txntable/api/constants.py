@@ -32,9 +32,9 @@ PLURALS: Final = {
     KIND_CHECKPOINT_POLICY: PLURAL_CHECKPOINT_POLICY,
 }
 SHORT_NAMES: Final = {
-    KIND_TABLE: ("tt",),
-    KIND_COMPACTION_POLICY: ("cpol",),
-    KIND_CHECKPOINT_POLICY: ("ckpol",),
+    KIND_TABLE: ("txtbl",),
+    KIND_COMPACTION_POLICY: ("txcomp",),
+    KIND_CHECKPOINT_POLICY: ("txckpt",),
 }
 
 # Labels on every child object (runs, Jobs, SparkApplications, ConfigMaps).
