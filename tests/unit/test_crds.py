@@ -87,107 +87,18 @@ def test_short_names_are_unique() -> None:
 
 # Short names kubectl already resolves in clusters where txntable lands: the built-in kinds and
 # popular operators' CRDs. A clash makes ``kubectl get cpol`` pick one of the two silently.
-TAKEN_SHORT_NAMES = {
-    # built-in resources
-    *[
-        "cm",
-        "cs",
-        "ep",
-        "ev",
-        "limits",
-        "ns",
-        "no",
-        "pvc",
-        "pv",
-        "po",
-        "rc",
-        "quota",
-        "sa",
-        "svc",
-        "ds",
-        "deploy",
-        "rs",
-        "sts",
-        "hpa",
-        "cj",
-        "csr",
-        "ing",
-    ],
-    *["netpol", "pdb", "pc", "psp", "sc", "crd", "crds"],
-    # Kyverno
-    *[
-        "cpol",
-        "pol",
-        "polr",
-        "cpolr",
-        "polex",
-        "cleanpol",
-        "ccleanpol",
-        "ur",
-        "admr",
-        "cadmr",
-        "bgscanr",
-        "cbgscanr",
-    ],
-    *["vpol", "ivpol", "gpol", "mpol", "dpol"],
-    # Tekton (and its tkn aliases)
-    *["tt", "tb", "el", "ctb", "tr", "pr", "ct"],
-    # Prometheus operator, cert-manager, Argo, Flux
-    *[
-        "prom",
-        "smon",
-        "pmon",
-        "promrule",
-        "am",
-        "amcfg",
-        "cert",
-        "certs",
-        "cr",
-        "crs",
-        "wf",
-        "cwf",
-        "wftmpl",
-        "cwftmpl",
-    ],
-    *["app", "apps", "appproj", "appset", "ks", "hr", "gitrepo", "helmrepo", "hc", "ocirepo"],
-    # Strimzi, Istio, KEDA, Knative, Cilium, Crossplane, Spark operator
-    *[
-        "k",
-        "kt",
-        "ku",
-        "kc",
-        "kctr",
-        "kmm2",
-        "kb",
-        "kr",
-        "knp",
-        "vs",
-        "dr",
-        "gw",
-        "se",
-        "ap",
-        "pa",
-        "ra",
-        "so",
-        "sj",
-        "ta",
-        "cta",
-    ],
-    *[
-        "ksvc",
-        "kcfg",
-        "rt",
-        "rev",
-        "cnp",
-        "ccnp",
-        "cep",
-        "cn",
-        "xrd",
-        "comp",
-        "sparkapp",
-        "scheduledsparkapp",
-    ],
-}
+_TAKEN = """
+cm cs ep ev limits ns no pvc pv po rc quota sa svc ds deploy rs sts hpa cj csr ing netpol pdb pc
+psp sc crd crds
+cpol pol polr cpolr polex cleanpol ccleanpol ur admr cadmr bgscanr cbgscanr vpol ivpol gpol mpol
+tt tb el ctb tr pr ct
+prom smon pmon promrule am amcfg cert certs cr crs wf cwf wftmpl cwftmpl
+app apps appproj appset ks hr gitrepo helmrepo hc ocirepo
+k kt ku kc kctr kmm2 kb kr knp vs dr gw se ap pa ra so sj ta cta
+ksvc kcfg rt rev cnp ccnp cep cn xrd comp sparkapp scheduledsparkapp
+"""  # built-in; Kyverno; Tekton (+tkn); Prometheus, cert-manager, Argo; Flux; Strimzi, Istio,
+# KEDA; Knative, Cilium, Crossplane, Spark operator
+TAKEN_SHORT_NAMES = frozenset(_TAKEN.split())
 
 
 def test_short_names_do_not_clash_with_well_known_ones() -> None:
