@@ -109,5 +109,6 @@ def pod_specs(r: Rendered) -> list[tuple[str, dict[str, Any]]]:
 
 
 def deployment_env(r: Rendered) -> dict[str, str]:
+    """The controller's TXNTABLE_* variables (the chart's configuration; `env` adds others)."""
     container = r.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e["value"] for e in container["env"]}
+    return {e["name"]: e["value"] for e in container["env"] if e["name"].startswith("TXNTABLE_")}

@@ -58,7 +58,7 @@ def rendered(chart: helm_python.Chart) -> dict[str, Rendered]:
 
 
 def test_ci_cases_exist() -> None:
-    assert {"cluster-wide", "monitoring", "job-backend"} <= CASES.keys()
+    assert {"cluster-wide", "monitoring", "job-backend", "corporate-network"} <= CASES.keys()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -122,6 +122,9 @@ def test_chart_crds_equal_the_repository_crds(rendered: dict[str, Rendered], cas
         annotations = crd["metadata"].pop("annotations", {})
         keep = r.values["crds"]["keep"]
         assert annotations == ({"helm.sh/resource-policy": "keep"} if keep else {})
+        labels = crd["metadata"].get("labels", {})
+        for key, value in r.values["commonLabels"].items():  # added to every object
+            assert labels.pop(key) == value
         ours[crd["metadata"]["name"]] = crd
     assert ours == _crd_files()
 
@@ -262,10 +265,14 @@ def test_monitoring_objects(rendered: dict[str, Rendered]) -> None:
     assert sm["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
     assert [e["port"] for e in sm["spec"]["endpoints"]] == [service["spec"]["ports"][0]["name"]]
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    pm = r.one("PodMonitor")
-    assert _matches(pm["spec"]["selector"]["matchLabels"], _pod_labels(r))
+    assert r.of_kind("PodMonitor") == []  # one monitor per pod (test_chart_extras)
+    pod_monitored = rendered["corporate-network"]
+    assert pod_monitored.of_kind("ServiceMonitor") == []
+    pm = pod_monitored.one("PodMonitor")
+    assert _matches(pm["spec"]["selector"]["matchLabels"], _pod_labels(pod_monitored))
     assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["metrics"]
     assert pm["spec"]["podMetricsEndpoints"][0]["interval"] == "15s"
+    assert pm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     rule = r.one("PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"

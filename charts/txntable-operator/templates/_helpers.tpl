@@ -28,6 +28,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: txntable
+{{- include "txntable.commonLabels" . }}
+{{- end }}
+
+{{/* commonLabels as YAML lines (each after a newline); the chart's own label keys are refused. */}}
+{{- define "txntable.commonLabels" -}}
+{{- $own := list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "app.kubernetes.io/component" }}
+{{- range $key, $value := .Values.commonLabels }}
+{{- if has $key $own }}
+{{- fail (printf "commonLabels.%s: the chart sets this label itself (selectors and tooling rely on it); use another key" $key) }}
+{{- end }}
+{{ $key | quote }}: {{ $value | quote }}
+{{- end }}
 {{- end }}
 
 {{- define "txntable.serviceAccountName" -}}
