@@ -30,6 +30,7 @@ from tests.faults import LANDED_EXISTS, FaultyStorage
 from tests.integration.concurrent_writers import SCHEMA
 from txntable.engine.errors import UnsafeCommitStorageError
 from txntable.engine.s3 import S3Storage
+from txntable.engine.storage import FileExistsInStoreError
 from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration
@@ -266,3 +267,48 @@ def test_vacuum_lists_and_deletes_on_s3(endpoint: str) -> None:
     assert live | {"_hidden/x.parquet"} <= names
     assert any(n.startswith("_delta_log/") for n in names)
     assert Table.open(uri, _options(endpoint)).snapshot().num_files == len(live)
+
+
+def test_object_store_option_names_end_to_end(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The names delta-rs users write (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, AWS_CONDITIONAL_PUT,
+    a locking provider) create, commit and read a table; objects get the encryption asked for;
+    deltalake reads it back with the same names from its environment."""
+    import logging
+
+    from tests import oracle_read
+
+    secret = "moto-secret-value-never-logged"
+    options = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_REGION": "us-east-1",
+        "AWS_CONDITIONAL_PUT": "etag",
+        "AWS_S3_LOCKING_PROVIDER": "dynamodb",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+        "AWS_SERVER_SIDE_ENCRYPTION": "AES256",
+    }
+    uri = f"s3://{BUCKET}/names-{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.INFO):
+        table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+        table.append(_batch([1, 2]))
+        Table.open(uri, options).append(_batch([3], "b"))
+    storage = table.storage
+    assert isinstance(storage, S3Storage) and storage.atomic_put_if_absent
+    assert set(storage.options_without_effect) == {"AWS_S3_LOCKING_PROVIDER"}
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(3)]
+    commit = storage.client.head_object(
+        Bucket=BUCKET, Key=f"{storage.prefix}/_delta_log/{2:020d}.json"
+    )
+    assert commit["ServerSideEncryption"] == "AES256"
+    assert all(secret not in r.getMessage() for r in caplog.records)
+    # a second writer on the same version still meets the conditional PUT
+    with pytest.raises(FileExistsInStoreError):
+        storage.write_if_absent(f"_delta_log/{2:020d}.json", b"{}")
+    for name, value in options.items():
+        monkeypatch.setenv(name, value)
+    seen = oracle_read.read(uri)
+    assert seen["version"] == 2 and seen["rows"] == 3

@@ -12,9 +12,11 @@ the one primitive a Delta commit needs (brief 5.2). Two S3 answers need care:
   the commit succeeded, and it is never written twice or reported as lost.
 
 Stores that do not implement conditional writes can be declared with
-``storage_options={"conditional_put": "false"}``; the commit path then refuses to commit unless
-the table opts into single-writer mode. Credentials come from ``storage_options`` or boto3's
-standard chain and are never logged or put into error messages.
+``storage_options={"AWS_CONDITIONAL_PUT": "disabled"}`` (or ``conditional_put=false``); the
+commit path then refuses to commit unless the table opts into single-writer mode. Option names
+are those of delta-rs/object_store or fsspec (``storage_options.py`` sorts them). Credentials
+come from ``storage_options`` or boto3's standard chain and are never logged or put into error
+messages.
 """
 
 from __future__ import annotations
@@ -29,32 +31,10 @@ from typing import Any
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
 from txntable.engine.storage import FileExistsInStoreError, FileInfo, Storage
+from txntable.engine.storage_options import S3Settings, parse_s3_options, report_without_effect
 
 log = logging.getLogger(__name__)
 
-_OPTION_ALIASES = {
-    "endpoint_url": "endpoint_url",
-    "aws_endpoint_url": "endpoint_url",
-    "aws_endpoint": "endpoint_url",
-    "endpoint": "endpoint_url",
-    "region": "region_name",
-    "region_name": "region_name",
-    "aws_region": "region_name",
-    "aws_default_region": "region_name",
-    "aws_access_key_id": "aws_access_key_id",
-    "access_key_id": "aws_access_key_id",
-    "key": "aws_access_key_id",
-    "aws_secret_access_key": "aws_secret_access_key",
-    "secret_access_key": "aws_secret_access_key",
-    "secret": "aws_secret_access_key",
-    "aws_session_token": "aws_session_token",
-    "session_token": "aws_session_token",
-    "token": "aws_session_token",
-    "profile": "profile_name",
-    "aws_profile": "profile_name",
-    "conditional_put": "conditional_put",
-}
-_SESSION_KEYS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name")
 _CONFLICT_RETRIES = 20
 _AMBIGUOUS_RETRIES = 5
 
@@ -68,18 +48,6 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     if not bucket:
         raise InvalidArgumentError(f"S3 URI has no bucket: {uri!r}")
     return bucket, prefix.strip("/")
-
-
-def _normalise_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        canonical = _OPTION_ALIASES.get(key.lower())
-        if canonical is None:
-            raise InvalidArgumentError(
-                f"unknown S3 storage option {key!r}; known: {', '.join(sorted(_OPTION_ALIASES))}"
-            )
-        out[canonical] = value
-    return out
 
 
 def _error_code(exc: Exception) -> tuple[str, int]:
@@ -99,29 +67,47 @@ class S3Storage(Storage):
     ) -> None:
         super().__init__(uri)
         self.bucket, self.prefix = parse_s3_uri(uri)
-        options = _normalise_options(storage_options or {})
-        conditional = str(options.pop("conditional_put", "true")).lower()
-        if conditional not in ("true", "false"):
-            raise InvalidArgumentError("storage option conditional_put must be true or false")
-        self.atomic_put_if_absent = conditional == "true"
-        self.client = client if client is not None else self._make_client(options)
+        settings = parse_s3_options(storage_options or {})
+        if settings.bucket is not None and settings.bucket != self.bucket:
+            raise InvalidArgumentError(
+                f"storage option bucket names {settings.bucket!r}, the URI {self.bucket!r}"
+            )
+        self.atomic_put_if_absent = settings.conditional_put
+        #: options given that do nothing here (name -> why); also logged once at info
+        self.options_without_effect = dict(settings.without_effect)
+        report_without_effect(f"s3://{self.bucket}", settings.without_effect)
+        self._put_args = dict(settings.put_args)
+        self.client = client if client is not None else self._make_client(settings)
 
     @staticmethod
-    def _make_client(options: dict[str, Any]) -> Any:
+    def _make_client(settings: S3Settings) -> Any:
         try:
             import boto3
+            from botocore import UNSIGNED
             from botocore.config import Config
-        except ImportError as exc:  # pragma: no cover - boto3 is a declared dependency
-            raise StorageError("S3 tables need boto3 (pip install 'txntable[s3]')") from exc
-        session = boto3.session.Session(
-            **{k: options.pop(k) for k in _SESSION_KEYS if k in options}
-        )
-        config = Config(
-            retries={"mode": "standard", "max_attempts": 5},
-            connect_timeout=10,
-            read_timeout=30,
-        )
-        return session.client("s3", config=config, **options)
+        except ImportError as exc:
+            raise StorageError(
+                "s3:// tables need boto3, which this installation lacks "
+                "(pip install 'txntable[s3]'; the released images include it)"
+            ) from exc
+        session = boto3.session.Session(**settings.session)
+        options: dict[str, Any] = {
+            "retries": {"mode": "standard", "max_attempts": 5},
+            "connect_timeout": 10,
+            "read_timeout": 30,
+        }
+        options.update(settings.config)
+        if options.get("signature_version") == "unsigned":
+            options["signature_version"] = UNSIGNED
+        client = session.client("s3", config=Config(**options), **settings.client)
+        if settings.request_args:
+            extra = dict(settings.request_args)
+
+            def add_request_args(params: dict[str, Any], **_: Any) -> None:
+                params.update(extra)
+
+            client.meta.events.register("provide-client-params.s3.*", add_request_args)
+        return client
 
     def _key(self, relative: str) -> str:
         relative = relative.lstrip("/")
@@ -201,7 +187,9 @@ class S3Storage(Storage):
         conflicts = 0
         while True:
             try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+                self.client.put_object(
+                    Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*", **self._put_args
+                )
                 return
             except Exception as exc:
                 code, status = _error_code(exc)
@@ -233,7 +221,9 @@ class S3Storage(Storage):
 
     def write(self, relative: str, data: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(relative), Body=data)
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._key(relative), Body=data, **self._put_args
+            )
         except Exception as exc:
             raise self._storage_error(f"writing {relative}", exc) from exc
 

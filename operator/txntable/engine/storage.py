@@ -22,11 +22,11 @@ from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
+from txntable.engine.storage_options import unsupported_scheme_error
 
 _DELETE_WORKERS = 16
 
@@ -388,12 +388,14 @@ def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
 
 
 def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a table URI: a local path, ``file://``, ``memory://`` or any fsspec URL."""
+    """The storage for a table URI: a local path, ``file://``, ``s3://``/``s3a://`` or
+    ``memory://``. Other schemes (``gs://``, ``abfss://``, ...) are refused with an error that
+    names the supported ones: txntable cannot commit safely there (no put-if-absent)."""
     if not uri:
         raise InvalidArgumentError("table URI is empty")
     options = dict(storage_options or {})
     parts = urlsplit(uri)
-    scheme = parts.scheme if len(parts.scheme) > 1 else ""  # 'C:' is a drive, not a scheme
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # 'C:' is a drive
     if scheme in ("", "file", "local"):
         # a file: URI is percent-encoded (file:///data/a%20b is "/data/a b"); a plain path is not
         path = unquote(parts.path) if scheme else uri
@@ -402,12 +404,9 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         from txntable.engine.s3 import S3Storage  # boto3 only when needed
 
         return S3Storage(uri, options)
-    try:
-        fs, path = fsspec.core.url_to_fs(uri, **options)
-    except (ImportError, ValueError) as exc:
-        raise StorageError(f"cannot open storage for {uri!r}: {exc}") from exc
-    if isinstance(fs, LocalFileSystem):
-        return LocalStorage(path)
-    if isinstance(fs, MemoryFileSystem):
-        return MemoryStorage(fs, path, uri.rstrip("/"))
-    return FsspecStorage(fs, path, uri.rstrip("/"))
+    if scheme != "memory":
+        raise unsupported_scheme_error(uri)
+    fs, path = fsspec.core.url_to_fs(uri)
+    if not isinstance(fs, MemoryFileSystem):  # pragma: no cover - fsspec maps memory:// so
+        raise unsupported_scheme_error(uri)
+    return MemoryStorage(fs, path, uri.rstrip("/"))

@@ -1,0 +1,475 @@
+"""Storage options as users already write them, turned into settings of our S3 client.
+
+People come to txntable with the option names of delta-rs and object_store
+(``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_CONDITIONAL_PUT``...), in upper or lower case,
+or with fsspec/s3fs names (``key``, ``secret``, ``endpoint_url``). Every name is sorted into one
+of three groups, so no option is silently dropped:
+
+* **mapped**: it changes how boto3 talks to S3 (endpoint, region, credentials, TLS, timeouts,
+  addressing style, encryption and checksums of the objects we write, ...);
+* **without effect**: the name is known and harmless here, and the reason is reported (a
+  DynamoDB locking provider is not needed because commits are S3 conditional writes; the HTTP
+  tuning knobs of object_store's client do not apply to boto3);
+* **refused**: the option asks for something this client cannot honour (assuming a role from
+  options, SSE-C); the error says what to do instead.
+
+Anything else is an error that lists the accepted names. Values of credentials never appear in
+an error, a log line or ``repr``: only option names do. Parsing needs no boto3, so manifests
+can be checked anywhere (``check_storage_options``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from txntable.engine.errors import InvalidArgumentError, StorageError
+
+log = logging.getLogger(__name__)
+
+#: canonical setting -> accepted names (compared in lower case)
+_S3_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "endpoint": ("aws_endpoint_url", "aws_endpoint", "endpoint_url", "endpoint"),
+    "region": ("aws_region", "region", "region_name"),
+    "default_region": ("aws_default_region", "default_region"),
+    "access_key_id": ("aws_access_key_id", "access_key_id", "key"),
+    "secret_access_key": ("aws_secret_access_key", "secret_access_key", "secret"),
+    "session_token": ("aws_session_token", "aws_token", "session_token", "token"),
+    "profile": ("aws_profile", "profile", "profile_name"),
+    "allow_http": ("aws_allow_http", "allow_http"),
+    "use_ssl": ("use_ssl",),
+    "ca_bundle": ("aws_ca_bundle", "ca_bundle"),
+    "allow_invalid_certificates": (
+        "aws_allow_invalid_certificates",
+        "allow_invalid_certificates",
+    ),
+    "virtual_hosted_style_request": (
+        "aws_virtual_hosted_style_request",
+        "virtual_hosted_style_request",
+    ),
+    "addressing_style": ("aws_s3_addressing_style",),
+    "connect_timeout": ("aws_connect_timeout", "connect_timeout"),
+    "timeout": ("aws_timeout", "timeout"),
+    "proxy_url": ("aws_proxy_url", "proxy_url"),
+    "user_agent": ("aws_user_agent", "user_agent"),
+    "skip_signature": ("aws_skip_signature", "skip_signature", "anon"),
+    "checksum_algorithm": ("aws_checksum_algorithm", "checksum_algorithm"),
+    "server_side_encryption": ("aws_server_side_encryption", "server_side_encryption"),
+    "sse_kms_key_id": ("aws_sse_kms_key_id", "sse_kms_key_id"),
+    "sse_bucket_key_enabled": ("aws_sse_bucket_key_enabled", "sse_bucket_key_enabled"),
+    "request_payer": ("aws_request_payer", "request_payer"),
+    "conditional_put": ("aws_conditional_put", "conditional_put"),
+    "bucket": ("aws_bucket", "aws_bucket_name", "bucket", "bucket_name"),
+    "max_retries": ("max_retries",),
+}
+
+_NO_LOCK: Final = "no locking provider is needed: commits are S3 conditional writes"
+_HTTP_TUNING: Final = "HTTP tuning of object_store's client; boto3 uses its own connection pool"
+_CREDENTIAL_CHAIN: Final = "boto3's credential chain reads it from the environment itself"
+
+#: names that are understood and have no effect here -> why
+_S3_WITHOUT_EFFECT: Final[dict[str, str]] = {
+    "aws_s3_allow_unsafe_rename": "commits never rename: they are conditional writes, safe "
+    "with concurrent writers",
+    "aws_s3_locking_provider": _NO_LOCK,
+    "delta_dynamo_table_name": _NO_LOCK,
+    "delta_dynamo_billing_mode": _NO_LOCK,
+    "delta_dynamo_max_elapsed_request_time": _NO_LOCK,
+    "aws_endpoint_url_dynamodb": _NO_LOCK,
+    "aws_region_dynamodb": _NO_LOCK,
+    "aws_access_key_id_dynamodb": _NO_LOCK,
+    "aws_secret_access_key_dynamodb": _NO_LOCK,
+    "aws_session_token_dynamodb": _NO_LOCK,
+    "aws_copy_if_not_exists": "commits use conditional PUT, never copy",
+    "copy_if_not_exists": "commits use conditional PUT, never copy",
+    "aws_disable_tagging": "txntable never tags objects",
+    "disable_tagging": "txntable never tags objects",
+    "aws_unsigned_payload": "boto3 decides payload signing itself",
+    "unsigned_payload": "boto3 decides payload signing itself",
+    "aws_s3_express": "boto3 recognises S3 Express directory buckets by their name",
+    "s3_express": "boto3 recognises S3 Express directory buckets by their name",
+    "aws_imdsv1_fallback": _CREDENTIAL_CHAIN,
+    "imdsv1_fallback": _CREDENTIAL_CHAIN,
+    "aws_metadata_endpoint": _CREDENTIAL_CHAIN,
+    "metadata_endpoint": _CREDENTIAL_CHAIN,
+    "aws_ec2_metadata_disabled": _CREDENTIAL_CHAIN,
+    "aws_ec2_metadata_timeout": _CREDENTIAL_CHAIN,
+    "aws_force_credential_load": _CREDENTIAL_CHAIN,
+    "aws_container_credentials_relative_uri": _CREDENTIAL_CHAIN,
+    "container_credentials_relative_uri": _CREDENTIAL_CHAIN,
+    "aws_container_credentials_full_uri": _CREDENTIAL_CHAIN,
+    "container_credentials_full_uri": _CREDENTIAL_CHAIN,
+    "aws_container_authorization_token_file": _CREDENTIAL_CHAIN,
+    "container_authorization_token_file": _CREDENTIAL_CHAIN,
+    "aws_s3_pool_idle_timeout_seconds": _HTTP_TUNING,
+    "aws_sts_pool_idle_timeout_seconds": _HTTP_TUNING,
+    "aws_s3_get_internal_server_error_retries": "boto3's standard retry mode retries 5xx "
+    "answers itself",
+    "retry_timeout": _HTTP_TUNING,
+    "backoff_config.init_backoff": _HTTP_TUNING,
+    "backoff_config.max_backoff": _HTTP_TUNING,
+    "backoff_config.base": _HTTP_TUNING,
+    **{
+        f"{prefix}{name}": _HTTP_TUNING
+        for prefix in ("", "aws_")
+        for name in (
+            "pool_idle_timeout",
+            "pool_max_idle_per_host",
+            "http1_only",
+            "http2_only",
+            "http2_keep_alive_interval",
+            "http2_keep_alive_timeout",
+            "http2_keep_alive_while_idle",
+            "http2_max_frame_size",
+            "randomize_addresses",
+            "default_content_type",
+        )
+    },
+}
+
+_ASSUME_ROLE: Final = (
+    "assuming a role from storage options is not supported: use workload identity (IRSA puts "
+    "AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE into the pod's environment, which boto3 "
+    "reads) or a profile with role_arn"
+)
+_SSE_C: Final = "server-side encryption with customer keys (SSE-C) is not supported"
+_PROXY_ENV: Final = "not supported: set HTTPS_PROXY, NO_PROXY and AWS_CA_BUNDLE in the environment"
+
+#: names that are understood and cannot be honoured -> what to do instead
+_S3_REFUSED: Final[dict[str, str]] = {
+    **{
+        name: _ASSUME_ROLE
+        for name in (
+            "aws_role_arn",
+            "role_arn",
+            "aws_role_session_name",
+            "role_session_name",
+            "aws_web_identity_token_file",
+            "web_identity_token_file",
+            "aws_endpoint_url_sts",
+            "endpoint_url_sts",
+            "aws_iam_role_arn",
+            "aws_iam_role_session_name",
+            "aws_s3_assume_role_arn",
+            "aws_s3_role_session_name",
+        )
+    },
+    "aws_sse_customer_key_base64": _SSE_C,
+    "sse_customer_key_base64": _SSE_C,
+    "aws_proxy_ca_certificate": _PROXY_ENV,
+    "proxy_ca_certificate": _PROXY_ENV,
+    "aws_proxy_excludes": _PROXY_ENV,
+    "proxy_excludes": _PROXY_ENV,
+}
+
+_CANONICAL: Final = {alias: name for name, aliases in _S3_ALIASES.items() for alias in aliases}
+_TRUE: Final = frozenset({"true", "1", "yes", "y", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "n", "off"})
+_DURATION: Final = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*(ms|msec|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\s*$"
+)
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SSE: Final = {"aes256": "AES256", "aws:kms": "aws:kms", "aws:kms:dsse": "aws:kms:dsse"}
+_CHECKSUMS: Final = {"sha256": "SHA256", "sha1": "SHA1", "crc32": "CRC32", "crc32c": "CRC32C"}
+
+#: schemes ``open_storage`` serves; everything else is refused with this list
+SUPPORTED_SCHEMES: Final = (
+    "a local path or file:// (local disk)",
+    "s3:// or s3a:// (Amazon S3 and S3-compatible stores with conditional writes)",
+    "memory:// (in-process, for tests)",
+)
+
+
+def accepted_s3_option_names() -> list[str]:
+    """Every S3 option name that is not an error, in upper case as delta-rs writes them."""
+    return sorted({*_CANONICAL, *_S3_WITHOUT_EFFECT}, key=str.lower)
+
+
+def primary_s3_option_names() -> list[str]:
+    """One name per setting, as delta-rs writes it (``AWS_ENDPOINT_URL``, ...)."""
+    return [aliases[0].upper() for aliases in _S3_ALIASES.values()]
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """What the options of one S3 table ask of the client. ``repr`` shows no credential."""
+
+    #: boto3 ``Session`` arguments (credentials, profile)
+    session: dict[str, str] = field(default_factory=dict, repr=False)
+    #: ``session.client("s3", ...)`` arguments (endpoint, region, TLS)
+    client: dict[str, Any] = field(default_factory=dict)
+    #: ``botocore.config.Config`` arguments (timeouts, addressing, proxies, retries, signing)
+    config: dict[str, Any] = field(default_factory=dict)
+    #: extra ``PutObject`` parameters (server-side encryption, checksum)
+    put_args: dict[str, Any] = field(default_factory=dict)
+    #: extra parameters of every request (``RequestPayer``)
+    request_args: dict[str, str] = field(default_factory=dict)
+    conditional_put: bool = True
+    #: the bucket the options name, if any (must be the URI's)
+    bucket: str | None = None
+    #: options given that have no effect here -> why (names as the user wrote them)
+    without_effect: dict[str, str] = field(default_factory=dict)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise InvalidArgumentError(f"storage option {name} must be true or false, got {value!r}")
+
+
+def _seconds(name: str, value: Any) -> float:
+    match = _DURATION.match(str(value))
+    if match is None:
+        raise InvalidArgumentError(
+            f"storage option {name} must be a duration such as 30s, 500ms or 2m, got {value!r}"
+        )
+    unit = (match.group(2) or "s").lower()
+    factor = 0.001 if unit.startswith("ms") or unit.startswith("milli") else _UNIT_SECONDS[unit[0]]
+    seconds = float(match.group(1)) * factor
+    if seconds <= 0:
+        raise InvalidArgumentError(f"storage option {name} must be longer than 0")
+    return seconds
+
+
+def _conditional_put(name: str, value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("etag", "disabled", "none") or text in _TRUE or text in _FALSE:
+        return text == "etag" or text in _TRUE
+    if text.startswith("dynamo"):
+        raise InvalidArgumentError(
+            f"storage option {name}={value!r}: commits use S3's own conditional writes "
+            "(If-None-Match); a DynamoDB lock is not used. Use etag (or leave it out)."
+        )
+    raise InvalidArgumentError(
+        f"storage option {name} must be etag or true (the store supports conditional writes, "
+        f"the default) or disabled or false (it does not), got {value!r}"
+    )
+
+
+def parse_s3_options(options: Mapping[str, Any]) -> S3Settings:
+    """Sort the options of an S3 table into client settings; raise on unknown or refused ones.
+
+    Raises ``InvalidArgumentError`` naming the option (never a credential's value)."""
+    given: dict[str, tuple[str, Any]] = {}
+    without_effect: dict[str, str] = {}
+    unknown: list[str] = []
+    for raw_name, value in options.items():
+        name = str(raw_name)
+        lower = name.strip().lower()
+        if lower in _S3_REFUSED:
+            raise InvalidArgumentError(f"storage option {name}: {_S3_REFUSED[lower]}")
+        if lower in _S3_WITHOUT_EFFECT:
+            without_effect[name] = _S3_WITHOUT_EFFECT[lower]
+            continue
+        canonical = _CANONICAL.get(lower)
+        if canonical is None:
+            unknown.append(name)
+            continue
+        if canonical in given and str(given[canonical][1]) != str(value):
+            raise InvalidArgumentError(
+                f"storage options {given[canonical][0]} and {name} set the same thing; keep one"
+            )
+        given[canonical] = (name, value)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown S3 storage option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(sorted(unknown))}; accepted (any case, with their object_store and "
+            f"fsspec aliases): {', '.join(primary_s3_option_names())}; and, without effect, "
+            "the delta-rs locking and HTTP tuning options (docs/writing-and-storage.md)"
+        )
+    return _settings(given, without_effect)
+
+
+def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str]) -> S3Settings:
+    def text(canonical: str) -> str | None:
+        if canonical not in given:
+            return None
+        name, value = given[canonical]
+        out = str(value).strip()
+        if not out:
+            raise InvalidArgumentError(f"storage option {name} is empty")
+        return out
+
+    def flag(canonical: str) -> bool | None:
+        return _bool(*given[canonical]) if canonical in given else None
+
+    session: dict[str, str] = {}
+    for canonical, arg in (
+        ("access_key_id", "aws_access_key_id"),
+        ("secret_access_key", "aws_secret_access_key"),
+        ("session_token", "aws_session_token"),
+        ("profile", "profile_name"),
+    ):
+        value = text(canonical)
+        if value is not None:
+            session[arg] = value
+    client: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    put_args: dict[str, Any] = {}
+    request_args: dict[str, str] = {}
+
+    allow_http = flag("allow_http")
+    endpoint = text("endpoint")
+    if endpoint is not None:
+        scheme = urlsplit(endpoint).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise InvalidArgumentError(
+                f"storage option {given['endpoint'][0]} must be an http:// or https:// URL, "
+                f"got {endpoint!r}"
+            )
+        if scheme == "http" and allow_http is False:
+            raise InvalidArgumentError(
+                f"storage option {given['endpoint'][0]} is plain http:// but "
+                f"{given['allow_http'][0]} is false"
+            )
+        client["endpoint_url"] = endpoint
+    region = text("region") or text("default_region")
+    if region is not None:
+        client["region_name"] = region
+    if flag("use_ssl") is False:
+        client["use_ssl"] = False
+    ca_bundle = text("ca_bundle")
+    if ca_bundle is not None:
+        client["verify"] = ca_bundle
+    if flag("allow_invalid_certificates"):
+        client["verify"] = False
+
+    style = flag("virtual_hosted_style_request")
+    addressing = text("addressing_style")
+    if addressing is not None:
+        if addressing.lower() not in ("path", "virtual"):
+            raise InvalidArgumentError(
+                f"storage option {given['addressing_style'][0]} must be path or virtual, "
+                f"got {addressing!r}"
+            )
+        config["s3"] = {"addressing_style": addressing.lower()}
+    elif style is not None:
+        config["s3"] = {"addressing_style": "virtual" if style else "path"}
+    if "connect_timeout" in given:
+        config["connect_timeout"] = _seconds(*given["connect_timeout"])
+    if "timeout" in given:
+        config["read_timeout"] = _seconds(*given["timeout"])
+    proxy = text("proxy_url")
+    if proxy is not None:
+        config["proxies"] = {"http": proxy, "https": proxy}
+    agent = text("user_agent")
+    if agent is not None:
+        config["user_agent"] = agent
+    if flag("skip_signature"):
+        config["signature_version"] = "unsigned"
+    if "max_retries" in given:
+        name, value = given["max_retries"]
+        if not str(value).strip().isdigit():
+            raise InvalidArgumentError(f"storage option {name} must be a whole number >= 0")
+        # botocore's max_attempts counts retries, not the first request
+        config["retries"] = {"mode": "standard", "max_attempts": int(str(value).strip())}
+
+    checksum = text("checksum_algorithm")
+    if checksum is not None:
+        if checksum.lower() not in _CHECKSUMS:
+            raise InvalidArgumentError(
+                f"storage option {given['checksum_algorithm'][0]} must be one of "
+                f"{', '.join(sorted(_CHECKSUMS))}, got {checksum!r}"
+            )
+        put_args["ChecksumAlgorithm"] = _CHECKSUMS[checksum.lower()]
+    sse = text("server_side_encryption")
+    if sse is not None:
+        if sse.lower() not in _SSE:
+            raise InvalidArgumentError(
+                f"storage option {given['server_side_encryption'][0]} must be one of "
+                f"AES256, aws:kms, aws:kms:dsse (SSE-C is not supported), got {sse!r}"
+            )
+        put_args["ServerSideEncryption"] = _SSE[sse.lower()]
+    kms_key = text("sse_kms_key_id")
+    if kms_key is not None:
+        if not str(put_args.get("ServerSideEncryption", "")).startswith("aws:kms"):
+            raise InvalidArgumentError(
+                f"storage option {given['sse_kms_key_id'][0]} needs server_side_encryption "
+                "aws:kms or aws:kms:dsse"
+            )
+        put_args["SSEKMSKeyId"] = kms_key
+    bucket_key = flag("sse_bucket_key_enabled")
+    if bucket_key is not None:
+        put_args["BucketKeyEnabled"] = bucket_key
+    if flag("request_payer"):
+        request_args["RequestPayer"] = "requester"
+
+    conditional = True
+    if "conditional_put" in given:
+        conditional = _conditional_put(*given["conditional_put"])
+    return S3Settings(
+        session=session,
+        client=client,
+        config=config,
+        put_args=put_args,
+        request_args=request_args,
+        conditional_put=conditional,
+        bucket=text("bucket"),
+        without_effect=without_effect,
+    )
+
+
+_reported: set[frozenset[str]] = set()
+
+
+def report_without_effect(where: str, without_effect: Mapping[str, str]) -> None:
+    """One info line per process and set of names: which options do nothing, and why."""
+    if not without_effect:
+        return
+    names = frozenset(without_effect)
+    if names in _reported:
+        return
+    _reported.add(names)
+    log.info(
+        "storage options without effect for %s: %s",
+        where,
+        "; ".join(f"{name} ({why})" for name, why in sorted(without_effect.items())),
+    )
+
+
+def _scheme(uri: str) -> str:
+    scheme = urlsplit(uri).scheme
+    return scheme.lower() if len(scheme) > 1 else ""  # 'C:' is a drive, not a scheme
+
+
+def unsupported_scheme_error(uri: str) -> StorageError:
+    """The error for a URI whose store txntable does not serve, naming the ones it does."""
+    return StorageError(
+        f"{_scheme(uri)}:// tables are not supported: commits need an atomic put-if-absent, "
+        f"which txntable implements for {'; '.join(SUPPORTED_SCHEMES)}"
+    )
+
+
+def check_storage_options(uri: str, options: Mapping[str, Any] | None) -> dict[str, str]:
+    """Validate a table's location and storage options without touching the store.
+
+    Returns the options that have no effect (name -> why); raises ``InvalidArgumentError`` for
+    a bad option and ``StorageError`` for a scheme txntable does not serve."""
+    options = dict(options or {})
+    scheme = _scheme(uri)
+    if scheme in ("s3", "s3a"):
+        settings = parse_s3_options(options)
+        from txntable.engine.s3 import parse_s3_uri
+
+        bucket, _ = parse_s3_uri(uri)
+        if settings.bucket is not None and settings.bucket != bucket:
+            raise InvalidArgumentError(
+                f"storage option bucket names {settings.bucket!r}, the URI {bucket!r}"
+            )
+        return dict(settings.without_effect)
+    if scheme in ("", "file", "local"):
+        if "fsync" in options:
+            _bool("fsync", options["fsync"])
+        return {k: "local disk takes only fsync" for k in options if k != "fsync"}
+    if scheme == "memory":
+        return {k: "the in-memory store takes no options" for k in options}
+    raise unsupported_scheme_error(uri)
