@@ -22,9 +22,10 @@ from tests.unit.crdtools import (
     schema_of,
     validate,
 )
-from txntable.api import CheckpointPolicy, CompactionPolicy, TxnTable
+from txntable.api import CheckpointPolicy, CompactionPolicy, InvalidSpecError, TxnTable
 from txntable.api.common import Backend
 from txntable.api.constants import API_VERSION
+from txntable.api.manifests import is_ours, parse_manifest
 from txntable.api.policies import CheckpointMode
 
 CRDS = load_crds()
@@ -54,6 +55,17 @@ def test_the_expected_examples_exist() -> None:
         "local/checkpoint.yaml",
     } <= names
     assert {d["kind"] for _, d in OURS} == set(PARSERS)
+
+
+def test_every_example_is_one_of_our_kinds_or_another_tools() -> None:
+    """A misspelled kind (``TxnTabel``) fails here naming the closest kind, not as a KeyError
+    further down or a document loaders skip."""
+    for path, doc in DOCS:
+        try:
+            parsed = parse_manifest(doc)
+        except InvalidSpecError as exc:
+            pytest.fail(f"{path.relative_to(EXAMPLES)}: {exc}")
+        assert (parsed is not None) == is_ours(doc), path
 
 
 @pytest.mark.parametrize("item", OURS, ids=[_id(i) for i in OURS])

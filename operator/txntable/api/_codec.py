@@ -5,7 +5,9 @@ camelCase of the attribute unless given), bounds, patterns, lengths and whether 
 written as a size or a duration. One generic walker enforces them, so the models mirror the
 CRDs' structural checks without a second hand-written validator per class; cross-field rules
 (the CEL rules) live in each class's ``check(path)``. A test compares this metadata with the
-CRD YAML so the two cannot drift.
+CRD YAML so the two cannot drift. Like the API server, the walker reports every broken field of
+a manifest in one ``InvalidSpecError``, not the first; cross-field rules of an object run once its
+own fields are valid.
 """
 
 from __future__ import annotations
@@ -117,6 +119,28 @@ def _fail(path: str, reason: str) -> typing.NoReturn:
     raise InvalidSpecError(path, reason)
 
 
+class _Errors:
+    """Collects the errors of the fields of one object, so all of them are reported."""
+
+    def __init__(self) -> None:
+        self.found: list[InvalidSpecError] = []
+
+    def add(self, path: str, reason: str) -> None:
+        self.found.append(InvalidSpecError(path, reason))
+
+    def attempt(self, fn: typing.Callable[..., T], *args: Any) -> T | None:
+        """``fn(*args)``, or None with its ``InvalidSpecError`` kept for ``raise_any``."""
+        try:
+            return fn(*args)
+        except InvalidSpecError as exc:
+            self.found.append(exc)
+            return None
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise InvalidSpecError.combine(self.found)
+
+
 def _check_str(value: str, meta: Mapping[str, Any], path: str) -> None:
     if "min_length" in meta and len(value) < meta["min_length"]:
         _fail(path, f"must be at least {meta['min_length']} characters")
@@ -223,19 +247,27 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
         if "max_items" in meta and len(value) > meta["max_items"]:
             _fail(path, f"must have at most {meta['max_items']} items")
         item_meta = {k: v for k, v in meta.items() if k in ("pattern", "max_length", "min_length")}
-        return tuple(_convert(item_tp, v, item_meta, f"{path}[{i}]") for i, v in enumerate(value))
+        errors = _Errors()
+        items = [
+            errors.attempt(_convert, item_tp, v, item_meta, f"{path}[{i}]")
+            for i, v in enumerate(value)
+        ]
+        errors.raise_any()
+        return tuple(items)
     if origin in (Mapping, dict) or tp is Mapping:
         if not isinstance(value, dict):
             _fail(path, "must be an object")
         if "max_items" in meta and len(value) > meta["max_items"]:
             _fail(path, f"must have at most {meta['max_items']} entries")
         out: dict[str, str] = {}
+        errors = _Errors()
         for key, item in value.items():
             if not isinstance(item, str):
-                _fail(f"{path}[{key}]", "must be a string")
-            if "max_length" in meta and len(item) > meta["max_length"]:
-                _fail(f"{path}[{key}]", f"must be at most {meta['max_length']} characters")
+                errors.add(f"{path}[{key}]", "must be a string")
+            elif "max_length" in meta and len(item) > meta["max_length"]:
+                errors.add(f"{path}[{key}]", f"must be at most {meta['max_length']} characters")
             out[str(key)] = item
+        errors.raise_any()
         return MappingProxyType(out)
     raise TypeError(f"the codec cannot read {tp!r} at {path}")  # a bug in a model, not input
 
@@ -249,11 +281,11 @@ def from_obj(cls: type[T], obj: Any, path: str, *, ignore_unknown: bool = False)
     if not isinstance(obj, dict):
         _fail(path, "must be an object")
     fields = {json_name(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(obj) - set(fields))
+    errors = _Errors()
     if ignore_unknown:
         obj = {k: v for k, v in obj.items() if k in fields}
-    elif unknown:
-        _fail(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
+    for key in sorted(set(obj) - set(fields)):
+        errors.add(f"{path}.{key}" if path else key, "unknown field")
     kwargs: dict[str, Any] = {}
     resolved = hints(typing.cast(type, cls))
     for key, field in fields.items():
@@ -261,14 +293,16 @@ def from_obj(cls: type[T], obj: Any, path: str, *, ignore_unknown: bool = False)
         if key not in obj:
             no_default = field.default is dataclasses.MISSING
             if no_default and field.default_factory is dataclasses.MISSING:
-                _fail(sub, "required")
+                errors.add(sub, "required")
             continue
-        kwargs[field.name] = _convert(resolved[field.name], obj[key], field.metadata, sub)
+        kwargs[field.name] = errors.attempt(
+            _convert, resolved[field.name], obj[key], field.metadata, sub
+        )
+    errors.raise_any()
     try:
         built = cls(**kwargs)
     except InvalidSpecError as exc:
-        where = f"{path}.{exc.field_path}" if path else exc.field_path
-        raise InvalidSpecError(where, exc.reason) from None
+        raise (exc.within(path) if path else exc) from None
     check = getattr(built, "check", None)
     if check is not None:
         check(path)

@@ -6,13 +6,18 @@ txntable reads are kept, and unknown metadata is ignored rather than rejected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from txntable.api.constants import API_VERSION
 from txntable.api.errors import InvalidSpecError
+
+S = TypeVar("S")
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,16 @@ class ObjectMeta:
         """Read ``metadata``; a name is required, everything else is optional."""
         if not isinstance(obj, dict):
             raise InvalidSpecError("metadata", "must be an object")
+        errors = []
         name = obj.get("name")
         if not isinstance(name, str) or not name:
-            raise InvalidSpecError("metadata.name", "required")
+            errors.append(InvalidSpecError("metadata.name", "required"))
         labels = obj.get("labels") or {}
         if not isinstance(labels, dict):
-            raise InvalidSpecError("metadata.labels", "must be an object")
+            errors.append(InvalidSpecError("metadata.labels", "must be an object"))
+        if errors:
+            raise InvalidSpecError.combine(errors)
+        name, labels = typing.cast(str, name), typing.cast(dict[Any, Any], labels)
         generation = obj.get("generation")
         return cls(
             name=name,
@@ -54,13 +63,40 @@ def _opt_str(value: object) -> str | None:
 
 def envelope(obj: object, kind: str) -> tuple[ObjectMeta, Any, Any]:
     """Check apiVersion and kind; return metadata, the raw spec and the raw status."""
+    meta, spec, status = read_manifest(obj, kind, lambda raw: raw, lambda raw: raw)
+    return meta, spec, status
+
+
+def read_manifest(
+    obj: object, kind: str, spec: Callable[[Any], S], status: Callable[[Any], U]
+) -> tuple[ObjectMeta, S, U]:
+    """Envelope, spec (parsed by ``spec``) and status of a manifest, checked together.
+
+    Every problem is collected (a wrong apiVersion, a missing name, three bad spec fields) and
+    raised as one ``InvalidSpecError``, the way the API server answers with all of them.
+    """
     if not isinstance(obj, dict):
         raise InvalidSpecError("", f"a {kind} manifest must be an object")
+    errors: list[InvalidSpecError] = []
+
+    def attempt(fn: Callable[[Any], T], raw: Any) -> T | None:
+        try:
+            return fn(raw)
+        except InvalidSpecError as exc:
+            errors.append(exc)
+            return None
+
     if obj.get("apiVersion") != API_VERSION:
-        raise InvalidSpecError("apiVersion", f"must be {API_VERSION}")
+        errors.append(InvalidSpecError("apiVersion", f"must be {API_VERSION}"))
     if obj.get("kind") != kind:
-        raise InvalidSpecError("kind", f"must be {kind}")
-    meta = ObjectMeta.from_dict(obj.get("metadata"))
+        errors.append(InvalidSpecError("kind", f"must be {kind}"))
+    meta = attempt(ObjectMeta.from_dict, obj.get("metadata"))
     if "spec" not in obj:
-        raise InvalidSpecError("spec", "required")
-    return meta, obj["spec"], obj.get("status") or {}
+        errors.append(InvalidSpecError("spec", "required"))
+        parsed_spec = None
+    else:
+        parsed_spec = attempt(spec, obj["spec"])
+    parsed_status = attempt(status, obj.get("status") or {})
+    if errors:
+        raise InvalidSpecError.combine(errors)
+    return typing.cast(tuple[ObjectMeta, S, U], (meta, parsed_spec, parsed_status))

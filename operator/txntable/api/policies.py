@@ -25,7 +25,7 @@ from txntable.api.common import (
 )
 from txntable.api.constants import KIND_CHECKPOINT_POLICY, KIND_COMPACTION_POLICY
 from txntable.api.errors import InvalidSpecError
-from txntable.api.meta import ObjectMeta, envelope
+from txntable.api.meta import ObjectMeta, read_manifest
 
 
 def _cron_field(value: str, names: str = "", question: bool = False) -> str:
@@ -256,12 +256,13 @@ class CompactionPolicy:
     @classmethod
     def from_manifest(cls, obj: object) -> CompactionPolicy:
         """Parse and validate a manifest the way the CRD does."""
-        meta, spec, status = envelope(obj, KIND_COMPACTION_POLICY)
-        return cls(
-            metadata=meta,
-            spec=from_obj(CompactionPolicySpec, spec, "spec"),
-            status=PolicyStatus.from_dict(status),
+        meta, spec, status = read_manifest(
+            obj,
+            KIND_COMPACTION_POLICY,
+            lambda raw: from_obj(CompactionPolicySpec, raw, "spec"),
+            PolicyStatus.from_dict,
         )
+        return cls(metadata=meta, spec=spec, status=status)
 
     def to_status(self) -> dict[str, Any]:
         """The status subresource as JSON."""
@@ -279,12 +280,13 @@ class CheckpointPolicy:
     @classmethod
     def from_manifest(cls, obj: object) -> CheckpointPolicy:
         """Parse and validate a manifest the way the CRD does."""
-        meta, spec, status = envelope(obj, KIND_CHECKPOINT_POLICY)
-        return cls(
-            metadata=meta,
-            spec=from_obj(CheckpointPolicySpec, spec, "spec"),
-            status=PolicyStatus.from_dict(status),
+        meta, spec, status = read_manifest(
+            obj,
+            KIND_CHECKPOINT_POLICY,
+            lambda raw: from_obj(CheckpointPolicySpec, raw, "spec"),
+            PolicyStatus.from_dict,
         )
+        return cls(metadata=meta, spec=spec, status=status)
 
     def to_status(self) -> dict[str, Any]:
         """The status subresource as JSON."""

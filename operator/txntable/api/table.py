@@ -29,7 +29,7 @@ from txntable.api.common import (
 from txntable.api.conditions import Condition
 from txntable.api.constants import KIND_TABLE
 from txntable.api.errors import InvalidSpecError
-from txntable.api.meta import ObjectMeta, envelope
+from txntable.api.meta import ObjectMeta, envelope, read_manifest
 
 LOCATION_PATTERN: Final = r"^((s3|s3a|gs|gcs|abfs|abfss|az|hdfs|file|memory)://.+|/.*|\.{1,2}/.*)$"
 COLUMN_TYPE_PATTERN: Final = (
@@ -177,12 +177,13 @@ class TxnTable:
     @classmethod
     def from_manifest(cls, obj: object, old: object | None = None) -> TxnTable:
         """Parse and validate a manifest; with ``old`` also apply the update (oldSelf) rules."""
-        meta, spec, status = envelope(obj, KIND_TABLE)
-        parsed = cls(
-            metadata=meta,
-            spec=from_obj(TxnTableSpec, spec, "spec"),
-            status=TxnTableStatus.from_dict(status),
+        meta, spec, status = read_manifest(
+            obj,
+            KIND_TABLE,
+            lambda raw: from_obj(TxnTableSpec, raw, "spec"),
+            TxnTableStatus.from_dict,
         )
+        parsed = cls(metadata=meta, spec=spec, status=status)
         if old is not None:
             _, old_spec, _ = envelope(old, KIND_TABLE)
             parsed.spec.check_update(from_obj(TxnTableSpec, old_spec, "spec"), "spec")

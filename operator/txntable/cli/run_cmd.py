@@ -18,12 +18,8 @@ from typing import Any
 
 import yaml
 
-from txntable.api.constants import (
-    KIND_CHECKPOINT_POLICY,
-    KIND_COMPACTION_POLICY,
-    KIND_TABLE,
-)
 from txntable.api.errors import InvalidSpecError
+from txntable.api.manifests import parse_manifest
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.cli.errors import CliError
 from txntable.config import Config
@@ -53,7 +49,8 @@ class Manifests:
 
 
 def load_manifests(directory: Path) -> Manifests:
-    """Every recognised manifest under ``directory``; invalid ones are reported, not fatal."""
+    """Every manifest of ours under ``directory``; invalid ones (every broken field of each, or a
+    misspelled kind) are reported, not fatal; other tools' objects (a Secret) are skipped."""
     if not directory.is_dir():
         raise CliError(f"{directory} is not a directory")
     out = Manifests()
@@ -67,19 +64,23 @@ def load_manifests(directory: Path) -> Manifests:
             if not isinstance(doc, dict):
                 continue
             kind = doc.get("kind")
-            doc.setdefault("metadata", {}).setdefault("namespace", "default")
-            doc["metadata"].setdefault("uid", f"local-{doc['metadata'].get('name')}")
-            doc["metadata"].setdefault("generation", 1)
+            metadata = doc.setdefault("metadata", {})
+            if isinstance(metadata, dict):  # else from_manifest reports it
+                metadata.setdefault("namespace", "default")
+                metadata.setdefault("uid", f"local-{metadata.get('name')}")
+                metadata.setdefault("generation", 1)
             try:
-                if kind == KIND_TABLE:
-                    out.tables.append(TxnTable.from_manifest(doc))
-                elif kind == KIND_COMPACTION_POLICY:
-                    out.compaction.append(CompactionPolicy.from_manifest(doc))
-                elif kind == KIND_CHECKPOINT_POLICY:
-                    out.checkpoint.append(CheckpointPolicy.from_manifest(doc))
+                resource = parse_manifest(doc)
             except InvalidSpecError as exc:
-                name = doc["metadata"].get("name")
+                name = metadata.get("name") if isinstance(metadata, dict) else None
                 out.errors.append(f"{path}: {kind}/{name}: {exc}")
+                continue
+            if isinstance(resource, TxnTable):
+                out.tables.append(resource)
+            elif isinstance(resource, CompactionPolicy):
+                out.compaction.append(resource)
+            elif isinstance(resource, CheckpointPolicy):
+                out.checkpoint.append(resource)
     return out
 
 
