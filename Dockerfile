@@ -11,6 +11,8 @@
 # Both start from the same pinned Python base (tag and digest; override with
 # --build-arg PYTHON_IMAGE=...). Wheels are built in `build-*` stages; the final stages get a
 # finished virtual environment and keep no pip, setuptools or compilers.
+# Extras (pyproject.toml): both images install `s3` (boto3: s3:// tables are unreachable
+# without it); only the Spark image installs `spark` (pyspark); neither installs `demo`.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 # The Spark version the runs use; tests/unit/test_dockerfile.py keeps it equal to the pyspark
@@ -23,25 +25,23 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && python -c "import re, tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if re.split(r'[<>=!~ \[;]', d)[0].lower() != 'pyspark'))" > /wheels/controller-requirements.txt
+RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 
-# ---- controller's virtual environment: the dependencies without pyspark ---------------------
+# ---- controller's virtual environment: the package with S3, without Spark -------------------
 FROM ${PYTHON_IMAGE} AS build-controller
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install -r /wheels/controller-requirements.txt \
- && /opt/venv/bin/pip install --no-deps /wheels/txntable-*.whl \
+ && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3]" \
  && /opt/venv/bin/pip uninstall -y pip setuptools
 
-# ---- Spark's virtual environment: this package with PySpark (Spark's jars and scripts) ------
+# ---- Spark's virtual environment: this package with S3 and PySpark (Spark's jars, scripts) --
 FROM ${PYTHON_IMAGE} AS build-spark
 ARG PYSPARK_VERSION
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install /wheels/txntable-*.whl "pyspark==${PYSPARK_VERSION}" \
+ && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3,spark]" "pyspark==${PYSPARK_VERSION}" \
  && /opt/venv/bin/pip uninstall -y pip setuptools
 
 # ---- the controller image -------------------------------------------------------------------

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -171,12 +172,43 @@ def test_controller_entrypoint_is_the_package(dockerfile: Dockerfile) -> None:
     assert importlib.util.find_spec("txntable.__main__") is not None
     env = " ".join(dockerfile.stages["controller"].args("ENV"))
     assert "PATH=/opt/venv/bin:" in env
-    # no Java and no Spark in the controller: pyspark is left out of its requirements
+    # no Java and no Spark in the controller: its environment lacks the spark extra
     runs = " ".join(
         r for s in ("wheel", "build-controller") for r in dockerfile.stages[s].args("RUN")
     )
-    assert "!= 'pyspark'" in runs and "openjdk" not in runs
+    assert "pyspark" not in runs and "openjdk" not in runs
+    assert "spark" not in installed_extras(dockerfile.stages["build-controller"])
     assert not any("openjdk" in r for r in dockerfile.stages["controller"].args("RUN"))
+
+
+def installed_extras(stage: Stage) -> set[str]:
+    """The extras of this package a build stage installs: pip install "<the wheel>[a,b]"."""
+    runs = " ".join(stage.args("RUN"))
+    found = re.findall(r"/wheels/txntable-\*\.whl\)\[([A-Za-z0-9_,-]+)\]", runs)
+    assert len(found) == 1, f"{stage.name} must install the wheel once, with its extras"
+    assert "--no-deps" not in runs and " -r " not in runs, "dependencies come from the wheel"
+    return set(found[0].split(","))
+
+
+def test_both_images_install_the_s3_extra_and_only_spark_gets_pyspark(
+    dockerfile: Dockerfile,
+) -> None:
+    """Before: neither image installed boto3, so every s3:// table was Unreachable."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert installed_extras(dockerfile.stages["build-controller"]) == {"s3"}
+    assert installed_extras(dockerfile.stages["build-spark"]) == {"s3", "spark"}
+    assert any(r.startswith("boto3") for r in extras["s3"])
+    assert any(r.startswith("pyspark") for r in extras["spark"])
+    base = " ".join(pyproject["project"]["dependencies"])
+    assert "pyspark" not in base and "deltalake" not in base and "boto3" not in base
+    # the final images are exactly those environments
+    for final, build in (("controller", "build-controller"), ("spark", "build-spark")):
+        copies = [c for c in dockerfile.stages[final].args("COPY") if c.startswith("--from=")]
+        assert f"--from={build} /opt/venv /opt/venv" in copies
+    # the Spark image pins the Spark the tests run (test_two_targets_and_spark_version)
+    spark_runs = " ".join(dockerfile.stages["build-spark"].args("RUN"))
+    assert '"pyspark==${PYSPARK_VERSION}"' in spark_runs
 
 
 def test_spark_image_provides_what_the_run_manifests_use(dockerfile: Dockerfile) -> None:
