@@ -1,15 +1,24 @@
-"""``txntable vacuum URI``: delete data files no version inside the retention reads."""
+"""``txntable vacuum URI``: delete data files no version inside the retention reads.
+
+In this process by default; ``--executor spark`` lists the table's top-level directories and
+deletes in chunks as Spark tasks (``maintenance/vacuum_spark.py``, ``local[*]`` unless
+``--master``), for tables whose listing is too big for one process. Both decide alike.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from txntable.engine.retention import parse_interval_ms
-from txntable.engine.vacuum import vacuum
-from txntable.jobs.storage_args import add_storage_option_argument, open_table
+from txntable.engine.snapshot import Snapshot
+from txntable.engine.vacuum import VacuumResult, vacuum
+from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
+from txntable.maintenance.errors import MaintenanceError
+from txntable.maintenance.vacuum_spark import SparkSweeper
 
 
 def register(sub: Any) -> None:
@@ -31,6 +40,16 @@ def register(sub: Any) -> None:
         help="allow a retention shorter than the table's (readers and writers may fail)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would go, delete none")
+    parser.add_argument(
+        "--executor",
+        choices=("process", "spark"),
+        default="process",
+        help="list and delete in this process (default) or as Spark tasks, one listing per "
+        "top-level directory (for tables of millions of files)",
+    )
+    parser.add_argument(
+        "--master", default="local[*]", help="Spark master with --executor spark (default local[*])"
+    )
     add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
@@ -39,7 +58,11 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     retention_ms = parse_interval_ms(args.retention) if args.retention else None
     snapshot = open_table(args).snapshot()
-    result = vacuum(snapshot, retention_ms=retention_ms, force=args.force, dry_run=args.dry_run)
+    try:
+        result = _vacuum(args, snapshot, retention_ms)
+    except MaintenanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
@@ -52,3 +75,19 @@ def run(args: argparse.Namespace) -> int:
     for path in result.files:
         print(f"  {path}")
     return 0
+
+
+def _vacuum(args: argparse.Namespace, snapshot: Snapshot, retention_ms: int | None) -> VacuumResult:
+    if args.executor != "spark":
+        return vacuum(snapshot, retention_ms=retention_ms, force=args.force, dry_run=args.dry_run)
+    sweeper = SparkSweeper(master=args.master, storage_options=storage_options(args.storage_option))
+    try:
+        return vacuum(
+            snapshot,
+            retention_ms=retention_ms,
+            force=args.force,
+            dry_run=args.dry_run,
+            sweeper=sweeper,
+        )
+    finally:
+        sweeper.close()

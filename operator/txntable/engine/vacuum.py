@@ -155,8 +155,8 @@ class Sweeper(Protocol):
         """Every file under the root that ``rules`` deletes (in any order)."""
         ...
 
-    def delete(self, storage: Storage, names: Sequence[str]) -> None:
-        """Delete these files (relative names; missing ones are fine)."""
+    def delete(self, storage: Storage, names: Sequence[str], rules: VacuumRules) -> None:
+        """Delete these files (relative names, chosen by ``rules``; missing ones are fine)."""
         ...
 
 
@@ -168,7 +168,7 @@ class InProcessSweeper:
     def doomed(self, storage: Storage, rules: VacuumRules) -> list[FileInfo]:
         return [info for info in storage.list_tree(rules.skip_dir) if rules.doomed(info)]
 
-    def delete(self, storage: Storage, names: Sequence[str]) -> None:
+    def delete(self, storage: Storage, names: Sequence[str], rules: VacuumRules) -> None:
         storage.delete_many(names)
 
 
@@ -339,9 +339,11 @@ def vacuum(
     ``sweeper`` lists and deletes (default: in this process)."""
     started = time.perf_counter()
     sweeper = sweeper or InProcessSweeper()
-    doomed, retention_used, cutoff, referenced = plan_vacuum(
-        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms, sweeper=sweeper
+    rules, retention_used = vacuum_rules(
+        snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
     )
+    cutoff, referenced = rules.cutoff_ms, len(rules.paths)
+    doomed = sorted(sweeper.doomed(snapshot.storage, rules), key=lambda f: f.name)
     total = sum(f.size for f in doomed)
     names = tuple(f.name for f in doomed)
     if dry_run:
@@ -366,7 +368,7 @@ def vacuum(
         {"numFilesToDelete": len(doomed), "sizeOfDataToDelete": total},
     )
     storage = snapshot.storage
-    sweeper.delete(storage, names)
+    sweeper.delete(storage, names, rules)
     if logged:
         _record(
             table,

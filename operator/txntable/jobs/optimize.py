@@ -26,8 +26,10 @@ from txntable.engine.vacuum import vacuum
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.errors import InvalidPolicyError, MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
+from txntable.maintenance.executor_spark import SparkExecutor  # pyspark only when started
 from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
 from txntable.maintenance.planner import OptimizePolicy
+from txntable.maintenance.vacuum_spark import SPARK_MIN_FILES, SparkSweeper, wants_spark
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.pushgateway import push_run_metrics
 from txntable.observability.run_report import engine_summary
@@ -97,6 +99,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vacuum-dry-run", action="store_true", help="report what VACUUM would delete, delete none"
     )
+    parser.add_argument(
+        "--vacuum-spark-min-files",
+        type=int,
+        default=SPARK_MIN_FILES,
+        metavar="N",
+        help="with --executor spark, VACUUM lists and deletes as Spark tasks when the log knows "
+        f"at least N files, live and removed (default {SPARK_MIN_FILES})",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
 
 
@@ -126,8 +136,6 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
 def make_executor(args: argparse.Namespace) -> BinExecutor:
     if args.executor == "arrow":
         return ArrowExecutor(workers=args.workers)
-    from txntable.maintenance.executor_spark import SparkExecutor
-
     return SparkExecutor(master=args.master)
 
 
@@ -159,14 +167,15 @@ def execute(
             ),
             dry_run=args.dry_run,
         )
+        if args.vacuum and not args.dry_run and not result.error:
+            # before the executor closes: a huge table's VACUUM runs in its Spark session
+            result.vacuum, vacuum_error = run_vacuum(table, args, executor, options)
+            if vacuum_error:
+                result.error = vacuum_error
     finally:
         close = getattr(executor, "close", None)
         if close is not None:
             close()
-    if args.vacuum and not args.dry_run and not result.error:
-        result.vacuum, vacuum_error = run_vacuum(table, args)
-        if vacuum_error:
-            result.error = vacuum_error
     return result, (EXIT_FAILED if result.error else EXIT_OK)
 
 
@@ -174,13 +183,28 @@ def execute(
 _VACUUM_SAMPLE = 20
 
 
-def run_vacuum(table: Table, args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+def run_vacuum(
+    table: Table,
+    args: argparse.Namespace,
+    executor: BinExecutor | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], str | None]:
     """VACUUM after the compaction, on the latest snapshot (which holds this run's removes):
-    its summary for the result line, and an error when it could not run."""
+    its summary for the result line, and an error when it could not run. On the Spark executor
+    a table of at least ``--vacuum-spark-min-files`` files is listed and deleted by Spark tasks
+    in the executor's session (``maintenance/vacuum_spark.py``)."""
     try:
         retention_ms = parse_interval_ms(args.vacuum_retention) if args.vacuum_retention else None
-        result = vacuum(table.snapshot(), retention_ms=retention_ms, dry_run=args.vacuum_dry_run)
-    except EngineError as exc:
+        snapshot = table.snapshot()
+        sweeper = None
+        if isinstance(executor, SparkExecutor) and wants_spark(
+            snapshot, args.vacuum_spark_min_files
+        ):
+            sweeper = SparkSweeper(spark=executor.spark, storage_options=storage_options)
+        result = vacuum(
+            snapshot, retention_ms=retention_ms, dry_run=args.vacuum_dry_run, sweeper=sweeper
+        )
+    except (EngineError, MaintenanceError) as exc:
         return {"error": str(exc)}, f"vacuum: {exc}"
     doc = result.to_json()
     doc["files"] = doc["files"][:_VACUUM_SAMPLE]
