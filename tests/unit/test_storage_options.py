@@ -305,3 +305,22 @@ def test_local_tables_report_options_that_do_nothing(tmp_path: Path) -> None:
     assert set(check_storage_options(str(tmp_path), {"AWS_REGION": "x"})) == {"AWS_REGION"}
     with pytest.raises(InvalidArgumentError, match="fsync must be true or false"):
         check_storage_options(str(tmp_path), {"fsync": "maybe"})
+
+
+def test_absolute_data_file_uris_open_through_the_table_storage(tmp_path: Path) -> None:
+    """A data file named by absolute URI is read with the same classes and option names as
+    tables (fsspec would take neither delta-rs names nor find an S3 client in the images)."""
+    from txntable.engine.storage import open_uri_input
+
+    (tmp_path / "a b.parquet").write_bytes(b"PAR1")
+    # the URI as paths.decode_path returns it (no percent-encoding left)
+    assert open_uri_input(f"file://{tmp_path}/a b.parquet") == str(tmp_path / "a b.parquet")
+    assert open_uri_input(str(tmp_path / "a b.parquet"), {"fsync": "false"}) == str(
+        tmp_path / "a b.parquet"
+    )
+    with pytest.raises(InvalidArgumentError, match="unknown S3 storage option AWS_NOPE"):
+        open_uri_input("s3://b/t/x.parquet", {"AWS_NOPE": "1"})
+    with pytest.raises(StorageError, match="gs:// tables are not supported"):
+        open_uri_input("gs://b/t/x.parquet")
+    with pytest.raises(InvalidArgumentError, match="not a file URI"):
+        open_uri_input("x.parquet")

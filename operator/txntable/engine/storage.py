@@ -387,6 +387,17 @@ def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
     return text == "true"
 
 
+def open_uri_input(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes] | str:
+    """What ``pyarrow.parquet`` can read for an absolute file URI (a data file a log names
+    outside the table root), through the same storage classes and option names as tables:
+    fsspec would neither understand delta-rs option names nor have an S3 client installed.
+    ``uri`` is decoded (as ``paths.decode_path`` returns it): its file name is taken as is."""
+    parent, sep, name = uri.rstrip("/").rpartition("/")
+    if not sep or not name:
+        raise InvalidArgumentError(f"not a file URI: {uri!r}")
+    return open_storage(parent or "/", storage_options).open_input(name)
+
+
 def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
     """The storage for a table URI: a local path, ``file://``, ``s3://``/``s3a://`` or
     ``memory://``. Other schemes (``gs://``, ``abfss://``, ...) are refused with an error that
