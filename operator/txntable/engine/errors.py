@@ -37,9 +37,35 @@ Hierarchy::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class EngineError(Exception):
-    """Base of every error raised by ``txntable.engine``."""
+    """Base of every error raised by ``txntable.engine``.
+
+    ``uncommitted_files`` names the data files (table-relative paths) a failed write left in
+    place, because its commit may have landed or deleting them failed; the message names them
+    too. Empty when the failure left nothing behind.
+    """
+
+    uncommitted_files: tuple[str, ...] = ()
+
+    def leave_files(self, paths: Sequence[str], why: str) -> None:
+        """Record ``paths`` as left behind (``why``) and name them in the message."""
+        self.uncommitted_files = (*self.uncommitted_files, *paths)
+        shown = ", ".join(paths[:_NAMED_FILES])
+        if len(paths) > _NAMED_FILES:
+            shown += f" and {len(paths) - _NAMED_FILES} more"
+        note = (
+            f"{why}, so the {len(paths)} data file(s) written for it were kept: {shown}; if no "
+            "version references them, VACUUM deletes them once they are older than the retention"
+        )
+        head = str(self.args[0]) if self.args else ""
+        self.args = (f"{head}; {note}" if head else note, *self.args[1:])
+
+
+#: files named in a message (``uncommitted_files`` holds all of them)
+_NAMED_FILES = 20
 
 
 class StorageError(EngineError):

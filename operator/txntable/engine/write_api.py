@@ -31,6 +31,7 @@ from txntable.engine.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
+    EngineError,
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
@@ -47,7 +48,13 @@ from txntable.engine.schema import (
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import LocalStorage
 from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
-from txntable.engine.writer import DataInput, conform, to_arrow_table, write_data_files
+from txntable.engine.writer import (
+    DataInput,
+    conform,
+    discard_files,
+    to_arrow_table,
+    write_data_files,
+)
 
 if TYPE_CHECKING:
     from txntable.engine.table import Table
@@ -222,14 +229,21 @@ def _commit_or_clean_up(  # noqa: PLR0917 - private, two call sites
     parameters: Mapping[str, Any],
     metrics: Mapping[str, str],
 ) -> CommitResult:
-    """Commit; when the commit is refused for certain (a conflict, invalid actions), delete the
-    data files it would have added, which nothing references. Other errors leave them: the
-    commit may have landed, and VACUUM removes them otherwise."""
+    """Commit; when the commit is refused for certain (a conflict, invalid actions, or it failed
+    before writing to the log), delete the data files it would have added, which nothing
+    references. When its outcome is unknown (an ambiguous log write, attempts run out right
+    after one) the files may be referenced: they are kept and the error names them."""
+    paths = [decode_path(add.path) for add in adds]
     try:
         return txn.commit(operation, parameters, metrics)
-    except (ConcurrentModificationException, InvalidArgumentError):
-        for add in adds:
-            table.storage.delete(decode_path(add.path))
+    except (ConcurrentModificationException, InvalidArgumentError) as exc:
+        discard_files(table.storage, paths, exc)
+        raise
+    except EngineError as exc:
+        if txn._attempts == 0:  # failed before any log write: nothing can have landed
+            discard_files(table.storage, paths, exc)
+        elif paths:
+            exc.leave_files(paths, "the commit may have landed")
         raise
 
 

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txntable.engine.actions import AddFile, Metadata
-from txntable.engine.errors import InvalidArgumentError, UnsupportedWriterFeatureError
+from txntable.engine.errors import EngineError, InvalidArgumentError, UnsupportedWriterFeatureError
 from txntable.engine.paths import encode_path, partition_dir
 from txntable.engine.schema import parse_schema, to_arrow_schema
 from txntable.engine.stats import StatsConfig, stats_for_table
@@ -177,12 +177,40 @@ def write_data_files(
     config = stats_config or StatsConfig.from_configuration(metadata.configuration)
     partition_columns = list(metadata.partition_columns)
     adds: list[AddFile] = []
-    for values, part in _split_partitions(table, partition_columns):
-        step = max_rows_per_file or part.num_rows
-        for start in range(0, part.num_rows, step):
-            chunk = part.slice(start, step)
-            adds.append(_write_one(storage, partition_columns, values, chunk, data_change, config))
+    started: list[str] = []  # every file whose write began, finished or not
+    try:
+        for values, part in _split_partitions(table, partition_columns):
+            step = max_rows_per_file or part.num_rows
+            for start in range(0, part.num_rows, step):
+                chunk = part.slice(start, step)
+                add = _write_one(
+                    storage, partition_columns, values, chunk, data_change, config, started
+                )
+                adds.append(add)
+    except BaseException as exc:  # half a write is no write: nothing will reference these
+        discard_files(storage, started, exc)
+        raise
     return adds
+
+
+def discard_files(storage: Storage, relatives: Sequence[str], error: BaseException) -> None:
+    """Delete data files no commit references (their write or commit failed for certain).
+
+    Files that cannot be deleted are named in ``error`` (``EngineError.leave_files``), so a
+    failure never leaves files behind without saying so.
+    """
+    left = []
+    for relative in relatives:
+        try:
+            storage.delete(relative)
+        except Exception:  # the original error is the one to raise
+            left.append(relative)
+    if not left:
+        return
+    if isinstance(error, EngineError):
+        error.leave_files(left, "deleting them failed")
+    else:
+        error.add_note(f"data files written for it and not deleted: {', '.join(left)}")
 
 
 def _write_one(  # noqa: PLR0917 - private helper, one call site
@@ -192,12 +220,16 @@ def _write_one(  # noqa: PLR0917 - private helper, one call site
     chunk: pa.Table,
     data_change: bool,
     config: StatsConfig,
+    started: list[str],
 ) -> AddFile:
+    """Write one file; its path goes to ``started`` before the write begins."""
     directory = partition_dir(partition_columns, values) if partition_columns else ""
     relative = f"{directory}/{data_file_name()}" if directory else data_file_name()
     sink = pa.BufferOutputStream()
     pq.write_table(chunk, sink, compression="snappy")
     payload = sink.getvalue().to_pybytes()
+    stats = stats_for_table(chunk, config=config)  # before the write: nothing can fail after it
+    started.append(relative)
     storage.write_new(relative, payload)
     return AddFile(
         path=encode_path(relative),
@@ -205,5 +237,5 @@ def _write_one(  # noqa: PLR0917 - private helper, one call site
         size=len(payload),
         modification_time=int(time.time() * 1000),
         data_change=data_change,
-        stats=stats_for_table(chunk, config=config),
+        stats=stats,
     )

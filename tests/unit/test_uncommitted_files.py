@@ -1,0 +1,105 @@
+"""A failed write never leaves data files behind without saying so.
+
+When the commit is refused for certain (a conflict, invalid actions) or a data file fails half
+way through a write, the files written for it are deleted. When the commit's outcome is unknown
+(the log write failed ambiguously, the attempts ran out right after such a write) the files may be
+referenced by a commit that landed, so they are kept and the error names them
+(``uncommitted_files`` and the message).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.faults import FAIL_BEFORE, FaultyStorage
+from txntable.engine.errors import (
+    CommitRetriesExceededError,
+    ConcurrentAppendException,
+    StorageError,
+)
+from txntable.engine.storage import open_storage
+from txntable.engine.table import Table
+from txntable.engine.transaction import CommitOptions
+
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
+QUICK = CommitOptions(backoff_initial_s=0.0, backoff_max_s=0.0, sleep=lambda _s: None)
+FIRST_COMMIT = "_delta_log/00000000000000000001.json"
+
+
+def _table(path: Path) -> tuple[Table, FaultyStorage]:
+    Table.create(str(path), SCHEMA, partition_by=["p"])
+    storage = FaultyStorage(open_storage(str(path)))
+    return Table(storage), storage
+
+
+def _parquet(path: Path) -> list[str]:
+    return sorted(str(f.relative_to(path)) for f in path.rglob("*.parquet"))
+
+
+def test_an_ambiguous_commit_failure_names_the_files_it_kept(tmp_path: Path) -> None:
+    table, storage = _table(tmp_path / "t")
+    storage.inject(FAIL_BEFORE, FIRST_COMMIT, times=10)  # every write of v1 fails, unanswered
+    with pytest.raises(StorageError) as info:
+        table.append(pa.table({"id": [1, 2], "p": ["a", "b"]}), options=QUICK)
+    kept = _parquet(tmp_path / "t")
+    assert len(kept) == 2
+    assert sorted(info.value.uncommitted_files) == kept
+    message = str(info.value)
+    assert "injected failure" in message  # the cause is still said first
+    assert all(path in message for path in kept) and "VACUUM" in message
+    assert Table.open(str(tmp_path / "t")).snapshot().version == 0
+
+
+def test_attempts_running_out_keep_and_name_the_files(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _, storage = _table(path)
+    other = Table.open(str(path))
+
+    class Racing(FaultyStorage):
+        def write_if_absent(self, relative: str, data: bytes) -> None:
+            if relative == FIRST_COMMIT and not other.snapshot().version:
+                other.append(pa.table({"id": [9], "p": ["z"]}))  # another writer wins v1
+            super().write_if_absent(relative, data)
+
+    racing = Table(Racing(storage.inner))
+    options = CommitOptions(max_attempts=1, backoff_initial_s=0.0, sleep=lambda _s: None)
+    with pytest.raises(CommitRetriesExceededError) as info:
+        racing.append(pa.table({"id": [1], "p": ["a"]}), options=options)
+    (ours,) = info.value.uncommitted_files
+    assert ours.startswith("p=a/") and ours in str(info.value)
+    assert (path / ours).is_file()
+    live = {add.path for add in Table.open(str(path)).snapshot().add_actions()}
+    assert ours not in live
+
+
+def test_a_refused_commit_deletes_its_files(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)
+    other = Table.open(str(path))
+
+    class Racing(FaultyStorage):
+        def write_if_absent(self, relative: str, data: bytes) -> None:
+            if relative == FIRST_COMMIT and not other.snapshot().version:
+                other.append(pa.table({"id": [2], "p": ["a"]}))  # lands in p=a meanwhile
+            super().write_if_absent(relative, data)
+
+    racing = Table(Racing(open_storage(str(path))))
+    with pytest.raises(ConcurrentAppendException) as info:
+        racing.overwrite(pa.table({"id": [3], "p": ["a"]}), "p = 'a'", options=QUICK)
+    assert info.value.uncommitted_files == ()
+    live = {a.path for a in Table.open(str(path)).snapshot().add_actions()}
+    assert len(live) == 1 and set(_parquet(path)) == live  # the overwrite's file is gone
+
+
+def test_a_write_failing_half_way_deletes_the_files_it_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table, storage = _table(path)
+    storage.inject(FAIL_BEFORE, "p=b/*.parquet")  # the second partition's file fails
+    with pytest.raises(StorageError, match="injected failure") as info:
+        table.append(pa.table({"id": [1, 2], "p": ["a", "b"]}), options=QUICK)
+    assert info.value.uncommitted_files == ()
+    assert _parquet(path) == []  # p=a's file, written first, is gone
+    assert Table.open(str(path)).snapshot().version == 0
