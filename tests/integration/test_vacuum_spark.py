@@ -5,7 +5,8 @@ process, one with ``SparkSweeper`` on the session-wide fixture. Dry runs list th
 real runs leave the same files behind, and deltalake reads the Spark-vacuumed table as before.
 The tables hold what VACUUM must tell apart: files removed by OPTIMIZE, live files, deletion
 vectors (kept by UUID wherever they lie), hidden files and directories at every level, young
-orphans, the log, and files directly in the root.
+orphans, the log, and files directly in the root. Also: the same on S3 (moto), the delete tasks'
+own check, ``txntable vacuum --executor spark`` and the optimize job above its threshold.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
+from tests.integration.test_s3_moto import _batch, _new_table, _options, endpoint  # noqa: F401 - a fixture
 from txntable.cli.main import main as cli
 from txntable.engine.table import Table
 from txntable.engine.vacuum import VacuumRules, vacuum
@@ -240,3 +242,46 @@ def test_optimize_job_vacuums_on_spark_above_the_threshold(tmp_path: Path) -> No
     assert vac["executor"] == "spark" and vac["logged"] and vac["numDeleted"] == 6
     assert f"{partition_dir}/orphan-old.parquet" in vac["files"]
     assert oracle_read.read(path)["digest"] == before["digest"]
+
+
+def test_s3_table_on_spark_deletes_what_in_process_deletes(
+    endpoint: str,  # noqa: F811 - test_s3_moto's moto server fixture
+    spark: Any,
+) -> None:
+    """On S3 (moto's server, reached by the Spark workers over HTTP): the root is listed with a
+    delimiter, each top-level prefix by a task; the same objects go as in-process."""
+    uri, table = _new_table(endpoint)
+    table.append(_batch([1, 2], "a"))
+    table.append(_batch([3], "b"))
+    table.delete("p = 'b'")  # p=b's file becomes a tombstone (young: kept at 7 days)
+    for name in (
+        "orphan-root.parquet",
+        "p=a/orphan.parquet",
+        "p=a/sub/deep.parquet",
+        "p=a/_tmp/x.parquet",
+        "_hidden/x.parquet",
+        ".staging/y.parquet",
+        "_delta_log/junk.txt",
+        "zz/deletion_vector_00000000-0000-0000-0000-000000000000.bin",
+    ):
+        table.storage.write(name, b"x")
+    options = _options(endpoint)
+    snapshot = Table.open(uri, options).snapshot()
+    later = int(time.time() * 1000) + 8 * DAY_MS
+    sweeper = SparkSweeper(spark=spark, storage_options=options)
+    process = vacuum(snapshot, dry_run=True, now_ms=later)
+    dry = vacuum(snapshot, dry_run=True, now_ms=later, sweeper=sweeper)
+    assert dry.files == process.files
+    assert set(dry.files) == {
+        "orphan-root.parquet",
+        "p=a/orphan.parquet",
+        "p=a/sub/deep.parquet",
+        "zz/deletion_vector_00000000-0000-0000-0000-000000000000.bin",
+    } | set(table.snapshot().tombstones().column("path").to_pylist())
+    assert sweeper.last["directories"] == 3  # p=a, p=b, zz
+    done = vacuum(snapshot, now_ms=later, sweeper=sweeper)
+    assert done.num_deleted == len(process.files) and done.logged
+    names = {f.name for f in table.storage.list_tree()}
+    assert not names & set(process.files)
+    live = set(Table.open(uri, options).snapshot().files().column("path").to_pylist())
+    assert live | {"p=a/_tmp/x.parquet", "_hidden/x.parquet", ".staging/y.parquet"} <= names
