@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tests import deltagen as g
 from tests.conftest import TESTDATA
 from txntable.cli.main import main
+from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.table import Table
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -138,3 +141,74 @@ def test_expected_failures_are_one_error_line(
     assert lines[0].startswith("error: ")
     assert fragment in lines[0]
     assert "Traceback" not in err
+
+
+def _fragmented(path: Path) -> Path:
+    """A table partitioned by ``p`` with 3 files in a, 2 in b, 1 in c, and a checkpoint at v4."""
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("tags", pa.list_(pa.string()))])
+    table = Table.create(str(path), schema, partition_by=["p"])
+    for part in ("a", "b", "a", "c", "a", "b"):
+        table.append(pa.table({"id": [1, 2], "p": [part, part], "tags": [["x"], []]}, schema))
+        if table.snapshot().version == 4:
+            write_checkpoint(table.snapshot(), part_size=1)  # a multi-part checkpoint
+    return path
+
+
+def _on_disk(path: Path, partition: str) -> list[int]:
+    return [f.stat().st_size for f in (path / partition).glob("*.parquet")]
+
+
+def test_json_has_schema_checkpoint_and_small_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _fragmented(tmp_path / "t")
+    doc = inspect_json(capsys, str(path))
+    assert doc["schema"] == [
+        {"name": "id", "type": "long", "nullable": True, "partition": False},
+        {"name": "p", "type": "string", "nullable": True, "partition": True},
+        {"name": "tags", "type": "array<string>", "nullable": True, "partition": False},
+    ]
+    parts = sorted((path / "_delta_log").glob("00000000000000000004.checkpoint.*.parquet"))
+    assert len(parts) > 1
+    assert doc["checkpoint"] == {
+        "version": 4,
+        "kind": "checkpoint-part",
+        "parts": len(parts),
+        "sizeBytes": sum(p.stat().st_size for p in parts),
+        "commitsSince": 2,
+    }
+    small = doc["smallFiles"]
+    sizes = {p: _on_disk(path, f"p={p}") for p in "abc"}
+    assert small["below"] == 128 * 2**20
+    assert (small["files"], small["bytes"]) == (6, sum(map(sum, sizes.values())))
+    assert small["partitions"] == 3
+    assert small["top"] == [
+        {"partition": f"p={p}", "files": len(sizes[p]), "bytes": sum(sizes[p])} for p in "abc"
+    ]
+
+
+def test_small_below_counts_only_files_under_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _fragmented(tmp_path / "t")
+    cut = min(min(_on_disk(path, f"p={p}")) for p in "abc")  # strictly below: none is small
+    assert inspect_json(capsys, str(path), "--small-below", str(cut))["smallFiles"]["files"] == 0
+    code, _out, err = run(capsys, "inspect", str(path), "--small-below", "64MB")
+    assert code == 2 and "64Mi" in err
+
+
+def test_summary_shows_schema_checkpoint_and_small_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = _fragmented(tmp_path / "t")
+    code, out, _ = run(capsys, "inspect", str(path))
+    assert code == 0
+    assert "columns    id long, p string (partition), tags array<string>" in out
+    assert "checkpoint version 4 (2 commits since), " in out
+    assert "small      6 files under 128.0 MiB (" in out
+    assert "  p=a: 3 files (" in out.split("small", 1)[1]
+    bare = tmp_path / "bare"
+    Table.create(str(bare), pa.schema([("id", pa.int64())]))
+    _code, out, _ = run(capsys, "inspect", str(bare))
+    assert "checkpoint none (1 commit since the start)" in out
+    assert "small      0 files under 128.0 MiB" in out

@@ -1,4 +1,8 @@
-"""``txntable inspect URI``: what a table is, as a readable summary or one JSON object."""
+"""``txntable inspect URI``: what a table is, as a readable summary or one JSON object.
+
+Protocol, metadata, schema, the last checkpoint, small-file figures and the files, all read from
+the log (no data file is opened), so it answers as fast as the log loads.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ import argparse
 import json
 from typing import Any
 
+from txntable.api.quantity import QuantityError, parse_size
+from txntable.cli import inspect_figures as figures
+from txntable.cli.errors import CliError
 from txntable.engine import Snapshot
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
@@ -19,10 +26,17 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--max-files", type=int, default=20, help="files listed in the summary (default 20)"
     )
+    parser.add_argument(
+        "--small-below",
+        default=None,
+        metavar="SIZE",
+        help="files under this size count as small, a Kubernetes quantity "
+        "(default 128Mi: what optimize and a CompactionPolicy aim at by default)",
+    )
     parser.set_defaults(run=run)
 
 
-def describe(snapshot: Snapshot) -> dict[str, Any]:
+def describe(snapshot: Snapshot, small_below: int = figures.DEFAULT_SMALL_BELOW) -> dict[str, Any]:
     """The JSON document of ``inspect --json``."""
     protocol = snapshot.protocol
     metadata = snapshot.metadata
@@ -62,8 +76,11 @@ def describe(snapshot: Snapshot) -> dict[str, Any]:
             "schemaString": metadata.schema_string,
             "createdTime": metadata.created_time,
         },
+        "schema": figures.schema_columns(snapshot),
+        "checkpoint": figures.last_checkpoint(snapshot),
         "numFiles": snapshot.num_files,
         "sizeBytes": snapshot.size_bytes,
+        "smallFiles": figures.small_files(snapshot, small_below),
         "files": out_files,
     }
 
@@ -91,6 +108,7 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
         f"partitions {', '.join(m['partitionColumns']) or '(none)'}",
         f"files      {n} ({_human(doc['sizeBytes'])}, average {_human(avg)})",
     ]
+    lines += _figure_lines(doc)
     if m["configuration"]:
         lines.append(
             "properties " + ", ".join(f"{k}={v}" for k, v in sorted(m["configuration"].items()))
@@ -103,10 +121,52 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
     return "\n".join(lines)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _figure_lines(doc: dict[str, Any]) -> list[str]:
+    """Schema, last checkpoint and small files, one line each, then the top partitions."""
+    columns = ", ".join(
+        f"{c['name']} {c['type']}" + (" (partition)" if c["partition"] else "")
+        for c in doc["schema"]
+    )
+    ckpt = doc["checkpoint"]
+    if ckpt is None:
+        checkpoint = f"none ({_count(doc['version'] + 1, 'commit')} since the start)"
+    else:
+        parts = f"{ckpt['parts']} parts" if ckpt["parts"] > 1 else "1 file"
+        checkpoint = (
+            f"version {ckpt['version']} ({_count(ckpt['commitsSince'], 'commit')} since), "
+            f"{parts}, {_human(ckpt['sizeBytes'])}"
+        )
+    small = doc["smallFiles"]
+    lines = [
+        f"columns    {columns}",
+        f"checkpoint {checkpoint}",
+        f"small      {_count(small['files'], 'file')} under {_human(small['below'])} "
+        f"({_human(small['bytes'])})"
+        + (f" in {small['partitions']} partitions" if small.get("partitions") else ""),
+    ]
+    lines += [
+        f"  {top['partition']}: {_count(top['files'], 'file')} ({_human(top['bytes'])})"
+        for top in small.get("top", [])
+    ]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        below = (
+            figures.DEFAULT_SMALL_BELOW
+            if args.small_below is None
+            else parse_size(args.small_below)
+        )
+    except QuantityError as exc:
+        raise CliError(f"--small-below: {exc}") from None
     table = open_table(args)
     snapshot = table.snapshot(version=args.version)
-    doc = describe(snapshot)
+    doc = describe(snapshot, below)
     if args.json:
         print(json.dumps(doc, ensure_ascii=False))
     else:
