@@ -10,7 +10,11 @@ copy (hard links: copies are instant and deleting a link leaves the original):
 * ``deltalake``: ``DeltaTable(...).vacuum(dry_run=False, full=True)``: like ours it lists the
   whole table (its default "lite" mode deletes only files named by tombstones still in the
   checkpoint, and tombstones older than the retention have expired from it, so it would find
-  nothing to delete here).
+  nothing to delete here);
+* ``ours_spark`` (full runs only: a JVM start per repetition): ``vacuum(..., sweeper=
+  SparkSweeper(master="local[2]"))``, one listing task per group of partition directories and
+  the deletes in chunks on the executors. The session is started (and its Python workers warmed)
+  before the clock starts; its start-up is reported apart (``jvm_s``).
 
 Reported: the child's whole-process wall time (interpreter start, imports, open, vacuum), the
 in-process time of open + vacuum, and the child's peak RSS (``VmHWM``). Afterwards both copies must
@@ -112,11 +116,24 @@ def hwm():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
+extra = {}
 if engine == "ours":
     from txntable.engine.table import Table
     from txntable.engine.vacuum import vacuum
     t1 = time.perf_counter()
     result = vacuum(Table.open(path).snapshot())
+    deleted = result.num_deleted
+elif engine == "ours_spark":
+    from txntable.engine.table import Table
+    from txntable.engine.vacuum import vacuum
+    from txntable.maintenance.executor_spark import SparkExecutor
+    from txntable.maintenance.vacuum_spark import SparkSweeper
+    executor = SparkExecutor(master="local[2]")
+    executor.warm_up()
+    executor.spark.sparkContext.setLogLevel("ERROR")
+    t1 = time.perf_counter()
+    extra["jvm_s"] = t1 - t0
+    result = vacuum(Table.open(path).snapshot(), sweeper=SparkSweeper(spark=executor.spark))
     deleted = result.num_deleted
 else:
     from deltalake import DeltaTable
@@ -124,7 +141,7 @@ else:
     deleted = len(DeltaTable(path).vacuum(dry_run=False, full=True))
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "vacuum_s": t2 - t1, "deleted": deleted,
-                  "peak_mb": hwm()}), flush=True)
+                  "peak_mb": hwm(), **extra}), flush=True)
 """
 
 
@@ -149,22 +166,31 @@ def _files(path: Path) -> set[str]:
     }
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, spark: bool | None = None) -> dict[str, Any]:
+    """``spark``: also run ``ours_spark`` (default: in full runs, not in quick ones)."""
     partitions, per = (10, 200) if quick else (100, 1000)
+    engines = (
+        ("ours", "deltalake", "ours_spark")
+        if (not quick if spark is None else spark)
+        else (
+            "ours",
+            "deltalake",
+        )
+    )
     OUT_DIR.mkdir(exist_ok=True)
     started = time.time()
     pristine = generate(OUT_DIR, partitions, per)
     reps = 1 if quick else 3
-    samples: dict[str, list[dict[str, Any]]] = {"ours": [], "deltalake": []}
+    samples: dict[str, list[dict[str, Any]]] = {engine: [] for engine in engines}
     remaining: dict[str, set[str]] = {}
     with tempfile.TemporaryDirectory(dir=OUT_DIR) as scratch:
         for rep in range(reps):
-            for engine in ("ours", "deltalake"):  # alternate: drift hits both alike
+            for engine in engines:  # alternate: drift hits all alike
                 copy = _copy(pristine, Path(scratch) / f"{engine}-{rep}")
                 samples[engine].append(_child(engine, copy))
                 remaining[engine] = _files(copy)
                 shutil.rmtree(copy)
-    same = remaining["ours"] == remaining["deltalake"]
+    same = all(remaining[engine] == remaining["deltalake"] for engine in engines)
     return {
         "files": partitions * per,
         "deleted_expected": partitions * per // 2,
@@ -186,13 +212,14 @@ def render(result: dict[str, Any]) -> str:
 
     rows = []
     medians = {}
-    for engine in ("ours", "deltalake"):
+    engines = list(result["samples"])
+    for engine in engines:
         s = result["samples"][engine]
         medians[engine] = {
             k: _median([x[k] for x in s]) for k in ("process_s", "vacuum_s", "peak_mb")
         }
         medians[engine]["deleted"] = s[-1]["deleted"]
-    for engine in ("ours", "deltalake"):
+    for engine in engines:
         m, d = medians[engine], medians["deltalake"]
         rows.append(
             f"| {engine} | {m['process_s']:.2f} s | {m['process_s'] / d['process_s']:.2f}x | "
@@ -201,6 +228,16 @@ def render(result: dict[str, Any]) -> str:
         )
     load = " ".join(f"{x:.1f}" for x in result["load"])
     reps = len(result["samples"]["ours"])
+    notes = []
+    if "ours_spark" in medians:
+        jvm = _median([x["jvm_s"] for x in result["samples"]["ours_spark"]])
+        notes = [
+            "",
+            "`ours_spark`: the Spark plan on `local[2]` (2 cores); its whole-process time includes "
+            f"imports and the JVM and Python workers' start ({jvm:.1f} s), kept out of the "
+            "in-process time; "
+            "its peak RSS is the driver's Python process only (not the JVM or the workers).",
+        ]
     return "\n".join(
         [
             f"A table of {result['files']:,} files ({result['deleted_expected']:,} of them removed "
@@ -214,7 +251,8 @@ def render(result: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|",
             *rows,
             "",
-            "Ratios are ours / deltalake (< 1 means we are faster or smaller). Both copies hold "
+            "Ratios are ours / deltalake (< 1 means we are faster or smaller). All copies hold "
             f"the same files afterwards: {'yes' if result['same_files_remain'] else 'NO'}.",
+            *notes,
         ]
     )
