@@ -46,11 +46,14 @@ def normalised_ranks(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
     r = pc.subtract(ranks.cast(pa.uint64()), pa.scalar(1, pa.uint64()))
     top = int(pc.max(r).as_py() or 0)
     span = 1 << bits
-    if top < span:
+    if top in (0, span - 1):
         return r
-    # more distinct values than the key can hold: scale down, keeping the order
+    # stretch (or, with more distinct values than the key holds, squeeze) the ranks over the
+    # whole range, keeping the order: a column with few distinct values must weigh as much in
+    # the key's high bits as one with many, or the key would sort by the latter alone
     scaled = pc.floor(pc.multiply(r.cast(pa.float64()), (span - 1) / top))
-    return scaled.cast(pa.uint64(), safe=False)
+    top_value = pa.scalar(span - 1, pa.uint64())
+    return pc.min_element_wise(scaled.cast(pa.uint64(), safe=False), top_value)
 
 
 def interleave(columns: Sequence[pa.Array], bits: int) -> pa.Array:
