@@ -282,7 +282,9 @@ def test_memory_storage_checkpoint(tmp_path: Path) -> None:
 
 
 def test_unsupported_writer_feature_writes_nothing(tmp_path: Path) -> None:
-    root = _table(tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=["rowTracking"])
+    root = _table(
+        tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=["icebergCompatV1"]
+    )
     snapshot = Snapshot.load(LocalStorage(str(root)))
     before = sorted(p.name for p in (root / "_delta_log").iterdir())
     with pytest.raises(UnsupportedWriterFeatureError):

@@ -51,6 +51,8 @@ def test_legacy_versions_imply_features() -> None:
         Protocol(1, 2),
         Protocol(1, 4),
         Protocol(1, 7, None, ["appendOnly", "domainMetadata"]),
+        Protocol(1, 7, None, ["domainMetadata", "clustering"]),  # liquid clustering
+        Protocol(1, 7, None, ["domainMetadata", "rowTracking"]),  # row tracking
         Protocol(3, 7, ["deletionVectors", "v2Checkpoint", "timestampNtz"], ["deletionVectors"]),
         Protocol(3, 7, ["vacuumProtocolCheck"], ["vacuumProtocolCheck", "checkpointProtection"]),
     ],
@@ -90,8 +92,6 @@ def test_unreadable_protocols_name_the_problem(
     [
         (Protocol(1, 8), "writerVersion=8"),
         (Protocol(2, 5), "columnMapping"),
-        (Protocol(1, 7, None, ["rowTracking", "appendOnly"]), "rowTracking"),
-        (Protocol(1, 7, None, ["clustering"]), "clustering"),
         (Protocol(1, 7, None, ["icebergCompatV1"]), "icebergCompatV1"),
         (Protocol(1, 7, None, ["someFutureFeature"]), "someFutureFeature"),
         (Protocol(3, 7, ["columnMapping"], ["columnMapping"]), "columnMapping"),
@@ -155,7 +155,7 @@ def test_reference_table_with_unknown_features_is_refused_on_read() -> None:
     [
         ("simple_table", True),
         ("table-with-dv-small", True),
-        ("table_with_column_mapping", False),  # column mapping: read only
+        ("table_with_column_mapping", False),  # column mapping: rewrites only, no appends
         ("checkpoint-v2-table", False),  # identity column active
     ],
 )

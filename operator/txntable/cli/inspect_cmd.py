@@ -15,6 +15,7 @@ from txntable.cli import inspect_figures as figures
 from txntable.cli.errors import CliError
 from txntable.engine import Snapshot
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
+from txntable.maintenance.clustering import describe_clustering
 
 
 def register(sub: Any) -> None:
@@ -76,6 +77,8 @@ def describe(snapshot: Snapshot, small_below: int = figures.DEFAULT_SMALL_BELOW)
             "schemaString": metadata.schema_string,
             "createdTime": metadata.created_time,
         },
+        # liquid clustering: the columns OPTIMIZE clusters by (None: not a clustered table)
+        "clusteringColumns": describe_clustering(snapshot),
         "schema": figures.schema_columns(snapshot),
         "checkpoint": figures.last_checkpoint(snapshot),
         "numFiles": snapshot.num_files,
@@ -106,6 +109,11 @@ def summary(doc: dict[str, Any], max_files: int) -> str:
         + (f" ({', '.join(features)})" if features else ""),
         f"id         {m['id']}",
         f"partitions {', '.join(m['partitionColumns']) or '(none)'}",
+        *(
+            [f"clustering {', '.join(doc['clusteringColumns']) or '(no columns)'}"]
+            if doc.get("clusteringColumns") is not None
+            else []
+        ),
         f"files      {n} ({_human(doc['sizeBytes'])}, average {_human(avg)})",
     ]
     lines += _figure_lines(doc)

@@ -49,8 +49,8 @@ _LEGACY_WRITER: dict[int, frozenset[str]] = {
 #: the log level (physical partition names map to logical ones); deletion vectors are listed with
 #: their descriptors; V2 checkpoints and sidecars are read. Variant and type-widening tables
 #: differ only in their data files (a variant column's encoding, a column stored in an older,
-#: narrower type), never in the log: they are readable for inspection and log maintenance, and
-#: writing stays refused (they are not in ``WRITABLE_FEATURES``) until data rewrites honour them.
+#: narrower type), never in the log: they are readable for inspection and log maintenance.
+#: Writing them is limited to rewrites (``REWRITABLE_FEATURES``).
 READABLE_FEATURES = frozenset(
     {
         "columnMapping",
@@ -61,6 +61,7 @@ READABLE_FEATURES = frozenset(
         "variantType",
         "variantType-preview",
         "variantShredding-preview",
+        "variantShredding",
         "typeWidening",
         "typeWidening-preview",
     }
@@ -78,14 +79,41 @@ WRITABLE_FEATURES = frozenset(
         "identityColumns",
         "timestampNtz",
         "domainMetadata",
+        # liquid clustering: files may stay unclustered (a writer need not cluster at any given
+        # moment), adds carry stats per the table's stats settings (Delta keeps the clustering
+        # columns among them); OPTIMIZE clusters and sets clusteringProvider
+        "clustering",
         "vacuumProtocolCheck",
         "v2Checkpoint",
         "deletionVectors",
         "checkpointProtection",
         # the commit path writes commitInfo first with a monotonic inCommitTimestamp (brief 5.8)
         "inCommitTimestamp",
+        # every commit numbers its adds above the row-id high-water mark, per attempt
+        # (engine/row_tracking.py); OPTIMIZE preserves stable row ids and commit versions
+        "rowTracking",
     }
 )
+
+
+#: Features that change how rows sit in data files, which a rewrite (``rows_unchanged``, e.g.
+#: OPTIMIZE) honours through ``engine.physical``: files are read by physical name or Parquet field
+#: id and written with physical names and ids (column mapping), every column is written in its
+#: current type (type widening) and variant columns are carried through as their two binaries.
+#: Appends stay refused: the writer of new rows does not map columns yet. Shredded variants
+#: (``variantShredding*``) are not here: their per-file typed_value layouts cannot be merged
+#: byte for byte, so such tables are refused, rewrites included.
+REWRITABLE_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+    }
+)
+
+_SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
 
 
 def reader_features(protocol: Protocol) -> frozenset[str]:
@@ -144,12 +172,20 @@ def check_writable(
         )
     features = writer_features(protocol) | reader_features(protocol)
     missing = set(features - WRITABLE_FEATURES)
+    if rows_unchanged:
+        missing -= REWRITABLE_FEATURES
     if metadata is not None and not rows_unchanged:
         missing |= _active_but_unenforced(features, metadata)
     if missing:
         names = ", ".join(sorted(missing))
+        hint = ""
+        if missing & _SHREDDING:
+            hint = (
+                " (shredded variant columns keep a typed_value layout per file, which a "
+                "rewrite cannot merge byte for byte)"
+            )
         raise UnsupportedWriterFeatureError(
-            f"table requires writer feature(s) this engine does not support: {names}",
+            f"table requires writer feature(s) this engine does not support: {names}{hint}",
             tuple(sorted(missing)),
         )
 

@@ -18,7 +18,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -71,13 +71,16 @@ def _unquote(name: str) -> str:
 # -- choosing the leaves ----------------------------------------------------------------------
 
 
-def _leaf_paths(schema: pa.Schema, config: StatsConfig) -> list[tuple[str, ...]]:
-    """Leaf column paths (struct fields recursed) that get statistics, in schema order."""
+def _leaf_paths(
+    schema: pa.Schema, config: StatsConfig, opaque: Collection[tuple[str, ...]] = ()
+) -> list[tuple[str, ...]]:
+    """Leaf column paths (struct fields recursed, except ``opaque`` ones) that get statistics,
+    in schema order."""
     leaves: list[tuple[str, ...]] = []
 
     def walk(prefix: tuple[str, ...], field: pa.Field) -> None:
         path = (*prefix, field.name)
-        if pa.types.is_struct(field.type):
+        if pa.types.is_struct(field.type) and path not in opaque:
             for i in range(field.type.num_fields):
                 walk(path, field.type.field(i))
         else:
@@ -216,12 +219,14 @@ def stats_for_table(
     num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
     *,
     config: StatsConfig | None = None,
+    opaque: Collection[tuple[str, ...]] = (),
 ) -> str:
     """Delta stats JSON for ``data`` (the columns of one data file, partition columns removed).
 
     ``schema_fields`` is accepted for interface symmetry with the table schema; the Arrow schema
     of ``data`` decides the leaves. ``config`` (from the table properties) overrides
-    ``num_indexed_cols``.
+    ``num_indexed_cols``. ``opaque`` names struct columns that are one value each (``variant``
+    columns, a struct of two binaries in the file): they get a null count and no bounds.
     """
     del schema_fields
     cfg = config or StatsConfig(num_indexed_cols=num_indexed_cols)
@@ -229,7 +234,7 @@ def stats_for_table(
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for path in _leaf_paths(data.schema, cfg):
+    for path in _leaf_paths(data.schema, cfg, frozenset(opaque)):
         column = _column(data, path)
         _put(nulls, path, column.null_count)
         if not _has_min_max(column.type) or column.null_count == column.length():

@@ -61,6 +61,7 @@ from txntable.engine.isolation import (
 )
 from txntable.engine.observer import CommitEvent
 from txntable.engine.predicates import TRUE, BoundPredicate, Predicate, bind
+from txntable.engine.row_tracking import RowTrackingAssigner
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.state import ADD_SCHEMA
 from txntable.engine.storage import FileExistsInStoreError
@@ -197,6 +198,7 @@ class Transaction:
             level = level_to_use(prepared.actions, table_level, changes_data)
             pending = self._pending(prepared, level)
             info = self._commit_info(prepared, pending, operation, parameters, metrics)
+            rows = RowTrackingAssigner.for_commit(prepared, self.snapshot)
         except Exception:
             self._finished(event, obs.INVALID, 0, started)
             raise
@@ -204,7 +206,7 @@ class Transaction:
         if level is not table_level:
             obs.notify(opts.observer, lambda o: o.on_isolation_downgrade(event, table_level.value))
         try:
-            version = self._commit_loop(prepared, pending, info, event)
+            version = self._commit_loop(prepared, pending, info, event, rows)
         except ConcurrentModificationException as exc:
             kind = type(exc).__name__
             obs.notify(opts.observer, lambda o: o.on_conflict(event, kind))
@@ -310,12 +312,14 @@ class Transaction:
         pending: PendingCommit,
         info: CommitInfoBuilder,
         event: CommitEvent,
+        rows: RowTrackingAssigner,
     ) -> int:
         """Write until the commit lands; returns its version (``self._attempts`` = attempts).
 
         Every attempt lists the log from the version before the one it writes (``probe_version``)
         and checks after writing that the commit is part of the history (``confirm_in_history``),
-        so a version that log cleanup emptied is never acknowledged."""
+        so a version that log cleanup emptied is never acknowledged. Row ids and commit versions
+        (row tracking) depend on the version and on the winners' high-water mark: per attempt."""
         opts = self.options
         storage = self.table.storage
         single_writer = not storage.atomic_put_if_absent
@@ -342,6 +346,7 @@ class Transaction:
                         return winner.version  # our earlier attempt landed after all
                     check_conflicts(pending, winner)
                     info.observe_winner(winner)
+                    rows.observe_winner(winner)
                 if winners:
                     attempt_version = winners[-1].version + 1
                 self._notify_retry(event, attempt, len(winners))
@@ -351,7 +356,8 @@ class Transaction:
             if not probe_version(storage, attempt_version):
                 check = True  # lost the race before writing: the winners are already listed
                 continue
-            data = serialize_commit(info.commit_actions(attempt_version, attempt, prepared.actions))
+            actions = rows.actions_at(attempt_version)
+            data = serialize_commit(info.commit_actions(attempt_version, attempt, actions))
             written_ms = int(time.time() * 1000)
             try:
                 put_commit(storage, attempt_version, data, single_writer)

@@ -33,6 +33,7 @@ from txntable.engine.actions import (
 )
 from txntable.engine.errors import InvalidActionError, InvalidCommitError
 from txntable.engine.features import check_writable, reader_features, writer_features
+from txntable.engine.physical import partition_physical_names
 from txntable.engine.schema import parse_schema
 from txntable.engine.state import encode_key, key_column
 
@@ -216,6 +217,15 @@ def _check_partition_values(
     files: Sequence[AddFile | RemoveFile | AddCDCFile], metadata: Metadata
 ) -> None:
     expected = set(metadata.partition_columns)
+    if metadata.configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+        try:  # column mapping: partition values are keyed by the columns' physical names
+            fields = parse_schema(metadata.schema_string)
+            physical = partition_physical_names(
+                fields, metadata.partition_columns, metadata.configuration
+            )
+        except InvalidActionError as exc:
+            raise InvalidCommitError(f"invalid metaData: {exc}", "DELTA_INVALID_METADATA") from exc
+        expected = set(physical.values())
     for action in files:
         if isinstance(action, AddFile) and set(action.partition_values) != expected:
             raise InvalidCommitError(

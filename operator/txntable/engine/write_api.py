@@ -20,11 +20,13 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.engine import row_tracking
 from txntable.engine.actions import AddFile, Metadata, Protocol, RemoveFile
 from txntable.engine.errors import (
     ConcurrentAppendException,
@@ -48,6 +50,7 @@ from txntable.engine.schema import (
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import LocalStorage
 from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
+from txntable.engine.validate import is_true
 from txntable.engine.writer import (
     DataInput,
     conform,
@@ -64,7 +67,6 @@ _REFUSED_PROPERTIES = {
     "delta.columnMapping.mode": "columnMapping",
     "delta.enableChangeDataFeed": "changeDataFeed",
     "delta.enableDeletionVectors": "deletionVectors",
-    "delta.enableRowTracking": "rowTracking",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableTypeWidening": "typeWidening",
     "delta.checkpointPolicy": "v2Checkpoint",
@@ -139,6 +141,10 @@ def new_table_metadata(
         )
     else:
         protocol = Protocol(1, 2)
+    if is_true(config.get(row_tracking.ENABLE_KEY)):
+        # the feature (with its dependency) and the hidden columns' names (PROTOCOL.md)
+        config = {**row_tracking.new_table_configuration(), **config}
+        protocol = row_tracking_protocol(protocol)
     metadata = Metadata(
         id=str(uuid.uuid4()),
         name=name,
@@ -181,6 +187,17 @@ def create(
         "properties": json.dumps(metadata.configuration, separators=(",", ":")),
     }
     return txn.commit("CREATE TABLE", parameters)
+
+
+def row_tracking_protocol(protocol: Protocol) -> Protocol:
+    """``protocol`` at writer version 7 with ``rowTracking`` and ``domainMetadata`` added."""
+    features = list(protocol.writer_features or ())
+    if protocol.min_writer_version < 7:
+        features = ["appendOnly", "invariants"]  # what writer version 2 implied
+    for name in ("domainMetadata", row_tracking.FEATURE):
+        if name not in features:
+            features.append(name)
+    return replace(protocol, min_writer_version=7, writer_features=features)
 
 
 @contextmanager

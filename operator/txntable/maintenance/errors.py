@@ -4,6 +4,8 @@ Hierarchy::
 
     MaintenanceError                    base of everything raised here
     ├── InvalidPolicyError              a policy value cannot be used (also a ValueError)
+    ├── ClusteringError                 a clustered table's clustering columns cannot be used
+    │                                   (malformed domain, nested, unknown or unorderable column)
     └── BinExecutionError               rewriting one bin failed (I/O, unreadable input file)
 
 Engine errors (conflicts, storage, unsupported features) pass through unchanged; the
@@ -19,6 +21,11 @@ class MaintenanceError(Exception):
 
 class InvalidPolicyError(MaintenanceError, ValueError):
     """An optimize policy (sizes, counts, Z-order columns) is not usable."""
+
+
+class ClusteringError(MaintenanceError):
+    """The ``delta.clustering`` domain of a clustered table names columns OPTIMIZE cannot
+    cluster by (or cannot be read); nothing is rewritten."""
 
 
 class BinExecutionError(MaintenanceError):

@@ -1,9 +1,11 @@
 """Rewriting one bin, and the local executor that rewrites bins in threads of this process.
 
 ``rewrite_bin`` is the unit of work every executor runs: read the bin's input files with
-pyarrow, conform them to the table schema (older files may lack a column or store a timestamp
-as INT96), optionally order the rows by the Z-order key, and write new Parquet files with fresh
-unique names into the bin's partition directory, each described by an ``add`` action
+pyarrow, conform them to the table's physical layout (``engine.physical``: physical names and
+field ids under column mapping, every column in its current type; older files may lack a column,
+store a narrower type or a timestamp as INT96), optionally order the rows by the Z-order key, and
+write new Parquet files with fresh unique names into the bin's partition directory (partition
+values keyed as the log keys them), each described by an ``add`` action
 (``dataChange=false``, full Delta statistics computed from the rows written, so null counts of
 nested columns are included, which Parquet footers cannot give). It takes and returns plain
 JSON-shaped values so a Spark task can run it unchanged on any executor, local or on Kubernetes:
@@ -32,7 +34,8 @@ import pyarrow.parquet as pq
 from txntable.engine.actions import AddFile
 from txntable.engine.deletion_vectors import deleted_rows, keep_mask
 from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
-from txntable.engine.schema import parse_schema, to_arrow_schema
+from txntable.engine.physical import PhysicalLayout, conform_table
+from txntable.engine.row_tracking import preserved_columns
 from txntable.engine.stats import StatsConfig, stats_for_table
 from txntable.engine.storage import LocalStorage, Storage, open_storage
 from txntable.engine.writer import data_file_name
@@ -58,6 +61,11 @@ class BinTask:
     #: each input's deletion vector (``deletionVector`` JSON) or None, aligned with ``inputs``
     #: (empty: none has one); the rows it deletes are left out of the rewrite
     deletion_vectors: tuple[Mapping[str, Any] | None, ...] = ()
+    #: row tracking: each input's ``baseRowId`` and ``defaultRowCommitVersion``, aligned with
+    #: ``inputs``; with ``delta.enableRowTracking=true`` every rewritten row carries its stable row
+    #: id and commit version in the materialized columns the configuration names
+    base_row_ids: tuple[int | None, ...] = ()
+    row_commit_versions: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,22 +99,40 @@ class BinResult:
         )
 
 
-def data_schema(schema_string: str, partition_columns: Sequence[str]) -> pa.Schema:
-    """The Arrow schema of the table's data files (partition columns are not stored)."""
-    excluded = set(partition_columns)
-    fields = [f for f in parse_schema(schema_string) if f.name not in excluded]
-    return to_arrow_schema(fields)
+def data_schema(
+    schema_string: str,
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    """The Arrow schema of the table's data files (partition columns are not stored): physical
+    names and Parquet field ids under column mapping, every column in its current type."""
+    return PhysicalLayout.build(schema_string, partition_columns, configuration or {}).schema
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns: missing ones null, types cast (lossless)."""
-    columns = []
-    for f in schema:
-        if f.name in table.column_names:
-            columns.append(table.column(f.name).cast(f.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+def conform(
+    table: pa.Table,
+    schema: pa.Schema,
+    *,
+    by_id: bool = False,
+    variants: frozenset[tuple[str, ...]] = frozenset(),
+) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, matched by name (by Parquet field id when
+    ``by_id`` and the file has ids), nested fields too: missing ones null, narrower (older)
+    types widened by lossless casts; shredded data in ``variants`` paths is refused."""
+    return conform_table(table, schema, by_id=by_id, variants=variants)
+
+
+def _stats_config(layout: PhysicalLayout, configuration: Mapping[str, str]) -> StatsConfig:
+    """The table's statistics settings, explicit column names translated to physical ones."""
+    config = StatsConfig.from_configuration(configuration)
+    if config.stats_columns is None or layout.mode == "none":
+        return config
+    names = []
+    for name in config.stats_columns:
+        path = layout.physical_path(name.split("."))
+        if path is not None:
+            names.append(".".join(path))
+    return StatsConfig(num_indexed_cols=config.num_indexed_cols, stats_columns=tuple(names))
 
 
 def _read_input(storage: Storage, raw_path: str, options: Mapping[str, Any]) -> pa.Table:
@@ -146,29 +172,47 @@ def output_file_count(input_bytes: int, target_file_size: int, num_inputs: int) 
     return max(1, min(by_bytes, num_inputs))
 
 
+def _row_tracking_of(task: BinTask, index: int) -> tuple[int | None, int | None]:
+    """(baseRowId, defaultRowCommitVersion) of input ``index`` (None where not given)."""
+    base = task.base_row_ids[index] if task.base_row_ids else None
+    version = task.row_commit_versions[index] if task.row_commit_versions else None
+    return base, version
+
+
 def rewrite_bin(task: BinTask) -> BinResult:
     """Rewrite one bin; never raises (errors come back in the result)."""
     start = time.monotonic()
     written: list[str] = []
     try:
         storage = open_storage(task.table_uri, task.storage_options)
-        schema = data_schema(task.schema_string, task.partition_columns)
+        layout = PhysicalLayout.build(
+            task.schema_string, task.partition_columns, task.configuration
+        )
+        schema = layout.schema
+        by_id = layout.mode == "id"
+        tracked = preserved_columns(task.configuration)  # hidden columns, after the schema's
+        schema = tracked.extend(schema) if tracked else schema
         parts = []
         for index, path in enumerate(task.inputs):
             data = _read_input(storage, path, task.storage_options)
+            if tracked:  # before deletion vectors: a default row id is base + file position
+                data = tracked.attach(data, *_row_tracking_of(task, index), where=path)
             dv = task.deletion_vectors[index] if task.deletion_vectors else None
             if dv is not None:
                 data = data.filter(keep_mask(data.num_rows, deleted_rows(storage, dv)))
-            parts.append(conform(data, schema))
+            parts.append(conform(data, schema, by_id=by_id, variants=layout.variant_paths))
         data = pa.concat_tables(parts) if parts else schema.empty_table()
         tags: dict[str, str | None] | None = None
         if task.zorder_by:
-            data = zorder_sort(data, task.zorder_by)
+            data = zorder_sort(data, tuple(layout.physical_column(c) for c in task.zorder_by))
             tags = {ZORDER_TAG: json.dumps(list(task.zorder_by), separators=(",", ":"))}
         n_out = output_file_count(task.input_bytes, task.target_file_size, len(task.inputs))
         rows_per_file = max(1, math.ceil(data.num_rows / n_out))
-        config = StatsConfig.from_configuration(task.configuration)
-        directory = partition_dir(list(task.partition_columns), dict(task.partition_values))
+        config = _stats_config(layout, task.configuration)
+        # the log and the directories name partition columns physically under column mapping
+        keys = layout.partition_keys
+        values = {keys.get(c, c): v for c, v in task.partition_values.items()}
+        directory = partition_dir([keys.get(c, c) for c in task.partition_columns], values)
         adds = []
         for offset in range(0, data.num_rows, rows_per_file):  # no rows: removes only
             chunk = data.slice(offset, rows_per_file)
@@ -177,11 +221,15 @@ def rewrite_bin(task: BinTask) -> BinResult:
             size = _write_output(storage, relative, chunk, written)
             add = AddFile(
                 path=encode_path(relative),
-                partition_values=dict(task.partition_values),
+                partition_values=dict(values),
                 size=size,
                 modification_time=int(time.time() * 1000),
                 data_change=False,
-                stats=stats_for_table(chunk, config=config),
+                stats=stats_for_table(
+                    chunk.drop_columns(list(tracked.names)) if tracked else chunk,
+                    config=config,
+                    opaque=layout.variant_paths,
+                ),
                 tags=tags,
             )
             adds.append(add.to_json())

@@ -25,7 +25,14 @@ from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """The function a Spark task runs: a ``BinTask`` as a dict in, a ``BinResult`` dict out."""
     fields = dict(task)
-    for key in ("inputs", "partition_columns", "zorder_by", "deletion_vectors"):
+    for key in (
+        "inputs",
+        "partition_columns",
+        "zorder_by",
+        "deletion_vectors",
+        "base_row_ids",
+        "row_commit_versions",
+    ):
         fields[key] = tuple(fields.get(key) or ())
     return rewrite_bin(BinTask(**fields)).to_json()
 

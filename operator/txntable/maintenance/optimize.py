@@ -16,6 +16,13 @@ Files written for bins that are not committed are deleted, best effort, but only
 knows their commit did not happen (dropped before committing, a conflict, a failed rewrite): after
 an ambiguous commit failure (e.g. a storage error while writing the commit file) they are left for
 VACUUM, because deleting a file that a commit might reference would corrupt the table.
+
+On a clustered table (liquid clustering, ``maintenance.clustering``) the run clusters by the
+table's clustering columns instead: the planner picks the files to re-cluster, the executors order
+their rows by the Z-order key over those columns, and every file written for such a bin is
+committed with ``clusteringProvider: "liquid"`` and the columns recorded as commitInfo's
+``clusterBy``, as Delta records it. A Z-order policy on a clustered table is refused, as Delta
+refuses ZORDER BY there.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ import pyarrow as pa
 from txntable.engine.actions import AddFile, RemoveFile
 from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
 from txntable.engine.features import check_writable
+from txntable.engine.physical import partition_physical_names
 from txntable.engine.predicates import bind
+from txntable.engine.row_tracking import is_supported
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.table import Table
@@ -46,6 +55,7 @@ from txntable.maintenance.batch import (
     read_predicate,
     schema_changed,
 )
+from txntable.maintenance.clustering import LIQUID, clustering_columns, is_clustered
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.executor_arrow import BinResult, BinTask
 from txntable.maintenance.planner import Bin, OptimizePlan, OptimizePolicy, plan_optimize
@@ -130,6 +140,11 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
                 f"OPTIMIZE --where may only use partition columns "
                 f"({', '.join(snapshot.partition_columns) or 'none'}); got {', '.join(cols)}"
             )
+    if policy.zorder_by and is_clustered(snapshot.protocol):
+        raise InvalidPolicyError(
+            f"cannot Z-order a clustered table (Z-order columns {', '.join(policy.zorder_by)}): "
+            "OPTIMIZE clusters it by its own clustering columns; drop --zorder-by (zOrderBy)"
+        )
     by_name = {f.name: f for f in snapshot.fields}
     for col in policy.zorder_by:
         f = by_name.get(col)
@@ -143,12 +158,24 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
 
 def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None) -> OptimizePlan:
     """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
-    so the partition predicate is parsed and checked by the engine."""
+    so the partition predicate is parsed and checked by the engine. A clustered table is
+    planned by its clustering columns."""
     snap = snapshot or table.snapshot()
     check_writable(snap.protocol, snap.metadata, rows_unchanged=True)
     validate_policy(snap, policy)
+    cluster_by = clustering_columns(snap)
     files = Transaction(table, snap).scan(policy.where)
-    return plan_optimize(files, snap.partition_columns, policy, snap.version)
+    keys = partition_physical_names(
+        snap.fields, snap.partition_columns, snap.metadata.configuration
+    )
+    return plan_optimize(
+        files,
+        snap.partition_columns,
+        policy,
+        snap.version,
+        cluster_by=cluster_by,
+        partition_keys=keys,
+    )
 
 
 def optimize(
@@ -185,6 +212,7 @@ def optimize(
         storage_options=storage_options or {},
         commit_options=commit_options,
         start_ms=start_ms,
+        cluster_by=the_plan.cluster_by,
     )
     result.run_id = run.commit_options.run_id
     try:
@@ -223,6 +251,7 @@ class _Run:
         storage_options: Mapping[str, Any],
         commit_options: CommitOptions | None,
         start_ms: int,
+        cluster_by: tuple[str, ...] | None = None,
     ) -> None:
         self.table = table
         self.snapshot = snapshot
@@ -232,9 +261,12 @@ class _Run:
         base = commit_options or CommitOptions()
         self.commit_options = replace(base, run_id=base.run_id or str(uuid.uuid4()))
         self.start_ms = start_ms
+        self.cluster_by = cluster_by
+        self._row_values: dict[str, tuple[int | None, int | None]] | None = None
 
     def task(self, b: Bin) -> BinTask:
         meta = self.snapshot.metadata
+        base_row_ids, row_commit_versions = self._row_tracking(b)
         return BinTask(
             table_uri=self.table.uri,
             bin_id=b.bin_id,
@@ -245,10 +277,32 @@ class _Run:
             schema_string=meta.schema_string,
             configuration=dict(meta.configuration),
             target_file_size=self.policy.target_file_size,
-            zorder_by=self.policy.zorder_by if b.zorder else (),
+            zorder_by=self._order_by(b),
             storage_options=self.storage_options,
             deletion_vectors=b.deletion_vectors,
+            base_row_ids=base_row_ids,
+            row_commit_versions=row_commit_versions,
         )
+
+    def _row_tracking(self, b: Bin) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:
+        """Each input's (baseRowId, defaultRowCommitVersion) as planned, aligned with the bin's
+        paths; empty unless the table tracks rows (the rewrite then preserves them)."""
+        if not is_supported(self.snapshot.protocol):
+            return (), ()
+        if self._row_values is None:
+            files = self.snapshot.files().select(["path", "baseRowId", "defaultRowCommitVersion"])
+            self._row_values = {
+                r["path"]: (r["baseRowId"], r["defaultRowCommitVersion"]) for r in files.to_pylist()
+            }
+        values = [self._row_values.get(p, (None, None)) for p in b.paths]
+        return tuple(v[0] for v in values), tuple(v[1] for v in values)
+
+    def _order_by(self, b: Bin) -> tuple[str, ...]:
+        """Columns whose Z-order key orders the bin's rows: the clustering columns for a
+        clustering bin, the policy's for a Z-order bin, none for plain compaction."""
+        if b.clustered:
+            return tuple(self.cluster_by or ())
+        return self.policy.zorder_by if b.zorder else ()
 
     def cleanup(self, results: Sequence[BinResult]) -> None:
         for r in results:
@@ -331,7 +385,12 @@ class _Run:
             for b in bins
             for p in b.paths
         ]
-        adds = [AddFile.from_json(a) for r in results for a in r.adds]
+        clustered = {b.bin_id for b in bins if b.clustered}
+        adds = [
+            replace(add, clustering_provider=LIQUID) if r.bin_id in clustered else add
+            for r in results
+            for add in (AddFile.from_json(a) for a in r.adds)
+        ]
         txn.add(*removes, *adds)
         removed_bytes = sum(r.size or 0 for r in removes)
         added_bytes = sum(a.size for a in adds)
@@ -340,7 +399,7 @@ class _Run:
             {
                 "predicate": json.dumps([self.policy.where] if self.policy.where else []),
                 "zOrderBy": json.dumps(list(self.policy.zorder_by)),
-                "clusterBy": "[]",
+                "clusterBy": json.dumps(list(self.cluster_by or ())),
                 "auto": False,
             },
             operation_metrics(removes, adds),

@@ -11,6 +11,15 @@ candidates like the others (their rewrite drops the deleted rows, so the vectors
 one whose vector hides at least ``dv_purge_ratio`` of its rows is rewritten whatever its size,
 alone if need be.
 
+On a clustered table (``clustering`` feature, columns from its ``delta.clustering`` domain, see
+``maintenance.clustering``) a partition's bin holds every file not yet clustered (no
+``clusteringProvider``) plus the clustered ones under the minimum size and those due a
+deletion-vector purge, and its rows are ordered by the Z-order key over the clustering columns.
+Large clustered files are left alone, and a partition with nothing unclustered and nothing to purge
+plans nothing, so a second run plans nothing. Files another clustering implementation wrote
+(a ``clusteringProvider`` other than ``liquid``) are never rewritten (PROTOCOL.md: an
+implementation re-clusters only its own files and unclustered ones).
+
 The plan is also the dry-run output (``OptimizePlan.to_json``), and it is what the executors
 (Arrow in-process, Spark tasks) run and the orchestrator commits in batches.
 """
@@ -20,13 +29,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
 
 MiB = 1024 * 1024
@@ -116,6 +126,8 @@ class Bin:
     paths: tuple[str, ...]
     sizes: tuple[int, ...]
     zorder: bool = False
+    #: rows are ordered by the table's clustering columns, outputs get ``clusteringProvider``
+    clustered: bool = False
     #: the deletion vector of each input as planned (``deletionVector`` JSON), aligned with paths
     deletion_vectors: tuple[dict[str, Any] | None, ...] = ()
 
@@ -138,6 +150,7 @@ class Bin:
             "numFiles": len(self.paths),
             "bytes": self.total_bytes,
             "zOrder": self.zorder,
+            "clustered": self.clustered,
             "filesWithDeletionVectors": sum(dv is not None for dv in self.deletion_vectors),
             "files": list(self.paths),
         }
@@ -156,6 +169,8 @@ class OptimizePlan:
     files_considered: int = 0
     files_with_deletion_vectors: int = 0
     notes: tuple[str, ...] = field(default=())
+    #: the clustering columns of a clustered table (possibly empty); None: not clustered
+    cluster_by: tuple[str, ...] | None = None
 
     @property
     def input_bytes(self) -> int:
@@ -185,6 +200,7 @@ class OptimizePlan:
         return {
             "readVersion": self.read_version,
             "policy": self.policy.to_json(),
+            "clusterBy": None if self.cluster_by is None else list(self.cluster_by),
             "partitionsConsidered": self.partitions_considered,
             "partitionsSkipped": self.partitions_skipped,
             "filesConsidered": self.files_considered,
@@ -207,6 +223,8 @@ class _File:
     dv: dict[str, Any] | None = None
     #: the deletion vector hides at least the policy's purge ratio of its rows
     purge: bool = False
+    #: ``clusteringProvider`` of the add (None: not clustered)
+    provider: str | None = None
 
 
 def plan_optimize(
@@ -214,15 +232,33 @@ def plan_optimize(
     partition_columns: Sequence[str],
     policy: OptimizePolicy,
     read_version: int = -1,
+    *,
+    cluster_by: Sequence[str] | None = None,
+    partition_keys: Mapping[str, str] | None = None,
 ) -> OptimizePlan:
     """Plan bins over ``files`` (``ADD_SCHEMA`` rows already restricted to the partitions the
-    policy's predicate selects, e.g. by ``Transaction.scan``)."""
-    groups, dv_files = _group_by_partition(files, partition_columns, policy.dv_purge_ratio)
+    policy's predicate selects, e.g. by ``Transaction.scan``). ``cluster_by``: the clustering
+    columns of a clustered table (empty: clustered by nothing, plain compaction); None for a
+    table that is not clustered."""
+    if cluster_by is not None and policy.zorder_by:
+        raise InvalidPolicyError("a clustered table cannot be Z-ordered")
+    groups, dv_files = _group_by_partition(
+        files, partition_columns, policy.dv_purge_ratio, partition_keys
+    )
+    foreign = 0
+    if cluster_by is not None:  # never rewrite another clustering implementation's files
+        for key, members in groups.items():
+            kept = [f for f in members if f.provider in (None, LIQUID)]
+            foreign += len(members) - len(kept)
+            groups[key] = kept
     bins: list[Bin] = []
     skipped = 0
     for key in sorted(groups, key=_partition_sort_key):
         values = dict(zip(partition_columns, key, strict=True))
-        made = _plan_partition(values, groups[key], policy)
+        if cluster_by:
+            made = _plan_clustered(values, groups[key], policy)
+        else:
+            made = _plan_partition(values, groups[key], policy)
         if not made:
             skipped += 1
         bins.extend(made)
@@ -235,6 +271,13 @@ def plan_optimize(
         )
     if deferred:
         notes.append(f"{len(deferred)} bin(s) deferred to a later run by the max-bytes limit")
+    if cluster_by:
+        notes.append(
+            f"clustering by {', '.join(cluster_by)}: {sum(len(b.paths) for b in chosen)} "
+            "file(s) re-clustered; large clustered files are kept as they are"
+        )
+    if foreign:
+        notes.append(f"{foreign} file(s) clustered by another implementation left as they are")
     return OptimizePlan(
         policy=policy,
         read_version=read_version,
@@ -245,11 +288,15 @@ def plan_optimize(
         files_considered=int(files.num_rows),
         files_with_deletion_vectors=dv_files,
         notes=tuple(notes),
+        cluster_by=None if cluster_by is None else tuple(cluster_by),
     )
 
 
 def _group_by_partition(
-    files: pa.Table, partition_columns: Sequence[str], purge_ratio: float
+    files: pa.Table,
+    partition_columns: Sequence[str],
+    purge_ratio: float,
+    partition_keys: Mapping[str, str] | None = None,
 ) -> tuple[dict[PartitionKey, list[_File]], int]:
     n = files.num_rows
     paths = files.column("path").to_pylist()
@@ -261,7 +308,16 @@ def _group_by_partition(
     )
     stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * n
     tags = _lookup(files, "tags", ZORDER_TAG) if n else []
-    columns = [_lookup(files, "partitionValues", c) for c in partition_columns] if n else []
+    providers: list[str | None] = (
+        files.column("clusteringProvider").to_pylist()
+        if "clusteringProvider" in files.column_names
+        else [None] * n
+    )
+    # partitionValues are keyed by physical names under column mapping (``partition_keys``)
+    keys = partition_keys or {}
+    columns = (
+        [_lookup(files, "partitionValues", keys.get(c, c)) for c in partition_columns] if n else []
+    )
     groups: dict[PartitionKey, list[_File]] = {}
     dv_files = 0
     for i in range(n):
@@ -274,7 +330,9 @@ def _group_by_partition(
             deleted = int(dv.get("cardinality") or 0)
             purge = records is not None and records > 0 and deleted >= purge_ratio * records
         key = tuple(_null_if_empty(col[i]) for col in columns)
-        groups.setdefault(key, []).append(_File(paths[i], int(sizes[i]), tags[i], dv, purge))
+        groups.setdefault(key, []).append(
+            _File(paths[i], int(sizes[i]), tags[i], dv, purge, providers[i] or None)
+        )
     return groups, dv_files
 
 
@@ -336,13 +394,31 @@ def _plan_partition(
     ]
 
 
-def _make_bin(values: dict[str, str | None], files: list[_File], zorder: bool) -> Bin:
+def _plan_clustered(
+    values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
+) -> list[Bin]:
+    """One bin of the files to (re-)cluster: unclustered ones, small clustered ones and those
+    due a deletion-vector purge; nothing when every file is clustered and none needs a purge
+    (re-clustering large files would only churn)."""
+    if not any(f.provider is None or f.purge for f in files):
+        return []
+    limit = policy.effective_min_file_size
+    chosen = [f for f in files if f.provider is None or f.size < limit or f.purge]
+    if len(chosen) < policy.min_input_files and not any(f.purge for f in chosen):
+        return []
+    return [_make_bin(values, chosen, zorder=False, clustered=True)]
+
+
+def _make_bin(
+    values: dict[str, str | None], files: list[_File], zorder: bool, clustered: bool = False
+) -> Bin:
     ordered = sorted(files, key=lambda f: f.path)
     return Bin(
         partition_values=dict(values),
         paths=tuple(f.path for f in ordered),
         sizes=tuple(f.size for f in ordered),
         zorder=zorder,
+        clustered=clustered,
         deletion_vectors=tuple(f.dv for f in ordered) if any(f.dv for f in ordered) else (),
     )
 
