@@ -27,6 +27,7 @@ from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.integration.test_s3_moto import _batch, _new_table, _options, endpoint  # noqa: F401 - a fixture
 from txntable.cli.main import main as cli
+from txntable.engine.storage import LocalStorage
 from txntable.engine.table import Table
 from txntable.engine.vacuum import VacuumRules, vacuum
 from txntable.maintenance.errors import MaintenanceError
@@ -171,7 +172,7 @@ def test_deletion_vectors_are_kept_by_uuid_wherever_they_lie(
         assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
 
 
-def test_a_delete_task_refuses_names_outside_the_rules(tmp_path: Path) -> None:
+def test_a_delete_task_refuses_names_outside_the_rules(tmp_path: Path, spark: Any) -> None:
     (tmp_path / "_delta_log").mkdir()
     keep = tmp_path / "_delta_log" / "00000000000000000000.json"
     keep.write_text("{}")
@@ -182,6 +183,9 @@ def test_a_delete_task_refuses_names_outside_the_rules(tmp_path: Path) -> None:
     assert keep.exists()
     scope = VacuumRules(0, ("_p",), frozenset(), frozenset())
     assert scope.in_scope("_p=1/part-0.parquet") and not scope.in_scope("_q=1/part-0.parquet")
+    # through Spark: the task's error reaches the caller as one readable line
+    with pytest.raises(MaintenanceError, match=r"delete job failed: .*refusing to delete '\.\./x'"):
+        SparkSweeper(spark=spark).delete(LocalStorage(str(tmp_path)), ["../x"], scope)
 
 
 def test_cli_executor_spark(tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
