@@ -261,6 +261,13 @@ class SparkSweeper:
         finally:
             dv_ids.unpersist()
         self.last["listTasks"] = len(slices)
+        log.info(
+            "vacuum of %s listed %d directories in %d Spark tasks: %d files go",
+            storage.root_uri,
+            len(dirs),
+            len(slices),
+            len(out) + len(rows),
+        )
         out.extend(FileInfo(name, size, mtime) for name, size, mtime in rows)
         return out
 
