@@ -5,6 +5,12 @@ so the cluster and the laptop run the same logic; only where manifests come from
 goes differ. Nothing in this module imports Kopf. Observation refreshes a cached ``engine.Table``
 per resource (one listing plus the new commits per tick); decisions are the pure functions of
 ``txntable.reconcile``; runs go through a ``launch.Launcher``; small checkpoints are written inline.
+
+A finished run is adopted once: its record, its ``Run<Outcome>`` Event (with the reason the
+backend gives) and its metrics are produced the first time the run is seen finished, never
+again (idempotent by run name, in memory and through the status). After a failure the next
+launch waits for the back-off (``launch.Backoff``, at least the policy's cooldown) and is the
+next attempt, with a new run name.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from txntable.api import defaults as api_defaults
@@ -40,7 +46,15 @@ from txntable.engine.errors import (
 )
 from txntable.engine.schema import to_arrow_type
 from txntable.handlers.requests import checkpoint_request, compaction_request
-from txntable.launch import Backend, Launcher, RunState, RunStatus, runs_to_delete
+from txntable.launch import (
+    Backend,
+    Backoff,
+    Launcher,
+    RunState,
+    RunStatus,
+    attempt_of,
+    runs_to_delete,
+)
 from txntable.launch.errors import LaunchError, PermanentLaunchError
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
@@ -48,6 +62,7 @@ from txntable.reconcile.decide import (
     ActiveRun,
     Decision,
     Placement,
+    Retry,
     Work,
     decide_checkpoint,
     decide_compaction,
@@ -60,6 +75,8 @@ from txntable.reconcile.status import Failure, Outcome, table_status
 log = logging.getLogger(__name__)
 
 DEFAULT_MIN_FILE_SIZE = parse_bytes(api_defaults.MIN_FILE_SIZE)
+#: Finished runs remembered per table (so each is recorded once); older names are forgotten.
+RECORDED_RUNS_KEPT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +107,11 @@ class Operator:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     metrics: ControllerMetrics | None = None
     engine_metrics: EngineMetrics | None = None
+    #: Retry delays after consecutive failed runs (the policy's cooldown is the floor).
+    backoff: Backoff = field(default_factory=Backoff)
     _tables: dict[str, Table] = field(default_factory=dict)
+    #: Per table: the record made for each finished run already adopted, by run name.
+    _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
 
     # -- observation --------------------------------------------------------------------
     def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
@@ -127,6 +148,7 @@ class Operator:
     def forget(self, key: str) -> None:
         """Drop the cached table of a deleted resource."""
         self._tables.pop(key, None)
+        self._recorded.pop(key, None)
 
     def _observe(
         self, key: str, table: TxnTable, options: Mapping[str, str], min_file_size: int
@@ -172,7 +194,18 @@ class Operator:
             self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
         events: list[Event] = []
         runs = self._runs(table, comp.policy, ckpt.policy, events)
-        last_c, last_k = self._records(table, runs, engine_table, events)
+        last_c, last_k = self._records(key, table, runs, engine_table, events)
+        # Decide on what this tick learned, not on the status written before it.
+        table = replace(
+            table,
+            status=replace(table.status, last_compaction=last_c, last_checkpoint=last_k),
+        )
+        cooldown = comp.policy.spec.triggers.cooldown if comp.policy else 0
+        retries = {
+            kind: retry
+            for kind, record, floor in (("optimize", last_c, cooldown), ("checkpoint", last_k, 0))
+            if (retry := self._retry(key, kind, record, floor, now)) is not None
+        }
         active = tuple(
             ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
         )
@@ -181,7 +214,7 @@ class Operator:
         ckpt_decision: Decision | None = None
         launched: list[str] = []
         if health is not None and engine_table is not None:
-            work = Work(now, active, active_total, self.config.max_concurrent_runs)
+            work = Work(now, active, active_total, self.config.max_concurrent_runs, retries)
             if comp.policy is not None:
                 comp_decision = decide_compaction(table, comp.policy, health, work)
                 name = (
@@ -270,32 +303,63 @@ class Operator:
                         log.warning("could not delete old run %s: %s", run.name, exc)
         return runs
 
+    def _retry(
+        self, key: str, kind: str, record: RunRecord | None, floor: float, now: datetime
+    ) -> Retry | None:
+        """The back-off after ``record`` when it failed: attempt n+1 after the n-th failure in
+        a row (the count travels in the run names), not before the longer of the policy's
+        cooldown (``floor``) and the back-off delay."""
+        if record is None or record.outcome is not RunOutcome.FAILED:
+            return None
+        failures = attempt_of(record.run_name) + 1
+        ended = record.completion_time or record.start_time or now
+        wait = max(floor, self.backoff.delay(failures, f"{key}/{kind}"))
+        why = f"run {record.run_name} failed"
+        if failures > 1:
+            why += f" ({failures} failures in a row)"
+        return Retry(failures, ended + timedelta(seconds=wait), why)
+
     def _records(
         self,
+        key: str,
         table: TxnTable,
         runs: list[RunStatus],
         engine_table: Table | None,
         events: list[Event],
     ) -> tuple[RunRecord | None, RunRecord | None]:
         records = [table.status.last_compaction, table.status.last_checkpoint]
+        seen = self._recorded.setdefault(key, {})
         for index, kind in enumerate(("optimize", "checkpoint")):
+            stale = records[index]
+            if stale is not None and stale.outcome in (RunOutcome.RUNNING, None):
+                # recorded finished already (its object may be gone: history limits)
+                records[index] = seen.get(stale.run_name, stale)
             mine = [r for r in runs if r.kind == kind]
             if not mine:
                 continue
             newest = max(mine, key=lambda r: (r.created or r.started or _EPOCH, r.name))
             previous = records[index]
+            if (
+                previous is not None
+                and previous.run_name != newest.name
+                and _older(newest, previous)
+            ):
+                continue  # e.g. an inline checkpoint came after the newest launched run
             if newest.state.finished:
                 if (
                     previous
                     and previous.run_name == newest.name
-                    and previous.outcome
-                    not in (
-                        RunOutcome.RUNNING,
-                        None,
-                    )
+                    and previous.outcome not in (RunOutcome.RUNNING, None)
                 ):
-                    continue  # already recorded
-                records[index] = self._finished_record(table, newest, engine_table, events)
+                    seen.setdefault(newest.name, previous)
+                    continue  # already recorded (the status says so)
+                if newest.name in seen:
+                    records[index] = seen[newest.name]  # recorded; the status lags behind
+                    continue
+                record = self._finished_record(table, newest, engine_table, events)
+                records[index] = seen[newest.name] = record
+                for name in list(seen)[:-RECORDED_RUNS_KEPT]:
+                    del seen[name]
             else:
                 records[index] = RunRecord(
                     run_name=newest.name,
@@ -335,11 +399,13 @@ class Operator:
                 result=result,
             )
         kind_word = "compaction" if run.kind == "optimize" else "checkpoint"
+        detail = run.message or (str(result.get("error") or "") if result else "")
+        said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
         events.append(
             Event(
                 "Normal" if outcome is not RunOutcome.FAILED else "Warning",
                 f"Run{outcome.value}",
-                f"{kind_word} run {run.name}: {outcome.value}",
+                said[:1024],
             )
         )
         return RunRecord(
@@ -371,6 +437,11 @@ class Operator:
         except LaunchError as exc:
             events.append(Event("Warning", "RunLaunchFailed", f"{exc} (will retry)"))
             return None
+        if status.adopted and status.state.finished:
+            # This run already ran (a restart lost its record): it is recorded from the
+            # listing at the next tick, once, instead of being announced as a new start.
+            log.info("compaction %s already finished (%s)", req.name, status.state.value)
+            return None
         verb = "adopted" if status.adopted else "started"
         events.append(
             Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
@@ -389,12 +460,17 @@ class Operator:
         now: datetime,
     ) -> RunRecord | None:
         if decision.placement is Placement.INLINE:
-            return self._inline_checkpoint(table, policy, engine_table, events=events, now=now)
+            return self._inline_checkpoint(
+                table, policy, engine_table, events=events, now=now, attempt=decision.attempt
+            )
         try:
             req = checkpoint_request(table, policy, decision, self.config)
             status = self.launchers(req.backend).launch(req)
         except LaunchError as exc:
             events.append(Event("Warning", "RunLaunchFailed", str(exc)))
+            return None
+        if status.adopted and status.state.finished:
+            log.info("checkpoint %s already finished (%s)", req.name, status.state.value)
             return None
         events.append(Event("Normal", "RunStarted", f"checkpoint {req.name}: {decision.message}"))
         return RunRecord(
@@ -412,10 +488,11 @@ class Operator:
         *,
         events: list[Event],
         now: datetime,
+        attempt: int = 0,
     ) -> RunRecord:
         started = time.monotonic()
         snapshot = engine_table.snapshot()
-        name = f"inline-checkpoint-{snapshot.version}"
+        name = f"inline-checkpoint-{snapshot.version}" + (f"-r{attempt}" if attempt else "")
         try:
             result = write_checkpoint(snapshot, part_size=policy.spec.part_size)
             cleanup_note = ""
@@ -463,6 +540,12 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _whole(moment: datetime | None) -> datetime | None:
     return moment.replace(microsecond=0) if moment else None
+
+
+def _older(run: RunStatus, record: RunRecord) -> bool:
+    """Whether ``run`` began before the run ``record`` describes (seconds, as in status)."""
+    began = _whole(run.created or run.started)
+    return bool(began and record.start_time and began < record.start_time)
 
 
 def _confirmed_in_log(table: Table, run_id: str, depth: int = 200) -> bool:

@@ -80,6 +80,7 @@ def _base(
         policy=policy,
         table_uri=table.spec.location,
         scheduled_time=decision.scheduled_time,
+        attempt=decision.attempt,
         args=(*args, "--master", _master(backend, template)),
         storage_options=dict(table.spec.storage.options),
         secret_ref=secret.name if secret else None,

@@ -18,7 +18,7 @@ from txntable.launch.errors import (
 from txntable.launch.factory import make_launcher
 from txntable.launch.history import runs_to_delete
 from txntable.launch.local import LocalLauncher
-from txntable.launch.names import run_name
+from txntable.launch.names import attempt_of, run_name
 from txntable.launch.run import Backend, Resources, RunKind, RunRequest, RunState, RunStatus
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "RunState",
     "RunStatus",
     "TransientLaunchError",
+    "attempt_of",
     "make_launcher",
     "run_name",
     "runs_to_delete",

@@ -88,6 +88,12 @@ def run_name(kind: str, policy: str, table: str, scheduled_time: datetime, attem
     return "-".join(p for p in (code, cut, digest, tail) if p)
 
 
+def attempt_of(name: str) -> int:
+    """The attempt a run name carries (its ``-rN`` suffix; 0 without one)."""
+    found = re.search(r"-r([0-9]+)$", name)
+    return int(found.group(1)) if found else 0
+
+
 def label_value(value: str) -> str:
     """``value`` as a valid label value: itself when it fits, else truncated plus a hash."""
     if len(value) <= MAX_LABEL_VALUE and LABEL_VALUE.match(value):

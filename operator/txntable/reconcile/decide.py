@@ -4,7 +4,9 @@ Inputs are plain values (the table resource, its policy, the observed health, th
 the clock); the output is a ``Decision`` whose reason and message end up in a status condition, so
 a user can always see why nothing happened. Guards are checked in a fixed order, the first that
 applies wins: suspension, protocol, work in flight, the global run limit, maintenance windows,
-cooldown, then the triggers.
+the back-off after a failed run, cooldown, then the triggers. A launch after a failed run is the
+next attempt (``Decision.attempt``): its run gets a new name, so it is never mistaken for the
+finished run it retries.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Why(StrEnum):
     COOLDOWN = "Cooldown"
     NOTHING_TO_DO = "NothingToDo"
     NOT_DUE = "NotDue"
+    BACKING_OFF = "BackingOff"
 
 
 class Placement(StrEnum):
@@ -62,6 +65,16 @@ class ActiveRun:
 
 
 @dataclass(frozen=True, slots=True)
+class Retry:
+    """The back-off after a failed run: the next launch is attempt ``attempt``, not before
+    ``not_before`` (computed by the caller from the failure count and the policy)."""
+
+    attempt: int
+    not_before: datetime
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Work:
     """The work in flight and the clock, as seen at one reconcile tick."""
 
@@ -69,6 +82,8 @@ class Work:
     active: tuple[ActiveRun, ...] = ()  # runs of this table
     active_total: int = 0  # runs of all tables
     max_concurrent_runs: int = 4
+    #: Back-off after a failed run, per run kind ("optimize" | "checkpoint").
+    retries: dict[str, Retry] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +97,25 @@ class Decision:
     trigger: str | None = None
     replace_runs: tuple[str, ...] = field(default=())
     placement: Placement | None = None
+    #: 0 for a fresh run; n for the n-th retry after consecutive failures.
+    attempt: int = 0
 
 
 def _wait(why: Why, message: str) -> Decision:
     return Decision(False, why, message)
+
+
+def _backing_off(work: Work, kind: str) -> Decision | None:
+    retry = work.retries.get(kind)
+    if retry is None or work.now >= retry.not_before:
+        return None
+    when = retry.not_before.replace(microsecond=0).isoformat()
+    return _wait(Why.BACKING_OFF, f"{retry.message}; attempt {retry.attempt} not before {when}")
+
+
+def _attempt(work: Work, kind: str) -> int:
+    retry = work.retries.get(kind)
+    return retry.attempt if retry else 0
 
 
 def _in_windows(policy: CompactionPolicy, now: datetime) -> bool:
@@ -165,10 +195,20 @@ def decide_compaction(
         )
     if not _in_windows(policy, now):
         return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
+    held = _backing_off(work, "optimize")
+    if held is not None:
+        return held
+    attempt = _attempt(work, "optimize")
     due = _schedule_due(policy, last, now)
     if due is not None:
         return Decision(
-            True, Why.TRIGGERED, f"schedule fired at {due.isoformat()}", due, "schedule", replace
+            True,
+            Why.TRIGGERED,
+            f"schedule fired at {due.isoformat()}",
+            due,
+            "schedule",
+            replace,
+            attempt=attempt,
         )
     cooldown = timedelta(seconds=policy.spec.triggers.cooldown)
     finished = last.completion_time or last.start_time if last else None
@@ -177,7 +217,7 @@ def decide_compaction(
         return _wait(Why.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
     if finished is not None and now - finished < cooldown:
         return _wait(Why.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
-    return Decision(True, Why.TRIGGERED, reason, _slot(now), "threshold", replace)
+    return Decision(True, Why.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt)
 
 
 def decide_checkpoint(
@@ -198,6 +238,9 @@ def decide_checkpoint(
     mine = [r for r in active if r.kind == "checkpoint"]
     if mine:
         return _wait(Why.RUN_IN_PROGRESS, f"checkpoint {mine[0].name} is still running")
+    held = _backing_off(work, "checkpoint")
+    if held is not None:
+        return held
     since = health.commits_since_checkpoint
     reason = None
     if since >= policy.spec.commit_interval:
@@ -217,7 +260,16 @@ def decide_checkpoint(
             Why.CONCURRENCY_LIMIT,
             f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
         )
-    return Decision(True, Why.TRIGGERED, reason, _slot(now), "interval", (), placement)
+    return Decision(
+        True,
+        Why.TRIGGERED,
+        reason,
+        _slot(now),
+        "interval",
+        (),
+        placement,
+        attempt=_attempt(work, "checkpoint"),
+    )
 
 
 def _placement(policy: CheckpointPolicy, health: TableHealth) -> Placement:
