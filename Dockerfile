@@ -11,8 +11,9 @@
 # Both start from the same pinned Python base (tag and digest; override with
 # --build-arg PYTHON_IMAGE=...). Wheels are built in `build-*` stages; the final stages get a
 # finished virtual environment and keep no pip, setuptools or compilers.
-# Extras (pyproject.toml): both images install `s3` (boto3: s3:// tables are unreachable
-# without it); only the Spark image installs `spark` (pyspark); neither installs `demo`.
+# Extras (pyproject.toml): both images install `s3` (boto3) and `azure` (azure-storage-blob,
+# azure-identity): object-store tables are unreachable without them; only the Spark image
+# installs `spark` (pyspark); neither installs `demo`.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 # The Spark version the runs use; tests/unit/test_dockerfile.py keeps it equal to the pyspark
@@ -27,21 +28,22 @@ COPY pyproject.toml README.md ./
 COPY operator ./operator
 RUN python -m pip wheel --no-deps --wheel-dir /wheels .
 
-# ---- controller's virtual environment: the package with S3, without Spark -------------------
+# ---- controller's virtual environment: the package with S3 and Azure, without Spark ---------
 FROM ${PYTHON_IMAGE} AS build-controller
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3]" \
+ && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3,azure]" \
  && /opt/venv/bin/pip uninstall -y pip setuptools
 
-# ---- Spark's virtual environment: this package with S3 and PySpark (Spark's jars, scripts) --
+# ---- Spark's virtual environment: the package with S3, Azure and PySpark (jars, scripts) ----
 FROM ${PYTHON_IMAGE} AS build-spark
 ARG PYSPARK_VERSION
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3,spark]" "pyspark==${PYSPARK_VERSION}" \
+ && /opt/venv/bin/pip install "$(ls /wheels/txntable-*.whl)[s3,azure,spark]" \
+      "pyspark==${PYSPARK_VERSION}" \
  && /opt/venv/bin/pip uninstall -y pip setuptools
 
 # ---- the controller image -------------------------------------------------------------------

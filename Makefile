@@ -17,16 +17,22 @@ $(STAMP): pyproject.toml | sysdeps
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Azurite, Microsoft's Azure Storage emulator, for the Azure commit tests (npm package)
+AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
+$(AZURITE): | sysdeps
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/azurite azurite@3.35.0
+
+setup: $(STAMP) $(AZURITE)
 
 # Debian packages the tests and Spark need (root on these machines; sudo elsewhere):
-# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests.
+# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests, npm for Azurite.
 sysdeps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	pkgs=""; \
 	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs="$$pkgs python3-venv"; \
 	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || pkgs="$$pkgs prometheus"; \
+	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
 	if [ -n "$$pkgs" ]; then \
 		$$SUDO apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$pkgs; \

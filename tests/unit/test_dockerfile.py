@@ -190,15 +190,17 @@ def installed_extras(stage: Stage) -> set[str]:
     return set(found[0].split(","))
 
 
-def test_both_images_install_the_s3_extra_and_only_spark_gets_pyspark(
+def test_both_images_install_the_object_store_extras_and_only_spark_gets_pyspark(
     dockerfile: Dockerfile,
 ) -> None:
     """Before: neither image installed boto3, so every s3:// table was Unreachable."""
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
-    assert installed_extras(dockerfile.stages["build-controller"]) == {"s3"}
-    assert installed_extras(dockerfile.stages["build-spark"]) == {"s3", "spark"}
+    assert installed_extras(dockerfile.stages["build-controller"]) == {"s3", "azure"}
+    assert installed_extras(dockerfile.stages["build-spark"]) == {"s3", "azure", "spark"}
     assert any(r.startswith("boto3") for r in extras["s3"])
+    assert any(r.startswith("azure-storage-blob") for r in extras["azure"])
+    assert any(r.startswith("azure-identity") for r in extras["azure"])
     assert any(r.startswith("pyspark") for r in extras["spark"])
     base = " ".join(pyproject["project"]["dependencies"])
     assert "pyspark" not in base and "deltalake" not in base and "boto3" not in base

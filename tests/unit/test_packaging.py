@@ -62,17 +62,19 @@ def test_no_module_imports_pyspark_or_deltalake_at_import_time() -> None:
 
 def test_base_dependencies_leave_spark_deltalake_and_boto3_to_extras() -> None:
     base = _names(PYPROJECT["project"]["dependencies"])
-    assert not base & {"pyspark", "deltalake", "boto3"}
+    assert not base & {"pyspark", "deltalake", "boto3", "azure-storage-blob"}
     assert _names(EXTRAS["s3"]) == {"boto3"}
+    assert _names(EXTRAS["azure"]) == {"azure-storage-blob", "azure-identity"}
     assert _names(EXTRAS["spark"]) == {"pyspark"}
     assert _names(EXTRAS["demo"]) == {"deltalake"}
 
 
 def test_dev_installs_every_extra_the_tests_use() -> None:
-    """`make setup` is pip install -e '.[dev]': it must bring boto3, pyspark and deltalake."""
+    """`make setup` is pip install -e '.[dev]': it must bring boto3, the Azure clients,
+    pyspark and deltalake."""
     own = [Requirement(r) for r in EXTRAS["dev"] if Requirement(r).name == "txntable"]
     assert len(own) == 1
-    assert own[0].extras >= {"s3", "spark", "demo"}
+    assert own[0].extras >= {"s3", "azure", "spark", "demo"}
     assert "moto" in _names(EXTRAS["dev"])
 
 

@@ -23,6 +23,7 @@ from txntable.engine.s3 import S3Storage
 from txntable.engine.storage import LocalStorage, open_storage
 from txntable.engine.storage_options import (
     check_storage_options,
+    parse_azure_options,
     parse_s3_options,
     primary_s3_option_names,
     report_without_effect,
@@ -30,6 +31,13 @@ from txntable.engine.storage_options import (
 from txntable.engine.table import Table
 
 REPO = Path(__file__).resolve().parents[2]
+AZURE_BOOLEAN_NAMES = {
+    "AZURE_ALLOW_HTTP",
+    "AZURE_USE_AZURE_CLI",
+    "AZURE_SKIP_SIGNATURE",
+    "AZURE_STORAGE_USE_EMULATOR",
+    "AZURE_DISABLE_TAGGING",
+}
 BOOLEAN_NAMES = {
     "AWS_ALLOW_HTTP",
     "AWS_ALLOW_INVALID_CERTIFICATES",
@@ -125,6 +133,29 @@ def test_every_documented_option_name_is_accepted() -> None:
         if name == "AWS_SSE_KMS_KEY_ID":
             options["AWS_SERVER_SIDE_ENCRYPTION"] = "aws:kms"
         check_storage_options("s3://b/t", options)
+
+
+def test_every_documented_azure_option_name_is_accepted() -> None:
+    doc = (REPO / "docs" / "writing-and-storage.md").read_text()
+    section = doc.split("### Azure storage options", 1)[1].split("Refused with the reason", 1)[0]
+    names = set(re.findall(r"`(AZURE_[A-Z_]+)`", section))
+    assert {"AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_USE_EMULATOR"} <= names
+    uri = "abfss://data@lake.dfs.core.windows.net/t"
+    for name in names:
+        options = {name: "true" if name in AZURE_BOOLEAN_NAMES else "x"}
+        if name in ("AZURE_CONNECT_TIMEOUT", "AZURE_TIMEOUT"):
+            options[name] = "5s"
+        elif name == "AZURE_STORAGE_ENDPOINT":
+            options[name] = "https://lake.blob.core.windows.net"
+        elif name == "AZURE_STORAGE_ACCOUNT_NAME":
+            options[name] = "lake"
+        elif name == "AZURE_CONTAINER_NAME":
+            options[name] = "data"
+        elif name == "AZURE_CONDITIONAL_PUT":
+            options[name] = "etag"
+        elif name in ("AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE"):
+            options |= {"AZURE_CLIENT_ID": "c", "AZURE_TENANT_ID": "t"}
+        check_storage_options(uri, options)
 
 
 def test_delta_rs_names_map_to_client_settings_in_any_case() -> None:
@@ -278,13 +309,7 @@ def test_unknown_option_error_lists_the_accepted_names() -> None:
 
 @pytest.mark.parametrize(
     "uri",
-    [
-        "gs://bucket/t",
-        "gcs://bucket/t",
-        "abfss://c@acct.dfs.core.windows.net/t",
-        "az://c/t",
-        "hdfs://nn/t",
-    ],
+    ["gs://bucket/t", "gcs://bucket/t", "hdfs://nn/t", "https://host/t", "adl://acct/t"],
 )
 def test_unsupported_schemes_name_the_supported_ones(uri: str) -> None:
     scheme = uri.split("://", maxsplit=1)[0]
@@ -297,7 +322,7 @@ def test_unsupported_schemes_name_the_supported_ones(uri: str) -> None:
             attempt()
         text = str(info.value)
         assert text.startswith(f"{scheme}:// tables are not supported")
-        assert "s3://" in text and "file://" in text
+        assert "s3://" in text and "file://" in text and "abfss://" in text
 
 
 def test_local_tables_report_options_that_do_nothing(tmp_path: Path) -> None:
@@ -324,3 +349,85 @@ def test_absolute_data_file_uris_open_through_the_table_storage(tmp_path: Path) 
         open_uri_input("gs://b/t/x.parquet")
     with pytest.raises(InvalidArgumentError, match="not a file URI"):
         open_uri_input("x.parquet")
+
+
+# ----------------------------------------------------------------------------------- Azure
+
+
+def test_azure_names_choose_the_account_endpoint_and_credential() -> None:
+    from txntable.engine.azure import azure_target
+
+    key = parse_azure_options(
+        {"AZURE_STORAGE_ACCOUNT_NAME": "lake", "AZURE_STORAGE_ACCOUNT_KEY": SECRET_VALUE}
+    )
+    assert key.auth == "key" and key.secrets == {"account_key": SECRET_VALUE}
+    assert SECRET_VALUE not in repr(key)
+    assert azure_target("az://data/events", key) == (
+        "https://lake.blob.core.windows.net",
+        "lake",
+        "data",
+        "events",
+    )
+    # ADLS Gen2 URIs name the account; its Blob endpoint serves the same data
+    default = parse_azure_options({})
+    assert default.auth == "default"  # azure-identity: workload or managed identity
+    assert azure_target("abfss://data@lake.dfs.core.windows.net/a/b", default) == (
+        "https://lake.blob.core.windows.net",
+        "lake",
+        "data",
+        "a/b",
+    )
+    assert azure_target("abfs://data@lake.dfs.core.chinacloudapi.cn/t", default)[0] == (
+        "https://lake.blob.core.chinacloudapi.cn"
+    )
+    sas = parse_azure_options({"azure_storage_sas_token": "?sv=2024&sig=" + SECRET_VALUE})
+    assert sas.auth == "sas" and sas.secrets["sas"].startswith("sv=")
+    wi = parse_azure_options(
+        {
+            "AZURE_CLIENT_ID": "c",
+            "AZURE_TENANT_ID": "t",
+            "AZURE_FEDERATED_TOKEN_FILE": "/var/run/secrets/azure/tokens/azure-identity-token",
+        }
+    )
+    assert wi.auth == "workload_identity" and wi.client_id == "c"
+    emulator = parse_azure_options(
+        {"use_emulator": "true"}, environ={"AZURITE_BLOB_STORAGE_URL": "http://127.0.0.1:9"}
+    )
+    assert emulator.auth == "key"
+    assert azure_target("az://data/t", emulator)[:2] == (
+        "http://127.0.0.1:9/devstoreaccount1",
+        "devstoreaccount1",
+    )
+    quiet = parse_azure_options({"azure_disable_tagging": "true", "pool_idle_timeout": "5s"})
+    assert set(quiet.without_effect) == {"azure_disable_tagging", "pool_idle_timeout"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"AZURE_STORAGE_ACOUNT_KEY": SECRET_VALUE}, "unknown Azure storage option"),
+        (
+            {"AZURE_STORAGE_ACCOUNT_KEY": SECRET_VALUE, "AZURE_STORAGE_SAS_KEY": SECRET_VALUE},
+            "each choose a credential; keep one",
+        ),
+        ({"AZURE_CLIENT_SECRET": SECRET_VALUE}, "needs AZURE_CLIENT_ID and AZURE_TENANT_ID"),
+        ({"AZURE_USE_FABRIC_ENDPOINT": "true"}, "Fabric OneLake is not supported"),
+        (
+            {"account_name": "lake", "AZURE_STORAGE_ENDPOINT": "http://10.0.0.1/lake"},
+            "plain http://",
+        ),
+        ({"AZURE_STORAGE_ACCOUNT_NAME": "other"}, "names 'other', the URI 'lake'"),
+        ({"AZURE_CONTAINER_NAME": "other"}, "names 'other', the URI 'data'"),
+    ],
+)
+def test_bad_azure_options_fail_with_the_name_and_never_a_secret(
+    options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=message) as info:
+        check_storage_options("abfss://data@lake.dfs.core.windows.net/t", options)
+    assert SECRET_VALUE not in str(info.value)
+
+
+def test_azure_uri_without_an_account_says_how_to_name_one() -> None:
+    with pytest.raises(InvalidArgumentError, match="AZURE_STORAGE_ACCOUNT_NAME"):
+        check_storage_options("az://data/t", {})

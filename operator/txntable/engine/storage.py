@@ -26,7 +26,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
-from txntable.engine.storage_options import unsupported_scheme_error
+from txntable.engine.storage_options import AZURE_SCHEMES, unsupported_scheme_error
 
 _DELETE_WORKERS = 16
 
@@ -399,9 +399,10 @@ def open_uri_input(uri: str, storage_options: Mapping[str, Any] | None = None) -
 
 
 def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a table URI: a local path, ``file://``, ``s3://``/``s3a://`` or
-    ``memory://``. Other schemes (``gs://``, ``abfss://``, ...) are refused with an error that
-    names the supported ones: txntable cannot commit safely there (no put-if-absent)."""
+    """The storage for a table URI: a local path, ``file://``, ``s3://``/``s3a://``, Azure
+    (``abfss://``, ``abfs://``, ``az://``, ``azure://``) or ``memory://``. Other schemes
+    (``gs://``, ``hdfs://``, ...) are refused with an error that names the supported ones:
+    txntable cannot commit safely there (no put-if-absent)."""
     if not uri:
         raise InvalidArgumentError("table URI is empty")
     options = dict(storage_options or {})
@@ -415,6 +416,10 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         from txntable.engine.s3 import S3Storage  # boto3 only when needed
 
         return S3Storage(uri, options)
+    if scheme in AZURE_SCHEMES:
+        from txntable.engine.azure import AzureStorage  # azure-storage-blob only when needed
+
+        return AzureStorage(uri, options)
     if scheme != "memory":
         raise unsupported_scheme_error(uri)
     fs, path = fsspec.core.url_to_fs(uri)

@@ -180,8 +180,10 @@ _CHECKSUMS: Final = {"sha256": "SHA256", "sha1": "SHA1", "crc32": "CRC32", "crc3
 SUPPORTED_SCHEMES: Final = (
     "a local path or file:// (local disk)",
     "s3:// or s3a:// (Amazon S3 and S3-compatible stores with conditional writes)",
+    "abfss://, abfs://, az:// or azure:// (Azure Blob Storage and ADLS Gen2)",
     "memory:// (in-process, for tests)",
 )
+AZURE_SCHEMES: Final = ("abfss", "abfs", "az", "azure")
 
 
 def accepted_s3_option_names() -> list[str]:
@@ -466,6 +468,12 @@ def check_storage_options(uri: str, options: Mapping[str, Any] | None) -> dict[s
                 f"storage option bucket names {settings.bucket!r}, the URI {bucket!r}"
             )
         return dict(settings.without_effect)
+    if scheme in AZURE_SCHEMES:
+        from txntable.engine.azure import azure_target
+
+        settings_az = parse_azure_options(options)
+        azure_target(uri, settings_az)  # the account and container must be known
+        return dict(settings_az.without_effect)
     if scheme in ("", "file", "local"):
         if "fsync" in options:
             _bool("fsync", options["fsync"])
@@ -473,3 +481,246 @@ def check_storage_options(uri: str, options: Mapping[str, Any] | None) -> dict[s
     if scheme == "memory":
         return {k: "the in-memory store takes no options" for k in options}
     raise unsupported_scheme_error(uri)
+
+
+# ------------------------------------------------------------------------------- Azure
+
+_AZURE_ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "account_name": ("azure_storage_account_name", "account_name"),
+    "account_key": (
+        "azure_storage_account_key",
+        "azure_storage_access_key",
+        "azure_storage_master_key",
+        "master_key",
+        "account_key",
+        "access_key",
+    ),
+    "sas": ("azure_storage_sas_key", "azure_storage_sas_token", "sas_key", "sas_token"),
+    "token": ("azure_storage_token", "bearer_token", "token"),
+    "client_id": ("azure_storage_client_id", "azure_client_id", "client_id"),
+    "client_secret": ("azure_storage_client_secret", "azure_client_secret", "client_secret"),
+    "tenant_id": (
+        "azure_storage_tenant_id",
+        "azure_storage_authority_id",
+        "azure_tenant_id",
+        "azure_authority_id",
+        "tenant_id",
+        "authority_id",
+    ),
+    "authority_host": ("azure_storage_authority_host", "azure_authority_host", "authority_host"),
+    "federated_token_file": ("azure_federated_token_file", "federated_token_file"),
+    "use_azure_cli": ("azure_use_azure_cli", "use_azure_cli"),
+    "use_emulator": ("azure_storage_use_emulator", "use_emulator"),
+    "endpoint": ("azure_storage_endpoint", "azure_endpoint", "endpoint"),
+    "allow_http": ("azure_allow_http", "allow_http"),
+    "skip_signature": ("azure_skip_signature", "skip_signature"),
+    "container_name": ("azure_container_name", "container_name"),
+    "connect_timeout": ("azure_connect_timeout", "connect_timeout"),
+    "timeout": ("azure_timeout", "timeout"),
+    "proxy_url": ("azure_proxy_url", "proxy_url"),
+    "user_agent": ("azure_user_agent", "user_agent"),
+    "conditional_put": ("azure_conditional_put", "conditional_put"),
+}
+_AZURE_CANONICAL: Final = {a: name for name, aliases in _AZURE_ALIASES.items() for a in aliases}
+_AZURE_WITHOUT_EFFECT: Final[dict[str, str]] = {
+    "azure_disable_tagging": "txntable never tags blobs",
+    "disable_tagging": "txntable never tags blobs",
+    "azure_msi_endpoint": "the managed identity is found by azure-identity itself",
+    "azure_identity_endpoint": "the managed identity is found by azure-identity itself",
+    "identity_endpoint": "the managed identity is found by azure-identity itself",
+    "msi_endpoint": "the managed identity is found by azure-identity itself",
+    **{
+        f"{prefix}{name}": _HTTP_TUNING
+        for prefix in ("", "azure_")
+        for name in (
+            "pool_idle_timeout",
+            "pool_max_idle_per_host",
+            "http1_only",
+            "http2_only",
+            "http2_keep_alive_interval",
+            "http2_keep_alive_timeout",
+            "http2_keep_alive_while_idle",
+            "http2_max_frame_size",
+            "randomize_addresses",
+            "default_content_type",
+            "allow_invalid_certificates",
+        )
+    },
+    "retry_timeout": _HTTP_TUNING,
+    "max_retries": _HTTP_TUNING,
+}
+_AZURE_REFUSED: Final[dict[str, str]] = {
+    "azure_use_fabric_endpoint": "Microsoft Fabric OneLake is not supported",
+    "use_fabric_endpoint": "Microsoft Fabric OneLake is not supported",
+    "azure_object_id": "pick a user-assigned managed identity with azure_client_id",
+    "object_id": "pick a user-assigned managed identity with azure_client_id",
+    "azure_msi_resource_id": "pick a user-assigned managed identity with azure_client_id",
+    "msi_resource_id": "pick a user-assigned managed identity with azure_client_id",
+    "azure_proxy_ca_certificate": _PROXY_ENV,
+    "proxy_ca_certificate": _PROXY_ENV,
+    "azure_proxy_excludes": _PROXY_ENV,
+    "proxy_excludes": _PROXY_ENV,
+}
+
+#: Azurite's documented development account (public, not a secret)
+EMULATOR_ACCOUNT: Final = "devstoreaccount1"
+EMULATOR_KEY: Final = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+@dataclass(frozen=True)
+class AzureSettings:
+    """What the options of one Azure table ask of the blob client. ``repr`` shows no secret."""
+
+    account_name: str | None = None
+    #: the account URL containers hang off (``https://<account>.blob.core.windows.net``)
+    endpoint: str | None = None
+    #: Azurite's base URL when the emulator is asked for (the account is appended)
+    emulator_url: str | None = None
+    #: one of: "key", "sas", "token", "client_secret", "workload_identity", "cli",
+    #: "anonymous", "default" (azure-identity's DefaultAzureCredential)
+    auth: str = "default"
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    client_id: str | None = None
+    tenant_id: str | None = None
+    authority_host: str | None = None
+    federated_token_file: str | None = None
+    #: ``BlobServiceClient`` keyword arguments (timeouts, proxies, user agent)
+    client: dict[str, Any] = field(default_factory=dict)
+    container: str | None = None
+    conditional_put: bool = True
+    without_effect: dict[str, str] = field(default_factory=dict)
+
+
+def parse_azure_options(
+    options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> AzureSettings:
+    """Sort the options of an Azure table into client settings (object_store's names).
+
+    ``AZURITE_BLOB_STORAGE_URL`` in ``environ`` moves the emulator from its default
+    ``http://127.0.0.1:10000``, as object_store does. Raises ``InvalidArgumentError``."""
+    import os
+
+    env = os.environ if environ is None else environ
+    given: dict[str, tuple[str, Any]] = {}
+    without_effect: dict[str, str] = {}
+    unknown: list[str] = []
+    for raw_name, value in options.items():
+        name = str(raw_name)
+        lower = name.strip().lower()
+        if lower in _AZURE_REFUSED:
+            raise InvalidArgumentError(f"storage option {name}: {_AZURE_REFUSED[lower]}")
+        if lower in _AZURE_WITHOUT_EFFECT:
+            without_effect[name] = _AZURE_WITHOUT_EFFECT[lower]
+            continue
+        canonical = _AZURE_CANONICAL.get(lower)
+        if canonical is None:
+            unknown.append(name)
+            continue
+        if canonical in given and str(given[canonical][1]) != str(value):
+            raise InvalidArgumentError(
+                f"storage options {given[canonical][0]} and {name} set the same thing; keep one"
+            )
+        given[canonical] = (name, value)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown Azure storage option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(sorted(unknown))}; accepted (any case, with their object_store "
+            f"aliases): {', '.join(a[0].upper() for a in _AZURE_ALIASES.values())}"
+        )
+
+    def text(canonical: str) -> str | None:
+        if canonical not in given:
+            return None
+        name, value = given[canonical]
+        out = str(value).strip()
+        if not out:
+            raise InvalidArgumentError(f"storage option {name} is empty")
+        return out
+
+    def flag(canonical: str) -> bool:
+        return _bool(*given[canonical]) if canonical in given else False
+
+    account = text("account_name")
+    endpoint = text("endpoint")
+    secrets: dict[str, str] = {}
+    auth = "default"
+    emulator_url = None
+    if flag("use_emulator"):
+        emulator_url = env.get("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10000").rstrip("/")
+        if "account_key" not in given and "sas" not in given:
+            auth, secrets = "key", {"account_key": EMULATOR_KEY}
+    chosen: list[str] = [c for c in ("account_key", "sas", "token", "client_secret") if c in given]
+    if flag("skip_signature"):
+        chosen.append("skip_signature")
+    if flag("use_azure_cli"):
+        chosen.append("use_azure_cli")
+    if len(chosen) > 1:
+        names = ", ".join(given[c][0] if c in given else c for c in chosen)
+        raise InvalidArgumentError(f"storage options {names} each choose a credential; keep one")
+    if "account_key" in given:
+        auth, secrets = "key", {"account_key": text("account_key") or ""}
+    elif "sas" in given:
+        auth, secrets = "sas", {"sas": (text("sas") or "").lstrip("?")}
+    elif "token" in given:
+        auth, secrets = "token", {"token": text("token") or ""}
+    elif "client_secret" in given:
+        if "client_id" not in given or "tenant_id" not in given:
+            raise InvalidArgumentError(
+                f"storage option {given['client_secret'][0]} needs AZURE_CLIENT_ID and "
+                "AZURE_TENANT_ID too"
+            )
+        auth, secrets = "client_secret", {"client_secret": text("client_secret") or ""}
+    elif "federated_token_file" in given:
+        if "client_id" not in given or "tenant_id" not in given:
+            raise InvalidArgumentError(
+                f"storage option {given['federated_token_file'][0]} needs AZURE_CLIENT_ID and "
+                "AZURE_TENANT_ID too"
+            )
+        auth = "workload_identity"
+    elif flag("skip_signature"):
+        auth = "anonymous"
+    elif flag("use_azure_cli"):
+        auth = "cli"
+    if endpoint is not None:
+        scheme = urlsplit(endpoint).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise InvalidArgumentError(
+                f"storage option {given['endpoint'][0] if 'endpoint' in given else 'endpoint'} "
+                f"must be an http:// or https:// URL, got {endpoint!r}"
+            )
+        if scheme == "http" and not flag("allow_http") and not flag("use_emulator"):
+            raise InvalidArgumentError(
+                f"the Azure endpoint {endpoint!r} is plain http://: set AZURE_ALLOW_HTTP=true "
+                "to allow it"
+            )
+    client: dict[str, Any] = {}
+    if "connect_timeout" in given:
+        client["connection_timeout"] = _seconds(*given["connect_timeout"])
+    if "timeout" in given:
+        client["read_timeout"] = _seconds(*given["timeout"])
+    proxy = text("proxy_url")
+    if proxy is not None:
+        client["proxies"] = {"http": proxy, "https": proxy}
+    agent = text("user_agent")
+    if agent is not None:
+        client["user_agent"] = agent
+    conditional = True
+    if "conditional_put" in given:
+        conditional = _conditional_put(*given["conditional_put"])
+    return AzureSettings(
+        account_name=account,
+        endpoint=endpoint.rstrip("/") if endpoint else None,
+        emulator_url=emulator_url,
+        auth=auth,
+        secrets=secrets,
+        client_id=text("client_id"),
+        tenant_id=text("tenant_id"),
+        authority_host=text("authority_host"),
+        federated_token_file=text("federated_token_file"),
+        client=client,
+        container=text("container_name"),
+        conditional_put=conditional,
+        without_effect=without_effect,
+    )

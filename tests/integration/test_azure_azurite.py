@@ -1,0 +1,231 @@
+"""Commits on Azure Blob Storage through conditional PUT, against Azurite (Microsoft's emulator,
+real HTTP, real 409s for If-None-Match: *).
+
+The Azure half of the put-if-absent contract: object_store's option names end to end, two
+processes racing for one version (one wins, the other retries onto the next), a PUT whose answer
+was lost (the blob holds our bytes: success, not a second commit), VACUUM's listing and
+deletes, the command line, and deltalake reading what we wrote. `make setup` installs Azurite
+from npm into .venv/azurite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests import oracle_read
+from tests.integration.concurrent_writers import SCHEMA
+from txntable.engine.azure import AzureStorage
+from txntable.engine.errors import InvalidArgumentError, StorageError
+from txntable.engine.storage import FileExistsInStoreError, open_storage
+from txntable.engine.storage_options import EMULATOR_ACCOUNT, EMULATOR_KEY
+from txntable.engine.table import Table
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CONTAINER = "txntable-tests"
+
+
+def _azurite() -> str:
+    found = os.environ.get("TXNTABLE_AZURITE") or shutil.which("azurite-blob")
+    local = REPO / ".venv" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
+    if found is None and local.exists():
+        found = str(local)
+    if found is None:
+        pytest.fail("azurite-blob is missing: run make setup (it installs Azurite from npm)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def blob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            _azurite(),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(tmp_path_factory.mktemp("azurite")),
+            "--silent",
+            "--skipApiVersionCheck",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("Azurite did not start within 30 s")
+        storage = AzureStorage(f"az://{CONTAINER}", _options(url))
+        storage.client.create_container()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _options(url: str) -> dict[str, str]:
+    """object_store's names, as a delta-rs user writes them."""
+    return {
+        "AZURE_STORAGE_ACCOUNT_NAME": EMULATOR_ACCOUNT,
+        "AZURE_STORAGE_ACCOUNT_KEY": EMULATOR_KEY,
+        "AZURE_STORAGE_ENDPOINT": f"{url}/{EMULATOR_ACCOUNT}",
+        "AZURE_ALLOW_HTTP": "true",
+    }
+
+
+def _new_table(url: str) -> tuple[str, Table]:
+    uri = f"az://{CONTAINER}/t-{uuid.uuid4().hex[:8]}"
+    table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=_options(url))
+    return uri, table
+
+
+def _commit_names(table: Table) -> list[str]:
+    return [f.name for f in table.storage.list_log() if f.name.endswith(".json")]
+
+
+def _batch(ids: list[int], part: str = "a") -> pa.Table:
+    return pa.table({"id": ids, "writer": ["t"] * len(ids), "p": [part] * len(ids)}, schema=SCHEMA)
+
+
+def test_commits_on_azure_are_read_by_deltalake(
+    blob_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, table = _new_table(blob_url)
+    table.append(_batch([1, 2]))
+    table.append(_batch([3], "b"))
+    table.delete("p = 'b'")
+    assert isinstance(table.storage, AzureStorage) and table.storage.atomic_put_if_absent
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]
+    assert table.storage.has_log_files()
+    assert not AzureStorage(f"{uri}-none", _options(blob_url)).has_log_files()
+    # deltalake (object_store) reads it with the emulator settings from its environment
+    monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", blob_url)
+    seen = oracle_read.read(uri)
+    assert seen["version"] == 3 and seen["rows"] == 2
+
+
+def test_abfss_uri_and_the_emulator_option(blob_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """abfss://container@account.dfs.core.windows.net/path with use_emulator, as object_store
+    users write it against Azurite."""
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", blob_url)
+    uri = f"abfss://{CONTAINER}@{EMULATOR_ACCOUNT}.dfs.core.windows.net/e-{uuid.uuid4().hex[:8]}"
+    table = Table.create(uri, SCHEMA, storage_options={"azure_storage_use_emulator": "true"})
+    table.append(_batch([7]))
+    reread = Table.open(uri, {"use_emulator": "1"}).snapshot()
+    assert reread.version == 1 and reread.num_files == 1
+
+
+def test_put_if_absent_and_a_lost_answer(blob_url: str) -> None:
+    _, table = _new_table(blob_url)
+    storage = table.storage
+    name = f"_delta_log/{1:020d}.json"
+    storage.write_if_absent(name, b'{"commitInfo":{"txnId":"a"}}\n')
+    # the same bytes again: our own PUT answered by a retry after a lost response
+    storage.write_if_absent(name, b'{"commitInfo":{"txnId":"a"}}\n')
+    with pytest.raises(FileExistsInStoreError):
+        storage.write_if_absent(name, b'{"commitInfo":{"txnId":"b"}}\n')
+    assert storage.read(name) == b'{"commitInfo":{"txnId":"a"}}\n'
+    with pytest.raises(FileNotFoundError):
+        storage.read("_delta_log/missing.json")
+    storage.delete("_delta_log/missing.json")  # a missing blob is fine
+
+
+def test_two_processes_racing_for_one_version(blob_url: str, tmp_path: Path) -> None:
+    uri, table = _new_table(blob_url)
+    table.append(_batch([0]))
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.concurrent_writers",
+                "race",
+                uri,
+                json.dumps(_options(blob_url)),
+                str(go),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline() or "{}").get("ready"), proc.stderr
+    go.touch()
+    results: list[dict[str, Any]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert sorted(r["version"] for r in results) == [2, 3]
+    assert sorted(r["attempts"] for r in results) == [1, 2]  # the loser retried once
+    assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]
+    assert Table.open(uri, _options(blob_url)).snapshot().num_files == 3
+
+
+def test_vacuum_and_the_command_line_on_azure(
+    blob_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from txntable.cli.main import main as cli
+    from txntable.engine.vacuum import vacuum
+
+    uri, table = _new_table(blob_url)
+    table.append(_batch([1, 2], "a"))
+    table.storage.write("p=a/orphan.parquet", b"x")
+    snapshot = Table.open(uri, _options(blob_url)).snapshot()
+    assert vacuum(snapshot, retention_ms=0, force=True).num_deleted == 1
+    names = {f.name for f in table.storage.list_tree()}
+    assert "p=a/orphan.parquet" not in names and any(n.startswith("_delta_log/") for n in names)
+    flags = [a for k, v in _options(blob_url).items() for a in ("--storage-option", f"{k}={v}")]
+    assert cli(["inspect", uri, "--json", *flags]) == 0
+    latest = Table.open(uri, _options(blob_url)).snapshot().version  # VACUUM logs its commits
+    assert json.loads(capsys.readouterr().out)["version"] == latest >= 1
+
+
+def test_bad_azure_options_and_credentials_fail_clearly(blob_url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="unknown Azure storage option AZURE_NOPE"):
+        open_storage(f"az://{CONTAINER}/t", {"AZURE_NOPE": "1"})
+    with pytest.raises(InvalidArgumentError, match="names no storage account"):
+        open_storage(f"az://{CONTAINER}/t", {"AZURE_STORAGE_ACCOUNT_KEY": EMULATOR_KEY})
+    with pytest.raises(InvalidArgumentError, match="plain http://"):
+        open_storage(
+            f"az://{CONTAINER}/t",
+            {"account_name": EMULATOR_ACCOUNT, "endpoint": f"{blob_url}/{EMULATOR_ACCOUNT}"},
+        )
+    wrong_key = _options(blob_url) | {"AZURE_STORAGE_ACCOUNT_KEY": "d3Jvbmcta2V5LXZhbHVl"}
+    with pytest.raises(StorageError, match="permission denied") as info:
+        Table.open(f"az://{CONTAINER}/t", wrong_key)
+    assert "d3Jvbmcta2V5LXZhbHVl" not in str(info.value)
