@@ -431,3 +431,34 @@ def test_bad_azure_options_fail_with_the_name_and_never_a_secret(
 def test_azure_uri_without_an_account_says_how_to_name_one() -> None:
     with pytest.raises(InvalidArgumentError, match="AZURE_STORAGE_ACCOUNT_NAME"):
         check_storage_options("az://data/t", {})
+
+
+def test_environment_fills_what_the_options_leave_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run pods get the Secret's keys as environment variables (envFrom): as object_store's
+    from_env, known AWS_*/AZURE_* variables complete the options, which win; IRSA's
+    AWS_ROLE_ARN and other variables that are not options are left to the SDKs."""
+    from txntable.engine.storage_options import (
+        azure_options_with_environment,
+        s3_options_with_environment,
+    )
+
+    environ = {
+        "AWS_REGION": "eu-north-1",
+        "AWS_ENDPOINT_URL": "https://from-env.example.com",
+        "AWS_ROLE_ARN": "arn:aws:iam::1:role/irsa",
+        "AWS_EXECUTION_ENV": "x",
+        "aws_profile": "lower-case is not an environment option",
+        "AZURE_STORAGE_ACCOUNT_KEY": SECRET_VALUE,
+        "AZURE_FEDERATED_TOKEN_FILE": "/var/run/secrets/token",
+    }
+    s3 = s3_options_with_environment({"endpoint_url": "https://given.example.com"}, environ)
+    assert s3 == {"endpoint_url": "https://given.example.com", "AWS_REGION": "eu-north-1"}
+    settings = parse_s3_options(s3)
+    assert settings.client["endpoint_url"] == "https://given.example.com"
+    azure = azure_options_with_environment({"account_name": "lake"}, environ)
+    assert parse_azure_options(azure).auth == "key"  # the key wins over the token file
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    storage = S3Storage("s3://b/t", {})
+    assert storage.client.meta.region_name == "eu-north-1"
+    assert storage.client.meta.endpoint_url == "https://from-env.example.com"

@@ -31,6 +31,7 @@ from txntable.engine.storage_options import (
     AZURE_SCHEMES,
     EMULATOR_ACCOUNT,
     AzureSettings,
+    azure_options_with_environment,
     parse_azure_options,
     report_without_effect,
 )
@@ -144,7 +145,7 @@ class AzureStorage(Storage):
         self, uri: str, storage_options: Mapping[str, Any] | None = None, client: Any = None
     ) -> None:
         super().__init__(uri)
-        settings = parse_azure_options(storage_options or {})
+        settings = parse_azure_options(azure_options_with_environment(storage_options or {}))
         self.account_url, self.account, self.container, self.prefix = azure_target(uri, settings)
         self.atomic_put_if_absent = settings.conditional_put
         #: options given that do nothing here (name -> why); also logged once at info

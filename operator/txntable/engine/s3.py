@@ -31,7 +31,12 @@ from typing import Any
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
 from txntable.engine.storage import FileExistsInStoreError, FileInfo, Storage
-from txntable.engine.storage_options import S3Settings, parse_s3_options, report_without_effect
+from txntable.engine.storage_options import (
+    S3Settings,
+    parse_s3_options,
+    report_without_effect,
+    s3_options_with_environment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +72,7 @@ class S3Storage(Storage):
     ) -> None:
         super().__init__(uri)
         self.bucket, self.prefix = parse_s3_uri(uri)
-        settings = parse_s3_options(storage_options or {})
+        settings = parse_s3_options(s3_options_with_environment(storage_options or {}))
         if settings.bucket is not None and settings.bucket != self.bucket:
             raise InvalidArgumentError(
                 f"storage option bucket names {settings.bucket!r}, the URI {self.bucket!r}"

@@ -420,6 +420,44 @@ def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str])
     )
 
 
+def _with_environment(
+    options: Mapping[str, Any],
+    canonical: Mapping[str, str],
+    prefix: str,
+    environ: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """``options`` plus the environment variables (``AWS_*``/``AZURE_*``, upper case) that name
+    a setting the options leave open, as object_store's ``from_env`` does: run pods receive the
+    Secret's keys as environment variables. Options win; unknown variables are left alone."""
+    import os
+
+    env = os.environ if environ is None else environ
+    given = {canonical.get(str(k).strip().lower()) for k in options}
+    merged = dict(options)
+    for name, value in env.items():
+        if not name.startswith(prefix) or name != name.upper() or not value:
+            continue
+        setting = canonical.get(name.lower())
+        if setting is not None and setting not in given:
+            merged[name] = value
+            given.add(setting)
+    return merged
+
+
+def s3_options_with_environment(
+    options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """S3 options completed from ``AWS_*`` environment variables (options win)."""
+    return _with_environment(options, _CANONICAL, "AWS_", environ)
+
+
+def azure_options_with_environment(
+    options: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Azure options completed from ``AZURE_*`` environment variables (options win)."""
+    return _with_environment(options, _AZURE_CANONICAL, "AZURE_", environ)
+
+
 _reported: set[frozenset[str]] = set()
 
 
