@@ -1,11 +1,22 @@
 """``python -m txntable``: run the controller (Kopf) with the configuration from the environment.
 
+Logs go through Kopf's formatter (JSON by default); ``/healthz`` on the health port is Kopf's
+liveness endpoint; ``/metrics`` on the metrics port is served by the startup handler.
+
 A bad ``TXNTABLE_*`` value stops the process here with a one-line message naming the variable.
 """
 
 from __future__ import annotations
 
 import sys
+
+#: Path of Kopf's liveness endpoint on the health port (the chart's probes use it).
+HEALTH_PATH = "/healthz"
+
+
+def liveness_endpoint(port: int) -> str:
+    """The URL Kopf serves its liveness endpoint on (all interfaces: the kubelet probes it)."""
+    return f"http://0.0.0.0:{port}{HEALTH_PATH}"
 
 
 def main() -> int:
@@ -16,24 +27,20 @@ def main() -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    import logging
-
     import kopf
 
     from txntable.handlers import kopf_handlers  # noqa: F401 - registers the handlers
+    from txntable.handlers.logs import configure_logging
 
-    logging.basicConfig(
-        level=config.log_level,
-        format='{"level":"%(levelname)s","logger":"%(name)s","message":"%(message)s"}'
-        if config.log_format == "json"
-        else "%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    # /healthz and /readyz are served by txntable.observability.server on the health port
-    # (started by the startup handler), so Kopf's own liveness endpoint is not bound here.
+    configure_logging(config)
+    # Kopf's liveness endpoint runs on the Kopf event loop, so a stuck loop fails the probe
+    # (a side thread would answer regardless). It is served once the startup handler is done,
+    # which makes it the readiness signal too; the probe handlers add what they check.
     kopf.run(
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
         peering_name=config.peering_name,
+        liveness_endpoint=liveness_endpoint(config.health_port),
     )
     return 0
 

@@ -1,4 +1,4 @@
-"""The HTTP endpoints and the Pushgateway push, over real sockets on 127.0.0.1; and the log
+"""The /metrics endpoint and the Pushgateway push, over real sockets on 127.0.0.1; and the log
 classification against live delta-rs and txntable writers appending to one table at once."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from txntable.engine import CommitOptions, Table
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.pushgateway import push_run_metrics
-from txntable.observability.server import ObservabilityServer, start_servers
+from txntable.observability.server import MetricsServer, register_process_collectors
 
 pytestmark = pytest.mark.integration
 
@@ -34,39 +34,21 @@ def fetch(url: str) -> tuple[int, str, str]:
         return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
 
 
-def test_metrics_health_and_readiness() -> None:
-    registry = CollectorRegistry()
+def test_metrics_are_served_by_prometheus_client_with_process_metrics() -> None:
+    registry = register_process_collectors(CollectorRegistry())
+    register_process_collectors(registry)  # twice is harmless
     metrics = ControllerMetrics(registry)
     metrics.reconcile_finished("table", 0.01, error=False)
-    ready = threading.Event()
-    servers = start_servers(registry, 0, None, host="127.0.0.1", ready=ready.is_set)
+    server = MetricsServer(registry, 0, "127.0.0.1").start()
     try:
-        base = f"http://127.0.0.1:{servers[0].port}"
-        code, kind, body = fetch(f"{base}/metrics")
+        code, kind, body = fetch(f"http://127.0.0.1:{server.port}/metrics")
         assert code == 200 and kind.startswith("text/plain")
         assert 'txntable_reconciles_total{kind="table",outcome="ok"} 1.0' in body
-        assert fetch(f"{base}/healthz")[0] == 200
-        assert fetch(f"{base}/readyz")[0] == 503
-        ready.set()
-        assert fetch(f"{base}/readyz")[0] == 200
-        assert fetch(f"{base}/nothing")[0] == 404
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_info"):
+            assert f"\n{name}" in body, name
     finally:
-        for s in servers:
-            s.stop()
-
-
-def test_separate_health_port_serves_the_same_paths() -> None:
-    registry = CollectorRegistry()
-    first = ObservabilityServer(registry, 0, "127.0.0.1")
-    port = first.port
-    first.stop()  # a free port for the second listener
-    servers = start_servers(registry, 0, port, host="127.0.0.1")
-    try:
-        assert len(servers) == 2 and servers[1].port == port
-        assert fetch(f"http://127.0.0.1:{port}/healthz")[0] == 200
-    finally:
-        for s in servers:
-            s.stop()
+        server.stop()
+    server.stop()  # stopping twice is a no-op
 
 
 class _Gateway(BaseHTTPRequestHandler):

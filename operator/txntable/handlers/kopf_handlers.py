@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from txntable.api.conditions import ConditionType, Reason, set_condition
 from txntable.api.constants import (
+    FINALIZER,
     GROUP,
     KIND_CHECKPOINT_POLICY,
     KIND_COMPACTION_POLICY,
@@ -34,6 +35,7 @@ from txntable.api.constants import (
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
 from txntable.config import Config
+from txntable.handlers.liveness import Liveness
 from txntable.handlers.operate import Operator
 from txntable.launch import (
     Backend,
@@ -44,7 +46,7 @@ from txntable.launch import (
 )
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
-from txntable.observability.server import ObservabilityServer, start_servers
+from txntable.observability.server import MetricsServer, register_process_collectors
 from txntable.reconcile.policy_status import policy_status
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 ENV_TEST_APISERVER = "TXNTABLE_TEST_APISERVER"
 ENV_RUNS_DIR = "TXNTABLE_LOCAL_RUNS_DIR"
 CONFIG = Config.from_env()  # read once; kopf decorators below need the interval at import
+#: A reconcile running longer than this is stuck: the liveness probe fails, the pod restarts.
+STUCK_RECONCILE_SECONDS = max(900.0, 30 * CONFIG.observe_interval_seconds)
 
 
 @dataclass
@@ -64,8 +68,8 @@ class State:
     active_runs: dict[str, int] = field(default_factory=dict)
     last_tick: dict[str, float] = field(default_factory=dict)
     metrics: ControllerMetrics | None = None
-    servers: list[ObservabilityServer] = field(default_factory=list)
-    ready: bool = False
+    servers: list[MetricsServer] = field(default_factory=list)
+    liveness: Liveness = field(default_factory=lambda: Liveness(STUCK_RECONCILE_SECONDS))
 
 
 def _api_client() -> Any:
@@ -95,6 +99,9 @@ def login(**kwargs: Any) -> Any:
 def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = CONFIG
     # Kopf's bookkeeping goes to annotations: our status schemas reject unknown fields.
+    # Kopf needs a finalizer on every kind with a timer; it carries our name, not Kopf's
+    # default marker, so an admin can tell whose it is (uninstall: docs/install.md).
+    settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.WARNING
@@ -111,7 +118,7 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
             )
         return launchers[backend]
 
-    registry = CollectorRegistry()
+    registry = register_process_collectors(CollectorRegistry())
     metrics = ControllerMetrics(registry)
     operator = Operator(
         config=config,
@@ -120,11 +127,21 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         engine_metrics=EngineMetrics(registry),
     )
     state = State(config, operator, api_client, metrics=metrics)
-    state.servers = start_servers(
-        registry, config.metrics_port, config.health_port, ready=lambda: state.ready
-    )
-    state.ready = True
+    # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); only /metrics here.
+    state.servers = [MetricsServer(registry, config.metrics_port).start()]
     memo.state = state
+
+
+@kopf.on.probe(id="reconciles")
+async def reconciles_probe(*, memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+    """Liveness detail: reconciles in flight and finished; fails when one is stuck."""
+    state: State | None = getattr(memo, "state", None)
+    if state is None:
+        raise kopf.PermanentError("the startup handler has not finished")
+    alive, details = state.liveness.report(time.monotonic())
+    if not alive:
+        raise kopf.PermanentError(details["stuck"])
+    return details
 
 
 @kopf.on.cleanup(id="cleanup")
@@ -336,14 +353,18 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     comp = _parse_all(compaction_index.get(namespace), CompactionPolicy.from_manifest)
     ckpt = _parse_all(checkpoint_index.get(namespace), CheckpointPolicy.from_manifest)
     others = sum(n for k, n in state.active_runs.items() if k != key)
-    with state.metrics.timed("table") if state.metrics else nullcontext():
-        tick = state.operator.reconcile(
-            table,
-            comp,
-            ckpt,
-            storage_options=_secret_options(state, table),
-            active_total=others,
-        )
+    state.liveness.begin(key, time.monotonic())
+    try:
+        with state.metrics.timed("table") if state.metrics else nullcontext():
+            tick = state.operator.reconcile(
+                table,
+                comp,
+                ckpt,
+                storage_options=_secret_options(state, table),
+                active_total=others,
+            )
+    finally:
+        state.liveness.end(key, time.monotonic())
     state.active_runs[key] = tick.active_runs
     for event in tick.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)

@@ -1,113 +1,80 @@
-"""The controller's HTTP endpoints: ``/metrics`` for Prometheus, ``/healthz`` and ``/readyz``.
+"""The controller's ``/metrics`` endpoint, served by prometheus_client's own HTTP server.
 
-Served from a daemon thread so the Kopf event loop never blocks on a scrape. The metrics port and
-the health port may differ (``TXNTABLE_METRICS_PORT``, ``TXNTABLE_HEALTH_PORT``); every server
-answers all three paths, so one port is enough for a process that commits (a test, a job).
-``/readyz`` asks a caller-given callable (e.g. "the operator has started"); ``/healthz`` only
-says the process serves requests.
+prometheus_client serves its registry from a daemon thread (a threading WSGI server), so the
+Kopf event loop never blocks on a scrape, and it speaks the exposition formats and
+content negotiation Prometheus expects. ``register_process_collectors`` adds the client's
+default collectors (process CPU, memory, open files and start time; Python platform and GC) to
+a registry, so the controller's own resource use is scraped with its metrics.
+
+Liveness and readiness are *not* served here: a thread that answers while the Kopf loop is
+stuck proves nothing. The probes go to Kopf's liveness endpoint on the health port, which runs
+on the Kopf loop itself (``python -m txntable``, ``handlers.kopf_handlers`` probe handlers).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 
 log = logging.getLogger(__name__)
 
+__all__ = ["MetricsServer", "ObservabilityServer", "register_process_collectors"]
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept") or "")
-            self._reply(200, encoder(self.server.registry), content_type)
-        elif path in ("/healthz", "/livez"):
-            self._reply(200, b"ok\n")
-        elif path == "/readyz":
-            ready = self._ready()
-            self._reply(200 if ready else 503, b"ready\n" if ready else b"not ready\n")
-        else:
-            self._reply(404, b"not found: try /metrics, /healthz or /readyz\n")
-
-    def _ready(self) -> bool:
+def register_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
+    """Add prometheus_client's process, platform and GC collectors to ``registry`` (the ones
+    its global registry has by default); a collector already there is left alone."""
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
         try:
-            return bool(self.server.ready())
-        except Exception:
-            log.exception("readiness check failed")
-            return False
-
-    def _reply(
-        self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
-    ) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
-        log.debug("%s " + format, self.address_string(), *args)
+            collector(registry=registry)
+        except ValueError:  # "Duplicated timeseries": registered before
+            continue
+    return registry
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    registry: CollectorRegistry
-    ready: Callable[[], bool]
+class MetricsServer:
+    """``/metrics`` of one registry on one port, via ``prometheus_client.start_http_server``."""
 
-
-class ObservabilityServer:
-    """One listening socket serving /metrics, /healthz and /readyz in a daemon thread."""
-
-    def __init__(
-        self,
-        registry: CollectorRegistry,
-        port: int,
-        host: str = "0.0.0.0",
-        ready: Callable[[], bool] | None = None,
-    ) -> None:
-        self._server = _Server((host, port), _Handler)
-        self._server.registry = registry
-        self._server.ready = ready or (lambda: True)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name=f"txntable-http-{self.port}", daemon=True
-        )
+    def __init__(self, registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> None:
+        self.registry = registry
+        self.host = host
+        self._port = port
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
-        """The bound port (useful when 0 was asked for)."""
-        return int(self._server.server_address[1])
+        """The bound port once started (useful when 0 was asked for), else the asked one."""
+        return int(self._server.server_port) if self._server is not None else self._port
 
-    def start(self) -> ObservabilityServer:
-        self._thread.start()
-        log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
+    def start(self) -> MetricsServer:
+        """Bind and serve in a daemon thread (the socket is open when this returns)."""
+        if self._server is None:
+            self._server, self._thread = start_http_server(
+                self._port, addr=self.host, registry=self.registry
+            )
+            log.info("serving /metrics on port %d", self.port)
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket (also for a server never started)."""
-        if self._thread.is_alive():
-            self._server.shutdown()
+        """Stop serving and close the socket (a no-op for a server never started)."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        if self._thread is not None:
             self._thread.join(5)
         self._server.server_close()
+        self._server = self._thread = None
 
 
-def start_servers(
-    registry: CollectorRegistry,
-    metrics_port: int,
-    health_port: int | None = None,
-    *,
-    host: str = "0.0.0.0",
-    ready: Callable[[], bool] | None = None,
-) -> list[ObservabilityServer]:
-    """Start the metrics server, and a second one on ``health_port`` when it differs."""
-    servers = [ObservabilityServer(registry, metrics_port, host, ready).start()]
-    if health_port is not None and health_port != metrics_port:
-        servers.append(ObservabilityServer(registry, health_port, host, ready).start())
-    return servers
+#: The earlier name; the server now answers /metrics only (probes go to Kopf).
+ObservabilityServer = MetricsServer

@@ -1,0 +1,83 @@
+"""The controller's lifecycle endpoints and marks, in-process against kmock (issue 13.6).
+
+One controller run checks: ``/healthz`` is Kopf's liveness endpoint (served on the Kopf loop,
+with our probe handler's report of the reconciles), ``/metrics`` is prometheus_client's server
+with the process collectors, and the finalizer Kopf needs for the timers carries the
+project's name (``txntable.io/finalizer``), not Kopf's default marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kopf.testing import KopfRunner
+
+from tests.integration.test_controller_kmock import (
+    TABLES,
+    apply,
+    fragmented_table,
+    manifests,
+    metrics_text,
+    register_resources,
+    status,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+async def test_liveness_metrics_and_finalizer(kmock: Any, tmp_path: Path) -> None:
+    location = tmp_path / "events"
+    fragmented_table(location)
+    register_resources(kmock)
+    apply(kmock, manifests(str(location), small_files=10_000))  # nothing to launch
+    os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
+    health = f"http://127.0.0.1:{_free_port()}/healthz"
+    seen: dict[str, Any] = {}
+
+    def run() -> bool:
+        args = ["run", "-A", "--standalone", f"--liveness={health}"]
+        with KopfRunner([*args, "-m", "txntable.handlers.kopf_handlers"], timeout=60):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                code, body = _get(health)
+                report = json.loads(body).get("reconciles", {}) if code == 200 else {}
+                if status(kmock).get("phase") and report.get("reconcilesFinished", 0) >= 1:
+                    seen["report"] = report
+                    seen["metrics"] = metrics_text()
+                    return True
+                time.sleep(0.5)
+        return False
+
+    assert await asyncio.get_running_loop().run_in_executor(None, run), status(kmock)
+    assert seen["report"]["reconcilesInFlight"] in (0, 1)
+    assert "stuck" not in seen["report"]
+    assert "\nprocess_cpu_seconds_total" in seen["metrics"]
+    assert "txntable_reconciles_total" in seen["metrics"]
+    finalizers = kmock.objects[TABLES, "default", "events"]["metadata"].get("finalizers")
+    assert finalizers == ["txntable.io/finalizer"]
+    assert _get(health)[0] == 0  # the operator stopped: nothing answers any more
