@@ -1,9 +1,9 @@
-"""Storage options as users already write them, turned into settings of our S3 client.
+"""Storage options as users already write them, turned into settings of our S3 and Azure clients.
 
 People come to txntable with the option names of delta-rs and object_store
-(``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_CONDITIONAL_PUT``...), in upper or lower case,
-or with fsspec/s3fs names (``key``, ``secret``, ``endpoint_url``). Every name is sorted into one
-of three groups, so no option is silently dropped:
+(``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_CONDITIONAL_PUT``, ``AZURE_STORAGE_ACCOUNT_NAME``
+...), in upper or lower case, or with fsspec/s3fs names (``key``, ``secret``, ``endpoint_url``).
+Every name is sorted into one of three groups, so no option is silently dropped:
 
 * **mapped**: it changes how boto3 talks to S3 (endpoint, region, credentials, TLS, timeouts,
   addressing style, encryption and checksums of the objects we write, ...);
@@ -184,11 +184,6 @@ SUPPORTED_SCHEMES: Final = (
     "memory:// (in-process, for tests)",
 )
 AZURE_SCHEMES: Final = ("abfss", "abfs", "az", "azure")
-
-
-def accepted_s3_option_names() -> list[str]:
-    """Every S3 option name that is not an error, in upper case as delta-rs writes them."""
-    return sorted({*_CANONICAL, *_S3_WITHOUT_EFFECT}, key=str.lower)
 
 
 def primary_s3_option_names() -> list[str]:
