@@ -58,3 +58,16 @@ def test_json_logs_stay_valid_with_quotes_and_newlines() -> None:
     assert first["table"] == "ns/t" and first["severity"] == "info"
     assert second["message"] == "run opt-1 failed" and second["severity"] == "error"
     assert 'ValueError: bad "value"\nhere' in second["exc_info"]
+
+
+def test_the_chart_probes_ask_the_path_the_controller_serves() -> None:
+    from pathlib import Path
+
+    from txntable.__main__ import HEALTH_PATH, liveness_endpoint
+
+    chart = Path(__file__).resolve().parents[2] / "charts" / "txntable-operator"
+    deployment = (chart / "templates" / "deployment.yaml").read_text()
+    probes = deployment[deployment.index("livenessProbe:") : deployment.index("resources:")]
+    assert probes.count(f"path: {HEALTH_PATH}") == 2  # liveness and readiness
+    assert "Probe.path" not in deployment and "/readyz" not in deployment
+    assert liveness_endpoint(8081) == f"http://0.0.0.0:8081{HEALTH_PATH}"
