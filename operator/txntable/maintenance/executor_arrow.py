@@ -24,10 +24,9 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,8 +36,9 @@ from txntable.engine.paths import decode_path, encode_path, has_scheme, partitio
 from txntable.engine.physical import PhysicalLayout, conform_table
 from txntable.engine.row_tracking import preserved_columns
 from txntable.engine.stats import StatsConfig, stats_for_table
-from txntable.engine.storage import LocalStorage, Storage, open_storage
+from txntable.engine.storage import LocalStorage, Storage, open_storage, open_uri_input
 from txntable.engine.writer import data_file_name
+from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.planner import ZORDER_TAG
 from txntable.maintenance.zorder import zorder_sort
 
@@ -66,6 +66,9 @@ class BinTask:
     #: id and commit version in the materialized columns the configuration names
     base_row_ids: tuple[int | None, ...] = ()
     row_commit_versions: tuple[int | None, ...] = ()
+    #: the most input bytes (Parquet bytes in storage) one task may load (None: no limit), the
+    #: executor's ``max_task_input_bytes``: a bin over it fails before reading anything
+    max_input_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,16 +138,39 @@ def _stats_config(layout: PhysicalLayout, configuration: Mapping[str, str]) -> S
     return StatsConfig(num_indexed_cols=config.num_indexed_cols, stats_columns=tuple(names))
 
 
-def _read_input(storage: Storage, raw_path: str, options: Mapping[str, Any]) -> pa.Table:
+def check_task_input(what: str, num_bytes: int, limit: int | None) -> None:
+    """Refuse to load ``num_bytes`` of input in one task when that is over ``limit``."""
+    if limit is not None and num_bytes > limit:
+        raise BinExecutionError(
+            f"{what} is {num_bytes} bytes, over the per-task limit max_task_input_bytes={limit}"
+        )
+
+
+def _read_parquet(pf: pq.ParquetFile, raw_path: str, max_bytes: int | None) -> pa.Table:
+    if max_bytes is not None:  # the guard reads the footer only, before any data
+        meta = pf.metadata
+        size = sum(
+            group.column(j).total_compressed_size
+            for group in (meta.row_group(i) for i in range(meta.num_row_groups))
+            for j in range(group.num_columns)
+        )
+        check_task_input(f"input {raw_path}", size, max_bytes)
+    return pf.read()
+
+
+def _read_input(
+    storage: Storage, raw_path: str, options: Mapping[str, Any], max_bytes: int | None = None
+) -> pa.Table:
     decoded = decode_path(raw_path)
-    if has_scheme(raw_path):
-        with fsspec.open(decoded, "rb", **dict(options)) as fh:
-            return pq.ParquetFile(fh).read()
-    source = storage.open_input(decoded)
+    # an absolute URI (a file outside the table root) opens through the same storage classes
+    # and option names as the table: fsspec knows neither delta-rs names nor our S3 client
+    source = (
+        open_uri_input(decoded, options) if has_scheme(raw_path) else storage.open_input(decoded)
+    )
     if isinstance(source, str):
-        return pq.ParquetFile(source).read()
+        return _read_parquet(pq.ParquetFile(source), raw_path, max_bytes)
     with source:
-        return pq.ParquetFile(source).read()
+        return _read_parquet(pq.ParquetFile(source), raw_path, max_bytes)
 
 
 def _write_output(storage: Storage, relative: str, data: pa.Table, written: list[str]) -> int:
@@ -179,60 +205,100 @@ def _row_tracking_of(task: BinTask, index: int) -> tuple[int | None, int | None]
     return base, version
 
 
+class BinIO:
+    """One bin's reading and writing steps, apart so that they can run in different tasks:
+    ``rewrite_bin`` runs them all in one task, the distributed Z-order (``zorder_spark``) reads
+    each input in its own task and writes each key range in another."""
+
+    def __init__(self, task: BinTask) -> None:
+        self.task = task
+        self.storage = open_storage(task.table_uri, task.storage_options)
+        self.layout = PhysicalLayout.build(
+            task.schema_string, task.partition_columns, task.configuration
+        )
+        self.tracked = preserved_columns(task.configuration)  # hidden columns, after the schema's
+        #: the conformed rows' schema: the data files' columns, then row tracking's hidden ones
+        self.schema = (
+            self.tracked.extend(self.layout.schema) if self.tracked else self.layout.schema
+        )
+        #: physical names of the columns whose Z-order key orders the rows (empty: none)
+        self.order_by = tuple(self.layout.physical_column(c) for c in task.zorder_by)
+        self.tags: dict[str, str | None] | None = (
+            {ZORDER_TAG: json.dumps(list(task.zorder_by), separators=(",", ":"))}
+            if task.zorder_by
+            else None
+        )
+        self._stats = _stats_config(self.layout, task.configuration)
+        # the log and the directories name partition columns physically under column mapping
+        keys = self.layout.partition_keys
+        self.partition_values = {keys.get(c, c): v for c, v in task.partition_values.items()}
+        self.directory = partition_dir(
+            [keys.get(c, c) for c in task.partition_columns], self.partition_values
+        )
+
+    def read_conformed(self, index: int, max_bytes: int | None = None) -> pa.Table:
+        """Input ``index``'s live rows in the table's physical layout: row tracking's values
+        filled in, rows its deletion vector deletes left out, columns conformed. ``max_bytes``
+        refuses a file over that many bytes before reading its data."""
+        task, path = self.task, self.task.inputs[index]
+        data = _read_input(self.storage, path, task.storage_options, max_bytes)
+        if self.tracked:  # before deletion vectors: a default row id is base + file position
+            data = self.tracked.attach(data, *_row_tracking_of(task, index), where=path)
+        dv = task.deletion_vectors[index] if task.deletion_vectors else None
+        if dv is not None:
+            data = data.filter(keep_mask(data.num_rows, deleted_rows(self.storage, dv)))
+        return conform(
+            data,
+            self.schema,
+            by_id=self.layout.mode == "id",
+            variants=self.layout.variant_paths,
+        )
+
+    def relative_path(self, name: str) -> str:
+        """Where a new data file named ``name`` goes: the bin's partition directory."""
+        return f"{self.directory}/{name}" if self.task.partition_columns else name
+
+    def write_chunk(
+        self, chunk: pa.Table, written: list[str], name: str | None = None
+    ) -> dict[str, Any]:
+        """Write ``chunk`` (conformed rows) as one new data file, named ``name`` or a fresh
+        name; its ``add`` action as JSON. ``written`` gets the path before the write starts."""
+        relative = self.relative_path(name or data_file_name())
+        size = _write_output(self.storage, relative, chunk, written)
+        tracked = self.tracked
+        add = AddFile(
+            path=encode_path(relative),
+            partition_values=dict(self.partition_values),
+            size=size,
+            modification_time=int(time.time() * 1000),
+            data_change=False,
+            stats=stats_for_table(
+                chunk.drop_columns(list(tracked.names)) if tracked else chunk,
+                config=self._stats,
+                opaque=self.layout.variant_paths,
+            ),
+            tags=self.tags,
+        )
+        return add.to_json()
+
+
 def rewrite_bin(task: BinTask) -> BinResult:
-    """Rewrite one bin; never raises (errors come back in the result)."""
+    """Rewrite one bin in this task; never raises (errors come back in the result)."""
     start = time.monotonic()
     written: list[str] = []
     try:
-        storage = open_storage(task.table_uri, task.storage_options)
-        layout = PhysicalLayout.build(
-            task.schema_string, task.partition_columns, task.configuration
-        )
-        schema = layout.schema
-        by_id = layout.mode == "id"
-        tracked = preserved_columns(task.configuration)  # hidden columns, after the schema's
-        schema = tracked.extend(schema) if tracked else schema
-        parts = []
-        for index, path in enumerate(task.inputs):
-            data = _read_input(storage, path, task.storage_options)
-            if tracked:  # before deletion vectors: a default row id is base + file position
-                data = tracked.attach(data, *_row_tracking_of(task, index), where=path)
-            dv = task.deletion_vectors[index] if task.deletion_vectors else None
-            if dv is not None:
-                data = data.filter(keep_mask(data.num_rows, deleted_rows(storage, dv)))
-            parts.append(conform(data, schema, by_id=by_id, variants=layout.variant_paths))
-        data = pa.concat_tables(parts) if parts else schema.empty_table()
-        tags: dict[str, str | None] | None = None
-        if task.zorder_by:
-            data = zorder_sort(data, tuple(layout.physical_column(c) for c in task.zorder_by))
-            tags = {ZORDER_TAG: json.dumps(list(task.zorder_by), separators=(",", ":"))}
+        check_task_input(f"bin {task.bin_id}'s input", task.input_bytes, task.max_input_bytes)
+        io = BinIO(task)
+        parts = [io.read_conformed(index) for index in range(len(task.inputs))]
+        data = pa.concat_tables(parts) if parts else io.schema.empty_table()
+        if io.order_by:
+            data = zorder_sort(data, io.order_by)
         n_out = output_file_count(task.input_bytes, task.target_file_size, len(task.inputs))
         rows_per_file = max(1, math.ceil(data.num_rows / n_out))
-        config = _stats_config(layout, task.configuration)
-        # the log and the directories name partition columns physically under column mapping
-        keys = layout.partition_keys
-        values = {keys.get(c, c): v for c, v in task.partition_values.items()}
-        directory = partition_dir([keys.get(c, c) for c in task.partition_columns], values)
-        adds = []
-        for offset in range(0, data.num_rows, rows_per_file):  # no rows: removes only
-            chunk = data.slice(offset, rows_per_file)
-            name = data_file_name()
-            relative = f"{directory}/{name}" if task.partition_columns else name
-            size = _write_output(storage, relative, chunk, written)
-            add = AddFile(
-                path=encode_path(relative),
-                partition_values=dict(values),
-                size=size,
-                modification_time=int(time.time() * 1000),
-                data_change=False,
-                stats=stats_for_table(
-                    chunk.drop_columns(list(tracked.names)) if tracked else chunk,
-                    config=config,
-                    opaque=layout.variant_paths,
-                ),
-                tags=tags,
-            )
-            adds.append(add.to_json())
+        adds = [  # no rows: removes only
+            io.write_chunk(data.slice(offset, rows_per_file), written)
+            for offset in range(0, data.num_rows, rows_per_file)
+        ]
         return BinResult(
             task.bin_id,
             adds=tuple(adds),
@@ -241,13 +307,17 @@ def rewrite_bin(task: BinTask) -> BinResult:
             seconds=time.monotonic() - start,
         )
     except Exception as exc:  # a worker reports, the orchestrator decides
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return BinResult(
             task.bin_id,
             written=tuple(written),
             seconds=time.monotonic() - start,
-            error=detail,
+            error=error_line(exc),
         )
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: message`` of an error, as a bin result reports it."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
 class ArrowExecutor:
@@ -256,12 +326,16 @@ class ArrowExecutor:
 
     name = "arrow"
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, max_task_input_bytes: int | None = None) -> None:
         self.workers = max(1, workers)
+        #: a bin with more input bytes than this fails instead of loading (None: no limit)
+        self.max_task_input_bytes = max_task_input_bytes
 
     def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
         if not tasks:
             return []
+        if self.max_task_input_bytes is not None:
+            tasks = [replace(t, max_input_bytes=self.max_task_input_bytes) for t in tasks]
         with ThreadPoolExecutor(max_workers=min(self.workers, len(tasks))) as pool:
             return list(pool.map(rewrite_bin, tasks))
 
