@@ -312,3 +312,54 @@ def test_object_store_option_names_end_to_end(
         monkeypatch.setenv(name, value)
     seen = oracle_read.read(uri)
     assert seen["version"] == 2 and seen["rows"] == 3
+
+
+def test_optimize_reads_files_named_by_absolute_s3_uri(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data file outside the table root (a shallow clone's) is read through our S3 client with
+    the option names the table uses; fsspec knew neither those names nor had a client here."""
+    from dataclasses import replace
+
+    from tests import oracle_read
+    from txntable.engine.transaction import Transaction
+    from txntable.maintenance.executor_arrow import ArrowExecutor
+    from txntable.maintenance.optimize import optimize
+    from txntable.maintenance.planner import OptimizePolicy
+
+    options = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }
+    uri = f"s3://{BUCKET}/abs-{uuid.uuid4().hex[:8]}"
+    table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=options)
+    for i in range(4):
+        table.append(_batch([10 * i, 10 * i + 1]))
+    snapshot = table.snapshot()
+    storage = table.storage
+    assert isinstance(storage, S3Storage)
+    txn = Transaction(table, snapshot)
+    for add in list(snapshot.add_actions())[:2]:
+        key = f"elsewhere-{uuid.uuid4().hex[:8]}/{add.path.rsplit('/', 1)[-1]}"
+        storage.client.put_object(Bucket=BUCKET, Key=key, Body=storage.read(add.path))
+        txn.add(
+            add.to_remove(deletion_timestamp=0, data_change=False),
+            replace(add, path=f"s3://{BUCKET}/{key}", data_change=False),
+        )
+    txn.commit("RESTORE")
+
+    result = optimize(
+        Table.open(uri, options),
+        OptimizePolicy(target_file_size=1 << 30),
+        ArrowExecutor(),
+        storage_options=options,
+    )
+
+    assert result.error is None and result.bins_committed == 1, result.to_json()
+    for name, value in options.items():
+        monkeypatch.setenv(name, value)
+    seen = oracle_read.read(uri)
+    assert seen["rows"] == 8 and seen["version"] == result.version
