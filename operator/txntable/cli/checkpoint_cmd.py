@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 from txntable.cli.errors import CliError
-from txntable.engine.checkpoint_write import write_checkpoint
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
@@ -30,6 +29,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.engine.checkpoint_write import write_checkpoint
+
     if args.part_size is not None and args.part_size <= 0:
         raise CliError(f"--part-size must be a positive number of rows, got {args.part_size}")
     started = time.perf_counter()

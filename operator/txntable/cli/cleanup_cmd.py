@@ -7,7 +7,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from txntable.engine.cleanup import cleanup_expired_logs
 from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
@@ -30,6 +29,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.engine.cleanup import cleanup_expired_logs
+
     retention_ms = parse_interval_ms(args.retention) if args.retention else None
     snapshot = open_table(args).snapshot()
     result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=retention_ms)

@@ -7,39 +7,50 @@
    OPTIMIZE as a Spark job in local mode and writes a checkpoint inline.
 3. Before/after: files, average file size, rows (read back by deltalake), the runs made, and the
    commit/retry/conflict counts of every writer.
+
+pyarrow, the engine and the controller are imported when the demo runs, not when ``txntable``
+builds its parser (every command registers this one).
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from txntable.api.types import TxnTable
 from txntable.cli.errors import CliError
 from txntable.cli.run_cmd import load_manifests, make_operator, reconcile_loop
 from txntable.config import Config
-from txntable.engine import CommitOptions, Table
-from txntable.handlers.operate import Tick
-from txntable.observability.log_commits import classify
-from txntable.observability.metrics import EngineMetrics
-from txntable.observability.run_report import engine_summary
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from txntable.api.types import TxnTable
+    from txntable.handlers.operate import Tick
 
 REGIONS = ("eu", "us", "apac")
 #: Written into the table directory and the run-state directory the demo creates: a later demo
 #: replaces only what carries it, never a table (or folder) someone else put there.
 DEMO_MARKER = ".txntable-demo"
-SCHEMA = pa.schema(
-    [("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64()), ("note", pa.string())]
-)
+
+
+def schema() -> pa.Schema:
+    """The demo table's columns."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("region", pa.string()),
+            ("amount", pa.float64()),
+            ("note", pa.string()),
+        ]
+    )
 
 
 def register(sub: Any) -> None:
@@ -56,6 +67,8 @@ def register(sub: Any) -> None:
 
 
 def _batch(writer: int, i: int, rows: int = 150) -> pa.Table:
+    import pyarrow as pa
+
     base = (writer * 1000 + i) * rows
     ids = range(base, base + rows)
     return pa.table(
@@ -65,11 +78,15 @@ def _batch(writer: int, i: int, rows: int = 150) -> pa.Table:
             "amount": pa.array([float(k % 97) for k in ids]),
             "note": pa.array([None if k % 10 == 0 else f"row {k}" for k in ids]),
         },
-        schema=SCHEMA,
+        schema=schema(),
     )
 
 
 def _ours(location: str, writer: int, appends: int, out: Any) -> None:
+    from txntable.engine import CommitOptions, Table
+    from txntable.observability.metrics import EngineMetrics
+    from txntable.observability.run_report import engine_summary
+
     metrics = EngineMetrics()
     table = Table.open(location)
     options = CommitOptions(table_name="default/events", observer=metrics)
@@ -112,7 +129,11 @@ def claim(path: Path) -> None:
 
 def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
     """Create the table, then race ``writers`` processes per engine appending to it."""
-    Table.create(str(location), SCHEMA, partition_by=["region"])
+    import multiprocessing
+
+    from txntable.engine import Table
+
+    Table.create(str(location), schema(), partition_by=["region"])
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     procs = [
@@ -163,6 +184,8 @@ def _rows_read_by_deltalake(location: Path) -> int:
 
 
 def _describe(location: Path, label: str) -> dict[str, Any]:
+    from txntable.engine import Table
+
     snap = Table.open(str(location)).snapshot()
     rows = _rows_read_by_deltalake(location)
     files = snap.num_files
@@ -175,6 +198,9 @@ def _describe(location: Path, label: str) -> dict[str, Any]:
 
 
 def _log_contention(location: Path) -> dict[str, dict[str, int]]:
+    from txntable.engine import Table
+    from txntable.observability.log_commits import classify
+
     out: dict[str, dict[str, int]] = {}
     for info in Table.open(str(location)).history():
         commit = classify(info)

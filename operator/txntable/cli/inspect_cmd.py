@@ -1,21 +1,21 @@
 """``txntable inspect URI``: what a table is, as a readable summary or one JSON object.
 
 Protocol, metadata, schema, the last checkpoint, small-file figures and the files, all read from
-the log (no data file is opened), so it answers as fast as the log loads.
+the log (no data file is opened), so it answers as fast as the log loads. The figures (pyarrow)
+and the engine are imported when the command runs, not when the parser is built.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from txntable.api.quantity import QuantityError, parse_size
-from txntable.cli import inspect_figures as figures
 from txntable.cli.errors import CliError
-from txntable.engine import Snapshot
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
-from txntable.maintenance.clustering import describe_clustering
+
+if TYPE_CHECKING:
+    from txntable.engine import Snapshot
 
 
 def register(sub: Any) -> None:
@@ -37,8 +37,14 @@ def register(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def describe(snapshot: Snapshot, small_below: int = figures.DEFAULT_SMALL_BELOW) -> dict[str, Any]:
-    """The JSON document of ``inspect --json``."""
+def describe(snapshot: Snapshot, small_below: int | None = None) -> dict[str, Any]:
+    """The JSON document of ``inspect --json``; files under ``small_below`` bytes count as small
+    (default: what optimize aims at, ``inspect_figures.DEFAULT_SMALL_BELOW``)."""
+    from txntable.cli import inspect_figures as figures
+    from txntable.maintenance.clustering import describe_clustering
+
+    if small_below is None:
+        small_below = figures.DEFAULT_SMALL_BELOW
     protocol = snapshot.protocol
     metadata = snapshot.metadata
     files = snapshot.files()
@@ -164,12 +170,10 @@ def _figure_lines(doc: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.api.quantity import QuantityError, parse_size
+
     try:
-        below = (
-            figures.DEFAULT_SMALL_BELOW
-            if args.small_below is None
-            else parse_size(args.small_below)
-        )
+        below = None if args.small_below is None else parse_size(args.small_below)
     except QuantityError as exc:
         raise CliError(f"--small-below: {exc}") from None
     table = open_table(args)

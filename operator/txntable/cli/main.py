@@ -3,6 +3,11 @@
 Every expected failure (not a table, unsupported feature, corrupt log, unreachable storage, bad
 arguments) ends with a single ``error: ...`` line on stderr and a non-zero status, never a
 traceback: the command is used from scripts and from the controller's runs.
+
+Building the parser is cheap: the subcommand modules define their arguments with nothing but
+argparse and import the engine, pyarrow, Spark or the controller only inside ``run``, so
+``--help``, ``--version`` and a bad flag answer without loading them (``import txntable`` is
+cheap too), and each subcommand loads only what it uses.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from txntable import __version__
 from txntable.cli import (
     checkpoint_cmd,
     cleanup_cmd,
@@ -40,14 +44,31 @@ EXIT_ENGINE_ERROR = 1
 EXIT_USAGE = 2
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: reads the installed distribution's version only when asked (slow)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        import txntable
+
+        print(f"{parser.prog} {txntable.__version__}")  # stdout, as argparse's version action
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txntable",
         description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint, vacuum.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)

@@ -13,7 +13,6 @@ from typing import Any
 
 from txntable.cli.errors import CliError
 from txntable.jobs.optimize import add_arguments, execute
-from txntable.maintenance.errors import MaintenanceError
 
 
 def register(sub: Any) -> None:
@@ -25,6 +24,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.maintenance.errors import MaintenanceError
+
     try:
         result, code = execute(args)
     except MaintenanceError as exc:

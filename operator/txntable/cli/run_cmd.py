@@ -14,17 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from txntable.api.errors import InvalidSpecError
-from txntable.api.manifests import parse_manifest
-from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.cli.errors import CliError
 from txntable.config import Config
-from txntable.handlers.operate import Operator, Tick
-from txntable.launch import Backend, Launcher, LocalLauncher
+
+# The API models, YAML and the controller are imported where they are used: every ``txntable``
+# command registers this one, and building the parser must stay cheap.
+if TYPE_CHECKING:
+    from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+    from txntable.handlers.operate import Operator, Tick
 
 
 def register(sub: Any) -> None:
@@ -51,6 +50,12 @@ class Manifests:
 def load_manifests(directory: Path) -> Manifests:
     """Every manifest of ours under ``directory``; invalid ones (every broken field of each, or a
     misspelled kind) are reported, not fatal; other tools' objects (a Secret) are skipped."""
+    import yaml
+
+    from txntable.api.errors import InvalidSpecError
+    from txntable.api.manifests import parse_manifest
+    from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+
     if not directory.is_dir():
         raise CliError(f"{directory} is not a directory")
     out = Manifests()
@@ -123,6 +128,9 @@ def _status_json(table: TxnTable, tick: Tick) -> str:
 
 
 def make_operator(runs_dir: Path, config: Config) -> Operator:
+    from txntable.handlers.operate import Operator
+    from txntable.launch import Backend, Launcher, LocalLauncher
+
     launcher = LocalLauncher(runs_dir)
 
     def launchers(backend: Backend) -> Launcher:

@@ -11,14 +11,14 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from txntable.engine.retention import parse_interval_ms
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.vacuum import VacuumResult, vacuum
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
-from txntable.maintenance.errors import MaintenanceError
-from txntable.maintenance.vacuum_spark import SparkSweeper
+
+if TYPE_CHECKING:  # imported when the command runs: building the parser must stay cheap
+    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.vacuum import VacuumResult
 
 
 def register(sub: Any) -> None:
@@ -56,6 +56,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.maintenance.errors import MaintenanceError
+
     retention_ms = parse_interval_ms(args.retention) if args.retention else None
     snapshot = open_table(args).snapshot()
     try:
@@ -78,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace, snapshot: Snapshot, retention_ms: int | None) -> VacuumResult:
+    from txntable.engine.vacuum import vacuum
+    from txntable.maintenance.vacuum_spark import SparkSweeper
+
     if args.executor != "spark":
         return vacuum(snapshot, retention_ms=retention_ms, force=args.force, dry_run=args.dry_run)
     sweeper = SparkSweeper(master=args.master, storage_options=storage_options(args.storage_option))

@@ -15,28 +15,28 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from txntable.api.quantity import QuantityError, parse_size
 from txntable.engine.errors import EngineError
 from txntable.engine.retention import parse_interval_ms
-from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
-from txntable.engine.vacuum import vacuum
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
-from txntable.maintenance.errors import InvalidPolicyError, MaintenanceError
-from txntable.maintenance.executor_arrow import ArrowExecutor
-from txntable.maintenance.executor_spark import SparkExecutor  # pyspark only when started
-from txntable.maintenance.optimize import BinExecutor, OptimizeResult, optimize
-from txntable.maintenance.planner import OptimizePolicy
-from txntable.maintenance.vacuum_spark import SPARK_MIN_FILES, SparkSweeper, wants_spark
-from txntable.observability.metrics import EngineMetrics
-from txntable.observability.pushgateway import push_run_metrics
-from txntable.observability.run_report import engine_summary
+
+# The engine, the executors and the metrics are imported where they are used: ``txntable``
+# builds its parser from ``add_arguments`` on every command (``--help`` included), which must
+# not load pyarrow, the log reader or prometheus_client.
+if TYPE_CHECKING:
+    from txntable.engine.table import Table
+    from txntable.maintenance.optimize import BinExecutor, OptimizeResult
+    from txntable.maintenance.planner import OptimizePolicy
+    from txntable.observability.metrics import EngineMetrics
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+#: ``--vacuum-spark-min-files`` when not given: ``maintenance.vacuum_spark.SPARK_MIN_FILES``,
+#: repeated here because that module loads the engine (a unit test keeps the two equal)
+VACUUM_SPARK_MIN_FILES = 100_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,16 +102,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vacuum-spark-min-files",
         type=int,
-        default=SPARK_MIN_FILES,
+        default=VACUUM_SPARK_MIN_FILES,
         metavar="N",
         help="with --executor spark, VACUUM lists and deletes as Spark tasks when the log knows "
-        f"at least N files, live and removed (default {SPARK_MIN_FILES})",
+        f"at least N files, live and removed (default {VACUUM_SPARK_MIN_FILES})",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
 
 
 def _size(text: str, flag: str) -> int:
     """The size given to ``--flag``, in the CRDs' quantity syntax (``128Mi``, ``500M``)."""
+    from txntable.api.quantity import QuantityError, parse_size
+    from txntable.maintenance.errors import InvalidPolicyError
+
     try:
         return parse_size(text)
     except QuantityError as exc:
@@ -119,6 +122,8 @@ def _size(text: str, flag: str) -> int:
 
 
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
+    from txntable.maintenance.planner import OptimizePolicy
+
     zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
     min_size, max_bytes = args.min_file_size, args.max_bytes
     return OptimizePolicy(
@@ -134,6 +139,9 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
 
 
 def make_executor(args: argparse.Namespace) -> BinExecutor:
+    from txntable.maintenance.executor_arrow import ArrowExecutor
+    from txntable.maintenance.executor_spark import SparkExecutor  # pyspark only when started
+
     if args.executor == "arrow":
         return ArrowExecutor(workers=args.workers)
     return SparkExecutor(master=args.master)
@@ -147,6 +155,11 @@ def execute(
     args: argparse.Namespace, metrics: EngineMetrics | None = None
 ) -> tuple[OptimizeResult, int]:
     """Run with parsed arguments; bad input raises (``EngineError``/``MaintenanceError``)."""
+    from txntable.engine.table import Table
+    from txntable.engine.transaction import CommitOptions
+    from txntable.maintenance.errors import MaintenanceError
+    from txntable.maintenance.optimize import optimize
+
     policy = policy_from_args(args)
     options = storage_options(args.storage_option)
     if args.max_attempts < 1:
@@ -193,6 +206,11 @@ def run_vacuum(
     its summary for the result line, and an error when it could not run. On the Spark executor
     a table of at least ``--vacuum-spark-min-files`` files is listed and deleted by Spark tasks
     in the executor's session (``maintenance/vacuum_spark.py``)."""
+    from txntable.engine.vacuum import vacuum
+    from txntable.maintenance.errors import MaintenanceError
+    from txntable.maintenance.executor_spark import SparkExecutor
+    from txntable.maintenance.vacuum_spark import SparkSweeper, wants_spark
+
     try:
         retention_ms = parse_interval_ms(args.vacuum_retention) if args.vacuum_retention else None
         snapshot = table.snapshot()
@@ -215,6 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
+    from txntable.maintenance.errors import MaintenanceError
+    from txntable.observability.metrics import EngineMetrics
+    from txntable.observability.pushgateway import push_run_metrics
+    from txntable.observability.run_report import engine_summary
+
     metrics = EngineMetrics()
     try:
         result, code = execute(args, metrics)

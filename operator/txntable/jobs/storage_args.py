@@ -12,10 +12,12 @@ import argparse
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.table import Table
+
+if TYPE_CHECKING:
+    from txntable.engine.table import Table
 
 STORAGE_OPTIONS_ENV = "TXNTABLE_STORAGE_OPTIONS"
 
@@ -57,4 +59,6 @@ def storage_options(
 
 def open_table(args: argparse.Namespace) -> Table:
     """The table ``args.uri`` names, opened with the options of ``args.storage_option``."""
+    from txntable.engine.table import Table  # here: building a parser must not load the engine
+
     return Table.open(args.uri, storage_options(args.storage_option))
