@@ -219,3 +219,12 @@ def test_status_keys_written_by_other_tools_are_ignored() -> None:
     with pytest.raises(InvalidSpecError) as info:
         TxnTableStatus.from_dict({"files": -1})
     assert info.value.field_path == "status.files"
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["s3://b/t", "s3a://b/t", "abfss://c@acct.dfs.core.windows.net/t", "az://c/t", "azure://c/t"],
+)
+def test_every_scheme_the_engine_serves_is_a_valid_location(location: str) -> None:
+    table = TxnTable.from_manifest(minimal("TxnTable", {"location": location}))
+    assert table.spec.location == location

@@ -31,7 +31,7 @@ from txntable.api.constants import KIND_TABLE
 from txntable.api.errors import InvalidSpecError
 from txntable.api.meta import ObjectMeta, envelope, read_manifest
 
-LOCATION_PATTERN: Final = r"^((s3|s3a|gs|gcs|abfs|abfss|az|hdfs|file|memory)://.+|/.*|\.{1,2}/.*)$"
+LOCATION_PATTERN: Final = r"^((s3|s3a|abfs|abfss|az|azure|file|memory)://.+|/.*|\.{1,2}/.*)$"
 COLUMN_TYPE_PATTERN: Final = (
     r"^(string|long|integer|short|byte|float|double|boolean|binary|date|timestamp"
     r"|timestamp_ntz|decimal\(([1-9]|[12][0-9]|3[0-8]),([0-9]|[12][0-9]|3[0-8])\))$"
