@@ -3,7 +3,8 @@
 One controller run checks: ``/healthz`` is Kopf's liveness endpoint (served on the Kopf loop,
 with our probe handler's report of the reconciles), ``/metrics`` is prometheus_client's server
 with the process collectors, and the finalizer Kopf needs for the timers carries the
-project's name (``txntable.io/finalizer``), not Kopf's default marker.
+project's name (``txntable.io/finalizer``); Kopf's default marker, left by an earlier
+release, is removed (else the object would hang in Terminating).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from tests.integration.test_controller_kmock import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
+LEGACY = "kopf.zalando.org/KopfFinalizerMarker"
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -54,7 +57,10 @@ async def test_liveness_metrics_and_finalizer(kmock: Any, tmp_path: Path) -> Non
     location = tmp_path / "events"
     fragmented_table(location)
     register_resources(kmock)
-    apply(kmock, manifests(str(location), small_files=10_000))  # nothing to launch
+    docs = manifests(str(location), small_files=10_000)  # nothing to launch
+    # an object from a release that used Kopf's default finalizer: it must not keep it
+    docs["table"]["metadata"]["finalizers"] = [LEGACY]
+    apply(kmock, docs)
     os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
     health = f"http://127.0.0.1:{_free_port()}/healthz"
     seen: dict[str, Any] = {}
@@ -66,7 +72,9 @@ async def test_liveness_metrics_and_finalizer(kmock: Any, tmp_path: Path) -> Non
             while time.monotonic() < deadline:
                 code, body = _get(health)
                 report = json.loads(body).get("reconciles", {}) if code == 200 else {}
-                if status(kmock).get("phase") and report.get("reconcilesFinished", 0) >= 1:
+                meta = kmock.objects[TABLES, "default", "events"]["metadata"]
+                migrated = LEGACY not in (meta.get("finalizers") or [])
+                if migrated and report.get("reconcilesFinished", 0) >= 1:
                     seen["report"] = report
                     seen["metrics"] = metrics_text()
                     return True

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 ENV_TEST_APISERVER = "TXNTABLE_TEST_APISERVER"
 ENV_RUNS_DIR = "TXNTABLE_LOCAL_RUNS_DIR"
 CONFIG = Config.from_env()  # read once; kopf decorators below need the interval at import
+#: Kopf's default finalizer, which earlier releases left on every object; ours replaced it.
+LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 #: A reconcile running longer than this is stuck: the liveness probe fails, the pod restarts.
 STUCK_RECONCILE_SECONDS = max(900.0, 30 * CONFIG.observe_interval_seconds)
 
@@ -171,10 +173,20 @@ def tables(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any
     return {namespace or "default": dict(body)}
 
 
+def _drop_legacy_finalizer(body: kopf.Body, patch: kopf.Patch) -> None:
+    """Remove Kopf's default finalizer left by an earlier release: nothing would ever remove
+    it now that Kopf uses ours, so the object would hang in Terminating when deleted."""
+    finalizers = list(body.get("metadata", {}).get("finalizers") or [])
+    if LEGACY_FINALIZER in finalizers:
+        kept = dict.fromkeys(f for f in finalizers if f != LEGACY_FINALIZER)  # order, no twins
+        patch.metadata["finalizers"] = list(kept)
+
+
 def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     """Status of a policy: validity, matched tables, active and last runs, next schedule."""
     if not _is_kind(parse, body):
         return
+    _drop_legacy_finalizer(body, patch)
     now = datetime.now(UTC)
     try:
         policy = parse(dict(body))
@@ -337,6 +349,7 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
     state = _state(memo)
     started = time.monotonic()
+    _drop_legacy_finalizer(body, patch)
     try:
         table = TxnTable.from_manifest(dict(body))
     except InvalidSpecError as exc:
