@@ -92,3 +92,24 @@ def test_an_os_error_is_one_line_and_exit_1(
     err = capsys.readouterr().err
     assert err.startswith("error: Permission denied (") and err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_demo_without_deltalake_says_which_extra_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "deltalake" else real(name, *a),
+    )
+    location = tmp_path / "t"
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "t.yaml").write_text(MANIFEST.format(location=location))
+    code = cli(["demo", "--manifests", str(manifests), "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2
+    assert "txntable[demo]" in capsys.readouterr().err
+    assert not location.exists() and not (tmp_path / "runs").exists()

@@ -213,7 +213,20 @@ def _log_contention(location: Path) -> dict[str, dict[str, int]]:
     return out
 
 
+def _require_deltalake() -> None:
+    """The demo races deltalake writers against ours and reads back with it: without the
+    ``demo`` extra it would fail inside a child process with a traceback."""
+    import importlib.util
+
+    if importlib.util.find_spec("deltalake") is None:
+        raise CliError(
+            "txntable demo needs deltalake (the competing writer and the independent reader): "
+            "pip install 'txntable[demo]'"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    _require_deltalake()
     manifests = load_manifests(Path(args.manifests))
     if manifests.errors or len(manifests.tables) != 1:
         raise CliError(f"{args.manifests} must hold exactly one valid TxnTable: {manifests.errors}")
