@@ -140,6 +140,26 @@ def test_the_public_names_resolve_on_first_use() -> None:
         _ = txntable.engine.Tabel
 
 
+def test_the_api_models_resolve_on_first_use_and_a_size_parser_loads_none_of_them() -> None:
+    import importlib
+
+    import txntable.api
+
+    for name in txntable.api.__all__:
+        module = {"ApiError": "errors", "InvalidSpecError": "errors"}.get(name)
+        if module is None:
+            module = "types" if "Polic" in name or name.startswith("TxnTable") else "conditions"
+        assert getattr(txntable.api, name) is getattr(
+            importlib.import_module(f"txntable.api.{module}"), name
+        )
+    setup = (
+        "from txntable.api.quantity import parse_size\n"
+        "assert parse_size('1Ki') == 1024\n"
+        "assert 'txntable.api.types' not in sys.modules, 'the models were loaded'"
+    )
+    assert _loaded_after(setup) == []
+
+
 def test_the_job_states_the_vacuum_spark_threshold_of_the_vacuum_module() -> None:
     """``--vacuum-spark-min-files`` repeats the threshold so that parsing stays cheap."""
     from txntable.jobs.optimize import VACUUM_SPARK_MIN_FILES
