@@ -86,8 +86,8 @@ def test_create_refuses_an_existing_table_and_bad_layouts() -> None:
         with pytest.raises(InvalidArgumentError, match=message):
             Table.create(other, SCHEMA, **kwargs)  # type: ignore[arg-type]
         assert open_storage(other).list_log() == []
-    with pytest.raises(UnsupportedWriterFeatureError, match="deletionVectors"):
-        Table.create(_uri(), SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    with pytest.raises(UnsupportedWriterFeatureError, match="changeDataFeed"):
+        Table.create(_uri(), SCHEMA, properties={"delta.enableChangeDataFeed": "true"})
 
 
 def test_timestamp_ntz_tables_get_the_feature() -> None:

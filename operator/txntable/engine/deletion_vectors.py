@@ -1,4 +1,4 @@
-"""Reading deletion vectors: which rows of a data file a table has deleted.
+"""Deletion vectors: which rows of a data file a table has deleted, read and written.
 
 A deletion vector (PROTOCOL.md, "Deletion Vector Format") is a 64-bit Roaring bitmap of row
 indexes, stored inline in the log (``storageType`` ``i``, Z85 text) or in a file next to the
@@ -8,6 +8,11 @@ the "portable" layout is an 8-byte bucket count, then per bucket a 4-byte key (t
 its row indexes) and a standard 32-bit Roaring bitmap; the "native" layout has a 4-byte count and
 no keys (bucket ``i`` holds the rows with high bits ``i``). The 32-bit bitmaps are decoded by
 pyroaring, the maintained Python binding of CRoaring.
+
+Writing (``write_vectors``) produces what Spark writes: one ``deletion_vector_<uuid>.bin`` in the
+table root holding the vectors of one commit (a version byte ``1``, then each vector framed as
+above, portable layout), each described as storage type ``u`` with the UUID in Z85 and the
+offset of its size field. pyroaring's 64-bit bitmap serializes exactly the portable layout.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyroaring import BitMap
+from pyroaring import BitMap, BitMap64
 
-from txntable.engine.errors import CorruptLogError, InvalidArgumentError
+from txntable.engine.actions import DeletionVector
+from txntable.engine.errors import CorruptLogError, EngineError, InvalidArgumentError
 from txntable.engine.paths import decode_path, has_scheme
 from txntable.engine.storage import Storage
 
@@ -44,6 +51,21 @@ def z85_decode(text: str) -> bytes:
             raise InvalidArgumentError(f"{text!r} is not Base85")
         out += value.to_bytes(4, "big")
     return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    """Z85 text of bytes whose length is a multiple of 4 (a UUID's 16 bytes: 20 characters)."""
+    if len(data) % 4:
+        raise InvalidArgumentError(f"Z85 encodes multiples of 4 bytes, not {len(data)}")
+    out: list[str] = []
+    for start in range(0, len(data), 4):
+        value = int.from_bytes(data[start : start + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            chunk.append(_Z85[digit])
+        out.extend(reversed(chunk))
+    return "".join(out)
 
 
 def z85_uuid(text: str) -> str:
@@ -155,3 +177,69 @@ def keep_mask(num_rows: int, deleted: list[int]) -> pa.Array:
             )
         mask[row] = False
     return pa.array(mask, pa.bool_())
+
+
+# -- writing -------------------------------------------------------------------------------------
+DV_FILE_VERSION = 1
+
+
+def deleted_bitmap(storage: Storage, dv: Mapping[str, Any] | None) -> BitMap64:
+    """The rows a descriptor deletes as a 64-bit bitmap (empty for ``None``)."""
+    return BitMap64(deleted_rows(storage, dv)) if dv else BitMap64()
+
+
+def serialize_vector(rows: BitMap64) -> bytes:
+    """A RoaringBitmapArray: the portable magic number, then the portable 64-bit bitmap."""
+    rows = BitMap64(rows)
+    rows.run_optimize()
+    return struct.pack("<I", _PORTABLE) + rows.serialize()
+
+
+@dataclass(frozen=True)
+class WrittenVectors:
+    """One deletion-vector file and the descriptors of the vectors in it, in the given order."""
+
+    path: str  # relative to the table root
+    descriptors: tuple[DeletionVector, ...]
+
+
+def vector_file_bytes(vectors: Sequence[BitMap64]) -> tuple[bytes, list[tuple[int, int]]]:
+    """The file holding ``vectors`` and each one's (offset of its size field, data size)."""
+    out = bytearray([DV_FILE_VERSION])
+    places: list[tuple[int, int]] = []
+    for rows in vectors:
+        data = serialize_vector(rows)
+        places.append((len(out), len(data)))
+        out += struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+    return bytes(out), places
+
+
+def write_vectors(storage: Storage, vectors: Sequence[BitMap64]) -> WrittenVectors:
+    """Write ``vectors`` (non-empty bitmaps of row indexes) into one new file in the table root
+    and describe them (storage type ``u``); nothing references the file until a commit does."""
+    if not vectors or any(len(rows) == 0 for rows in vectors):
+        raise InvalidArgumentError("deletion vectors to write must be non-empty")
+    ident = uuid.uuid4()
+    name = f"deletion_vector_{ident}.bin"
+    data, places = vector_file_bytes(vectors)
+    try:
+        storage.write_new(name, data)
+    except Exception as exc:  # a partial file may exist: nothing will ever reference it
+        try:
+            storage.delete(name)
+        except Exception:
+            if isinstance(exc, EngineError):
+                exc.leave_files([name], "deleting the partly written vector file failed")
+        raise
+    encoded = z85_encode(ident.bytes)
+    descriptors = tuple(
+        DeletionVector(
+            storage_type="u",
+            path_or_inline_dv=encoded,
+            offset=offset,
+            size_in_bytes=size,
+            cardinality=len(rows),
+        )
+        for rows, (offset, size) in zip(vectors, places, strict=True)
+    )
+    return WrittenVectors(name, descriptors)

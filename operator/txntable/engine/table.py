@@ -111,10 +111,12 @@ class Table:
         return write_api.overwrite(self, data, partition_predicate, options=options)
 
     def delete(
-        self, partition_predicate: str | Predicate | None, *, options: CommitOptions | None = None
+        self, predicate: str | Predicate | None, *, options: CommitOptions | None = None
     ) -> CommitResult | None:
-        """Drop the files of matching partitions (``None``: all); ``None`` if nothing matched."""
-        return write_api.delete(self, partition_predicate, options=options)
+        """Delete the matching rows (``None``: all): whole files for a partition predicate,
+        deletion vectors for one on data columns (tables with ``delta.enableDeletionVectors``);
+        ``None`` if nothing matched."""
+        return write_api.delete(self, predicate, options=options)
 
     # -- history -------------------------------------------------------------------------
     def _commit_timestamps(self) -> list[tuple[int, int]]:

@@ -6,10 +6,13 @@ commits as they would about Spark's: an append reads nothing and is a blind appe
 conflicts with other appends); an overwrite or delete reads exactly the partitions it replaces,
 so it conflicts only with writers that touched those partitions.
 
-``delete`` drops whole files of matching partitions. When a concurrent commit removed or added
-files it had read (a compaction rewriting the partition, an append into it), it is run again
-against the newer table, a bounded number of times: deleting a partition is the same request at
-any version, and re-reading means rows removed by the other commit are never brought back.
+``delete`` drops whole files of matching partitions. On a table with deletion vectors enabled a
+predicate may also name data columns: the matching rows are marked in each file's deletion
+vector (``row_deletes``) instead of rewriting it. When a concurrent commit removed or added
+files it had read (a compaction rewriting the partition, an append into it, another delete
+changing a file's vector), it is run again against the newer table, a bounded number of times:
+deleting by a predicate is the same request at any version, and re-reading means rows removed
+by the other commit are never brought back and vectors are never lost.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine import row_tracking
+from txntable.engine import row_deletes, row_tracking
 from txntable.engine.actions import AddFile, Metadata, Protocol, RemoveFile
+from txntable.engine.deletion_vectors import write_vectors
 from txntable.engine.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -66,7 +70,6 @@ if TYPE_CHECKING:
 _REFUSED_PROPERTIES = {
     "delta.columnMapping.mode": "columnMapping",
     "delta.enableChangeDataFeed": "changeDataFeed",
-    "delta.enableDeletionVectors": "deletionVectors",
     "delta.enableInCommitTimestamps": "inCommitTimestamp",
     "delta.enableTypeWidening": "typeWidening",
     "delta.checkpointPolicy": "v2Checkpoint",
@@ -145,6 +148,8 @@ def new_table_metadata(
         # the feature (with its dependency) and the hidden columns' names (PROTOCOL.md)
         config = {**row_tracking.new_table_configuration(), **config}
         protocol = row_tracking_protocol(protocol)
+    if is_true(config.get(row_deletes.ENABLE_KEY)):
+        protocol = deletion_vectors_protocol(protocol)
     metadata = Metadata(
         id=str(uuid.uuid4()),
         name=name,
@@ -200,6 +205,24 @@ def row_tracking_protocol(protocol: Protocol) -> Protocol:
     return replace(protocol, min_writer_version=7, writer_features=features)
 
 
+def deletion_vectors_protocol(protocol: Protocol) -> Protocol:
+    """``protocol`` at (3,7) with the ``deletionVectors`` reader and writer feature added."""
+    writer = list(protocol.writer_features or ())
+    if protocol.min_writer_version < 7:
+        writer = ["appendOnly", "invariants"]  # what writer version 2 implied
+    reader = list(protocol.reader_features or ()) if protocol.min_reader_version == 3 else []
+    for features in (reader, writer):
+        if row_deletes.FEATURE not in features:
+            features.append(row_deletes.FEATURE)
+    return replace(
+        protocol,
+        min_reader_version=3,
+        min_writer_version=7,
+        reader_features=reader,
+        writer_features=writer,
+    )
+
+
 @contextmanager
 def _local_errors(path: str) -> Iterator[None]:
     try:
@@ -238,19 +261,21 @@ def append(table: Table, data: DataInput, *, options: CommitOptions | None = Non
     return _commit_or_clean_up(table, txn, adds, "WRITE", parameters, _file_metrics(adds))
 
 
-def _commit_or_clean_up(  # noqa: PLR0917 - private, two call sites
+def _commit_or_clean_up(  # noqa: PLR0917 - private, three call sites
     table: Table,
     txn: Transaction,
     adds: Sequence[AddFile],
     operation: str,
     parameters: Mapping[str, Any],
     metrics: Mapping[str, str],
+    written: Sequence[str] = (),
 ) -> CommitResult:
     """Commit; when the commit is refused for certain (a conflict, invalid actions, or it failed
-    before writing to the log), delete the data files it would have added, which nothing
-    references. When its outcome is unknown (an ambiguous log write, attempts run out right
-    after one) the files may be referenced: they are kept and the error names them."""
-    paths = [decode_path(add.path) for add in adds]
+    before writing to the log), delete the data files it would have added (and the ``written``
+    deletion-vector files), which nothing references. When its outcome is unknown (an
+    ambiguous log write, attempts run out right after one) the files may be referenced: they
+    are kept and the error names them."""
+    paths = [decode_path(add.path) for add in adds] + list(written)
     try:
         return txn.commit(operation, parameters, metrics)
     except (ConcurrentModificationException, InvalidArgumentError) as exc:
@@ -264,13 +289,15 @@ def _commit_or_clean_up(  # noqa: PLR0917 - private, two call sites
         raise
 
 
-def _bind_partition_only(predicate: str | Predicate, snapshot: Snapshot) -> BoundPredicate:
+def _bind_partition_only(
+    predicate: str | Predicate, snapshot: Snapshot, hint: str = ""
+) -> BoundPredicate:
     bound = bind(predicate, snapshot.fields, snapshot.partition_columns)
     if bound.data:
         raise InvalidArgumentError(
             "the predicate may only use partition columns "
             f"({', '.join(snapshot.partition_columns) or 'the table has none'}); "
-            f"data conditions: {' AND '.join(p.sql() for p in bound.data)}"
+            f"data conditions: {' AND '.join(p.sql() for p in bound.data)}{hint}"
         )
     return bound
 
@@ -320,37 +347,25 @@ def overwrite(
 
 def delete(
     table: Table,
-    partition_predicate: str | Predicate | None,
+    predicate: str | Predicate | None,
     *,
     options: CommitOptions | None = None,
 ) -> CommitResult | None:
-    """Drop every file of the partitions matching ``partition_predicate`` (``None``: all files).
+    """Delete the rows matching ``predicate`` (``None``: all rows).
 
-    Returns ``None`` (and commits nothing) when no file matches.
+    A predicate on partition columns only drops whole files. One that names data columns needs
+    deletion vectors (the ``deletionVectors`` feature and ``delta.enableDeletionVectors=true``):
+    the matching rows are added to each file's deletion vector, and a file left without rows is
+    removed. Returns ``None`` (and commits nothing) when no row matches.
     """
     for attempt in range(DELETE_CONFLICT_RETRIES + 1):
         snapshot = _writable_snapshot(table)
-        bound = (
-            None
-            if partition_predicate is None
-            else _bind_partition_only(partition_predicate, snapshot)
-        )
-        txn = Transaction(table, snapshot, options)
-        files = txn.scan(bound.partition if bound else None)
-        if files.num_rows == 0:
-            return None
-        removes = _removes(snapshot, set(files.column("path").to_pylist()))
-        txn.add(*removes)
-        rows = sum(json.loads(r.stats or "{}").get("numRecords", 0) for r in removes)
-        parameters = {"predicate": json.dumps([bound.sql()] if bound else [])}
-        metrics = {
-            "numRemovedFiles": str(len(removes)),
-            "numDeletedRows": str(rows),
-            "numCopiedRows": "0",
-            "numAddedFiles": "0",
-        }
         try:
-            return txn.commit("DELETE", parameters, metrics)
+            if predicate is not None and row_deletes.vectors_enabled(snapshot):
+                bound = bind(predicate, snapshot.fields, snapshot.partition_columns)
+                if bound.data:
+                    return _delete_rows(table, snapshot, bound, options)
+            return _delete_files(table, snapshot, predicate, options)
         except (
             ConcurrentDeleteReadException,
             ConcurrentDeleteDeleteException,
@@ -359,3 +374,61 @@ def delete(
             if attempt == DELETE_CONFLICT_RETRIES:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_ROW_DELETE_HINT = (
+    "; deleting rows by data columns needs deletion vectors "
+    "(table property delta.enableDeletionVectors=true)"
+)
+
+
+def _delete_files(
+    table: Table,
+    snapshot: Snapshot,
+    predicate: str | Predicate | None,
+    options: CommitOptions | None,
+) -> CommitResult | None:
+    """Remove every file of the partitions ``predicate`` matches."""
+    bound = (
+        None if predicate is None else _bind_partition_only(predicate, snapshot, _ROW_DELETE_HINT)
+    )
+    txn = Transaction(table, snapshot, options)
+    files = txn.scan(bound.partition if bound else None)
+    if files.num_rows == 0:
+        return None
+    removes = _removes(snapshot, set(files.column("path").to_pylist()))
+    txn.add(*removes)
+    rows = sum(json.loads(r.stats or "{}").get("numRecords", 0) for r in removes)
+    rows -= sum(r.deletion_vector.cardinality for r in removes if r.deletion_vector)
+    parameters = {"predicate": json.dumps([bound.sql()] if bound else [])}
+    metrics = {
+        "numRemovedFiles": str(len(removes)),
+        "numDeletedRows": str(rows),
+        "numCopiedRows": "0",
+        "numAddedFiles": "0",
+    }
+    return txn.commit("DELETE", parameters, metrics)
+
+
+def _delete_rows(
+    table: Table,
+    snapshot: Snapshot,
+    bound: BoundPredicate,
+    options: CommitOptions | None,
+) -> CommitResult | None:
+    """Mark the rows ``bound`` matches in deletion vectors (``row_deletes``): one new vector
+    file for the commit; deleted again when the commit is refused for certain."""
+    txn = Transaction(table, snapshot, options)
+    files = txn.scan(bound.partition)
+    deletions = row_deletes.plan(snapshot, bound, files)
+    if not deletions:
+        return None
+    kept = [d.deleted for d in deletions if not d.removes_file]
+    written = write_vectors(table.storage, kept) if kept else None
+    txn.add(
+        *row_deletes.deletion_actions(deletions, written.descriptors if written else (), _now_ms())
+    )
+    parameters = {"predicate": json.dumps([row_deletes.full_predicate(bound).sql()])}
+    metrics = row_deletes.operation_metrics(deletions)
+    dv_files = [written.path] if written else []
+    return _commit_or_clean_up(table, txn, (), "DELETE", parameters, metrics, dv_files)
