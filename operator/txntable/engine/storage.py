@@ -21,9 +21,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
-import fsspec
-from fsspec.implementations.memory import MemoryFileSystem
-
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.paths import LOG_DIR
 from txntable.engine.storage_options import AZURE_SCHEMES, unsupported_scheme_error
@@ -422,6 +419,10 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         return AzureStorage(uri, options)
     if scheme != "memory":
         raise unsupported_scheme_error(uri)
+    # fsspec only here: it serves memory:// (tests) alone, and costs every other process ~50 ms
+    import fsspec
+    from fsspec.implementations.memory import MemoryFileSystem
+
     fs, path = fsspec.core.url_to_fs(uri)
     if not isinstance(fs, MemoryFileSystem):  # pragma: no cover - fsspec maps memory:// so
         raise unsupported_scheme_error(uri)
