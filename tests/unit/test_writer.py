@@ -50,7 +50,7 @@ def test_unpartitioned_write_gives_one_file_with_stats(storage: MemoryStorage) -
     data = pa.table({"id": [2, 1], "name": ["b", None]}, schema=schema)
     [add] = write_data_files(storage, _metadata(schema), data)
     assert add.partition_values == {}
-    assert add.path.startswith("part-00000-") and add.path.endswith(".c000.snappy.parquet")
+    assert add.path.startswith("part-00000-") and add.path.endswith(".c000.zstd.parquet")
     assert add.data_change is True and add.size == len(storage.read(add.path))
     assert add.modification_time > 0
     assert json.loads(add.stats or "{}")["minValues"] == {"id": 1, "name": "b"}

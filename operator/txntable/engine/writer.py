@@ -20,10 +20,10 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from txntable.engine.actions import AddFile, Metadata
 from txntable.engine.errors import EngineError, InvalidArgumentError, UnsupportedWriterFeatureError
+from txntable.engine.parquet_options import ParquetSettings, ParquetWriteOptions, resolve
 from txntable.engine.paths import encode_path, partition_dir
 from txntable.engine.schema import parse_schema, to_arrow_schema
 from txntable.engine.stats import StatsConfig, stats_for_table
@@ -145,9 +145,10 @@ def _equals(column: pa.ChunkedArray, value: Any) -> Any:
     return pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False)
 
 
-def data_file_name() -> str:
-    """A fresh data-file name, shaped like Spark's."""
-    return f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+def data_file_name(codec_tag: str = "snappy") -> str:
+    """A fresh data-file name, shaped like Spark's (``codec_tag``: ``ParquetWriteOptions.file_tag``,
+    the codec the file is written with)."""
+    return f"part-00000-{uuid.uuid4()}.c000.{codec_tag}.parquet"
 
 
 def write_data_files(
@@ -158,10 +159,14 @@ def write_data_files(
     data_change: bool = True,
     max_rows_per_file: int | None = None,
     stats_config: StatsConfig | None = None,
+    parquet: ParquetSettings | None = None,
 ) -> list[AddFile]:
     """Write ``data`` as Parquet files of the table and return their ``add`` actions.
 
-    Nothing is written when the data does not fit the schema. Empty input writes no file.
+    ``parquet``: codec, level, row groups and dictionary asked for; unset ones come from the
+    table's ``delta.parquet.compression.codec`` or the defaults (``engine.parquet_options``).
+    Nothing is written when the data does not fit the schema or a setting is invalid. Empty
+    input writes no file.
     """
     mode = metadata.configuration.get("delta.columnMapping.mode", "none")
     if mode != "none":
@@ -171,6 +176,7 @@ def write_data_files(
         )
     if max_rows_per_file is not None and max_rows_per_file < 1:
         raise InvalidArgumentError("max_rows_per_file must be at least 1")
+    options = resolve(metadata.configuration, parquet)
     table = conform(to_arrow_table(data), metadata)
     if table.num_rows == 0:
         return []
@@ -184,7 +190,7 @@ def write_data_files(
             for start in range(0, part.num_rows, step):
                 chunk = part.slice(start, step)
                 add = _write_one(
-                    storage, partition_columns, values, chunk, data_change, config, started
+                    storage, partition_columns, values, chunk, data_change, config, started, options
                 )
                 adds.append(add)
     except BaseException as exc:  # half a write is no write: nothing will reference these
@@ -221,12 +227,14 @@ def _write_one(  # noqa: PLR0917 - private helper, one call site
     data_change: bool,
     config: StatsConfig,
     started: list[str],
+    options: ParquetWriteOptions,
 ) -> AddFile:
     """Write one file; its path goes to ``started`` before the write begins."""
     directory = partition_dir(partition_columns, values) if partition_columns else ""
-    relative = f"{directory}/{data_file_name()}" if directory else data_file_name()
+    name = data_file_name(options.file_tag)
+    relative = f"{directory}/{name}" if directory else name
     sink = pa.BufferOutputStream()
-    pq.write_table(chunk, sink, compression="snappy")
+    options.write(chunk, sink)
     payload = sink.getvalue().to_pybytes()
     stats = stats_for_table(chunk, config=config)  # before the write: nothing can fail after it
     started.append(relative)
