@@ -11,7 +11,6 @@ a commit that turns ICT on also writes the enablement version and timestamp into
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -47,6 +46,8 @@ RESERVED = frozenset(
 
 def engine_info() -> str:
     """``txntable/<version>`` of the installed distribution."""
+    import importlib.metadata  # here: slow to import, and a process that only reads needs none
+
     try:
         version = importlib.metadata.version("txntable")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree
