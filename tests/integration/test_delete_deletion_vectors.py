@@ -18,8 +18,8 @@ import pytest
 
 from tests import oracle_read
 from tests.faults import FAIL_BEFORE, FaultyStorage
+from txntable.engine import row_deletes, write_api
 from txntable.engine import row_tracking as rt
-from txntable.engine import write_api
 from txntable.engine.deletion_vectors import deleted_rows, dv_file
 from txntable.engine.errors import (
     ConcurrentModificationException,
@@ -325,3 +325,23 @@ def test_an_ambiguous_commit_failure_names_the_vector_file_it_kept(tmp_path: Pat
     (kept,) = _dv_files(path)
     assert info.value.uncommitted_files == (kept,) and kept in str(info.value)
     assert Table.open(str(path)).version() == 2
+
+
+def test_files_their_statistics_rule_out_are_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t"
+    table = _table(path)  # files: p=a ids 0..49, p=b ids 50..99, p=a ids 100..129
+    read: list[str] = []
+    original = row_deletes._read
+
+    def spy(snapshot: Any, raw: str, columns: Any) -> Any:
+        read.append(raw)
+        return original(snapshot, raw, columns)
+
+    monkeypatch.setattr(row_deletes, "_read", spy)
+    result = table.delete("id = 120 OR id = 125")
+    assert result is not None and len(read) == 1
+    touched = next(a["add"]["path"] for a in _log(path, result.version) if "add" in a)
+    assert read == [touched]
+    assert _ids(table) == [i for i in range(130) if i not in (120, 125)]

@@ -52,6 +52,7 @@ from txntable.engine.schema import (
     uses_timestamp_ntz,
 )
 from txntable.engine.snapshot import Snapshot
+from txntable.engine.stats_skipping import prune
 from txntable.engine.storage import LocalStorage
 from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
 from txntable.engine.validate import is_true
@@ -419,7 +420,11 @@ def _delete_rows(
     """Mark the rows ``bound`` matches in deletion vectors (``row_deletes``): one new vector
     file for the commit; deleted again when the commit is refused for certain."""
     txn = Transaction(table, snapshot, options)
-    files = txn.scan(bound.partition)
+    files = txn.scan(bound.partition, track_files=False)
+    files = prune(
+        files, row_deletes.full_predicate(bound), {f.name: f.type for f in snapshot.fields}
+    )
+    txn.track_read_files(files)  # files whose statistics rule out a match are not read
     deletions = row_deletes.plan(snapshot, bound, files)
     if not deletions:
         return None
