@@ -65,7 +65,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     ARROW_DEFAULT_MEMORY_POOL=system
 WORKDIR /tmp
 USER 10001:10001
-# /metrics and /healthz, /readyz (TXNTABLE_METRICS_PORT, TXNTABLE_HEALTH_PORT)
+# /metrics and /healthz (TXNTABLE_METRICS_PORT, TXNTABLE_HEALTH_PORT)
 EXPOSE 8080 8081
 ENTRYPOINT ["python", "-m", "txntable"]
 
