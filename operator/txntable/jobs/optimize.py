@@ -62,6 +62,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5,
         help="rewrite a file whose deletion vector hides this %% of its rows (default 5)",
     )
+    parser.add_argument(
+        "--compression",
+        default=None,
+        metavar="CODEC",
+        help="Parquet codec of the files written: zstd, snappy, gzip, lz4_raw, uncompressed "
+        "(default: the table property delta.parquet.compression.codec, else zstd)",
+    )
+    parser.add_argument(
+        "--compression-level",
+        type=int,
+        default=None,
+        metavar="N",
+        help="codec level: zstd 1-22 (default 3), gzip 1-9 (default 6)",
+    )
+    parser.add_argument(
+        "--row-group-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="most rows per Parquet row group (default 1048576)",
+    )
+    parser.add_argument(
+        "--dictionary",
+        default=None,
+        metavar="MODE",
+        help="dictionary encoding: auto (per column, by sampled cardinality; the default), on, off",
+    )
     parser.add_argument("--where", default=None, help="partition predicate, e.g. \"d = '2024'\"")
     parser.add_argument("--zorder-by", default="", help="comma-separated columns to Z-order by")
     parser.add_argument(
@@ -122,6 +149,7 @@ def _size(text: str, flag: str) -> int:
 
 
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
+    from txntable.engine.parquet_options import ParquetSettings
     from txntable.maintenance.planner import OptimizePolicy
 
     zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
@@ -135,6 +163,12 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
         zorder_by=zorder,
         commit_batch_bytes=_size(args.commit_every, "commit-every"),
         dv_purge_ratio=args.purge_deleted_percent / 100,
+        parquet=ParquetSettings(
+            codec=args.compression,
+            level=args.compression_level,
+            row_group_rows=args.row_group_rows,
+            dictionary=args.dictionary,
+        ),
     )
 
 

@@ -32,6 +32,8 @@ import pyarrow.parquet as pq
 
 from txntable.engine.actions import AddFile
 from txntable.engine.deletion_vectors import deleted_rows, keep_mask
+from txntable.engine.parquet_options import ParquetWriteOptions
+from txntable.engine.parquet_options import resolve as resolve_parquet
 from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
 from txntable.engine.physical import PhysicalLayout, conform_table
 from txntable.engine.row_tracking import preserved_columns
@@ -69,6 +71,9 @@ class BinTask:
     #: the most input bytes (Parquet bytes in storage) one task may load (None: no limit), the
     #: executor's ``max_task_input_bytes``: a bin over it fails before reading anything
     max_input_bytes: int | None = None
+    #: Parquet writer settings (``ParquetWriteOptions.to_json``) resolved once by the run; empty:
+    #: the table property ``delta.parquet.compression.codec`` or the defaults
+    parquet: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -173,16 +178,30 @@ def _read_input(
         return _read_parquet(pq.ParquetFile(source), raw_path, max_bytes)
 
 
-def _write_output(storage: Storage, relative: str, data: pa.Table, written: list[str]) -> int:
-    """Write one Parquet file (straight to disk when local); its size in bytes."""
+def write_options(task: BinTask) -> ParquetWriteOptions:
+    """The Parquet settings a task writes with: the run's, else the table's or the defaults."""
+    if task.parquet:
+        return ParquetWriteOptions.from_json(task.parquet)
+    return resolve_parquet(task.configuration)
+
+
+def _write_output(
+    storage: Storage,
+    relative: str,
+    data: pa.Table,
+    written: list[str],
+    options: ParquetWriteOptions,
+) -> int:
+    """Write one Parquet file with ``options`` (straight to disk when local); its size in
+    bytes."""
     written.append(relative)
     if isinstance(storage, LocalStorage):
         path = os.path.join(storage.root_path, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        pq.write_table(data, path, compression="snappy")
+        options.write(data, path)
         return os.path.getsize(path)
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression="snappy")
+    options.write(data, sink)
     payload = sink.getvalue()
     storage.write(relative, payload.to_pybytes())
     return int(payload.size)
@@ -213,6 +232,7 @@ class BinIO:
     def __init__(self, task: BinTask) -> None:
         self.task = task
         self.storage = open_storage(task.table_uri, task.storage_options)
+        self.parquet = write_options(task)
         self.layout = PhysicalLayout.build(
             task.schema_string, task.partition_columns, task.configuration
         )
@@ -263,8 +283,8 @@ class BinIO:
     ) -> dict[str, Any]:
         """Write ``chunk`` (conformed rows) as one new data file, named ``name`` or a fresh
         name; its ``add`` action as JSON. ``written`` gets the path before the write starts."""
-        relative = self.relative_path(name or data_file_name())
-        size = _write_output(self.storage, relative, chunk, written)
+        relative = self.relative_path(name or data_file_name(self.parquet.file_tag))
+        size = _write_output(self.storage, relative, chunk, written, self.parquet)
         tracked = self.tracked
         add = AddFile(
             path=encode_path(relative),

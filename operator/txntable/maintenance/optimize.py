@@ -38,8 +38,14 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from txntable.engine.actions import AddFile, RemoveFile
-from txntable.engine.errors import ConcurrentModificationException, UnsupportedFeatureError
+from txntable.engine.errors import (
+    ConcurrentModificationException,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
 from txntable.engine.features import check_writable
+from txntable.engine.parquet_options import ParquetWriteOptions
+from txntable.engine.parquet_options import resolve as resolve_parquet
 from txntable.engine.physical import partition_physical_names
 from txntable.engine.predicates import bind
 from txntable.engine.row_tracking import is_supported
@@ -100,6 +106,8 @@ class OptimizeResult:
     plan: dict[str, Any] | None = None
     #: the VACUUM that followed the compaction in the same run (``jobs.optimize --vacuum``)
     vacuum: dict[str, Any] | None = None
+    #: the Parquet settings the files were written with (``ParquetWriteOptions.to_json``)
+    parquet: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -126,12 +134,20 @@ class OptimizeResult:
             out["plan"] = self.plan
         if self.vacuum is not None:
             out["vacuum"] = self.vacuum
+        if self.parquet is not None:
+            out["parquet"] = self.parquet
         return out
 
 
-def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
-    """Refuse a predicate over data columns and Z-order columns the table cannot be clustered
-    by, before any work (Spark's OPTIMIZE rejects both too)."""
+def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteOptions:
+    """Refuse a predicate over data columns, Z-order columns the table cannot be clustered
+    by (Spark's OPTIMIZE rejects both too) and Parquet settings that cannot be written (the
+    policy's or the table's ``delta.parquet.compression.codec``), before any work; the Parquet
+    settings the run writes with."""
+    try:
+        parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
+    except InvalidArgumentError as exc:
+        raise InvalidPolicyError(str(exc)) from None
     if policy.where:
         bound = bind(policy.where, snapshot.fields, snapshot.partition_columns)
         if bound.data:
@@ -154,6 +170,7 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> None:
             raise InvalidPolicyError(f"cannot Z-order by partition column {col!r}")
         if pa.types.is_nested(to_arrow_type(f.type)):
             raise InvalidPolicyError(f"cannot Z-order by nested column {col!r}")
+    return parquet
 
 
 def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None) -> OptimizePlan:
@@ -215,6 +232,7 @@ def optimize(
         cluster_by=the_plan.cluster_by,
     )
     result.run_id = run.commit_options.run_id
+    result.parquet = run.parquet.to_json()
     try:
         batches = the_plan.batches()
         for i, batch in enumerate(batches):
@@ -263,6 +281,8 @@ class _Run:
         self.start_ms = start_ms
         self.cluster_by = cluster_by
         self._row_values: dict[str, tuple[int | None, int | None]] | None = None
+        #: resolved once for the run (``plan`` already refused invalid settings)
+        self.parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
 
     def task(self, b: Bin) -> BinTask:
         meta = self.snapshot.metadata
@@ -282,6 +302,7 @@ class _Run:
             deletion_vectors=b.deletion_vectors,
             base_row_ids=base_row_ids,
             row_commit_versions=row_commit_versions,
+            parquet=self.parquet.to_json(),
         )
 
     def _row_tracking(self, b: Bin) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:

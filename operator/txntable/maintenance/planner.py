@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.engine.parquet_options import ParquetSettings
 from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
 
@@ -80,6 +81,9 @@ class OptimizePolicy:
     #: a file whose deletion vector hides at least this share of its rows is rewritten whatever
     #: its size (Delta's auto-purge heuristic starts at 5%)
     dv_purge_ratio: float = DEFAULT_DV_PURGE_RATIO
+    #: Parquet codec, level, row groups, dictionary of the files written; unset ones come from
+    #: the table property ``delta.parquet.compression.codec`` or ``engine.parquet_options``
+    parquet: ParquetSettings = field(default_factory=ParquetSettings)
 
     def __post_init__(self) -> None:
         if self.target_file_size <= 0:
