@@ -26,6 +26,7 @@ MODULES = [
     "bench.commit_throughput",
     "bench.checkpoint",
     "bench.vacuum",
+    "bench.startup",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
