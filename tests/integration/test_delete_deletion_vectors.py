@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from txntable.engine.row_deletes import live_rows
 from txntable.engine.storage import open_storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
+from txntable.engine.vacuum import vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy
@@ -345,3 +347,21 @@ def test_files_their_statistics_rule_out_are_not_read(
     touched = next(a["add"]["path"] for a in _log(path, result.version) if "add" in a)
     assert read == [touched]
     assert _ids(table) == [i for i in range(130) if i not in (120, 125)]
+
+
+def test_vacuum_keeps_the_live_vector_file_and_reclaims_replaced_ones(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    table.delete("id = 1")
+    (first,) = _dv_files(path)
+    table.delete("id = 2")  # replaces the vector of the same file: the first is a tombstone's
+    (second,) = _dv_files(path) - {first}
+    later = int(time.time() * 1000) + 24 * 3600 * 1000
+    result = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, now_ms=later)
+    assert first in result.files and _dv_files(path) == {second}
+    expected = [i for i in range(130) if i not in (1, 2)]
+    assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)
+    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())  # purges the vector
+    vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, now_ms=later)
+    assert _dv_files(path) == set()
+    assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)
