@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup demo test lint typecheck layers unit bench soak clean sysdeps
+.PHONY: setup testdeps demo test lint typecheck layers unit bench soak clean sysdeps
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,20 +19,24 @@ $(STAMP): pyproject.toml | sysdeps
 
 # Azurite, Microsoft's Azure Storage emulator, for the Azure commit tests (npm package)
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
+# (only the tests need it: make demo does not install npm or Azurite)
 $(AZURITE): | sysdeps
+	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	command -v npm >/dev/null 2>&1 || { $$SUDO apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends npm; }
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/azurite azurite@3.35.0
 
-setup: $(STAMP) $(AZURITE)
+setup: $(STAMP)
+testdeps: setup $(AZURITE)
 
 # Debian packages the tests and Spark need (root on these machines; sudo elsewhere):
-# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests, npm for Azurite.
+# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests.
 sysdeps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	pkgs=""; \
 	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs="$$pkgs python3-venv"; \
 	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || pkgs="$$pkgs prometheus"; \
-	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
 	if [ -n "$$pkgs" ]; then \
 		$$SUDO apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$pkgs; \
@@ -48,10 +52,10 @@ typecheck: setup
 layers: setup
 	$(VENV)/bin/lint-imports
 
-test: setup lint typecheck layers
+test: testdeps lint typecheck layers
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-unit: setup
+unit: testdeps
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 demo: setup
