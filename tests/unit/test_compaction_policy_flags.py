@@ -94,3 +94,69 @@ def _policy_with(extra: dict[str, Any]) -> CompactionPolicy:
             "spec": {"triggers": {"smallFiles": 2}, **extra},
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("parquet", "flags"),
+    [
+        pytest.param(None, [], id="unset-leaves-it-to-the-table-and-the-job"),
+        pytest.param({"compression": "zstd"}, ["--compression", "zstd"], id="codec"),
+        pytest.param(
+            {
+                "compression": "gzip",
+                "compressionLevel": 9,
+                "rowGroupRows": 65536,
+                "dictionary": "Off",
+            },
+            [
+                *("--compression", "gzip", "--compression-level", "9"),
+                *("--row-group-rows", "65536", "--dictionary", "off"),
+            ],
+            id="everything",
+        ),
+        pytest.param({"compressionLevel": 5}, ["--compression-level", "5"], id="level-alone"),
+    ],
+)
+def test_parquet_settings_become_job_flags(
+    parquet: dict[str, Any] | None, flags: list[str]
+) -> None:
+    args = list(_args(_policy_with({} if parquet is None else {"parquet": parquet})))
+    parquet_flags = ("--compression", "--compression-level", "--row-group-rows", "--dictionary")
+    got = [a for i, a in enumerate(args) if a in parquet_flags or args[i - 1] in parquet_flags]
+    assert got == flags
+
+
+def test_the_job_accepts_the_flags_the_policy_gives() -> None:
+    import argparse
+
+    from txntable.jobs.optimize import add_arguments, policy_from_args
+
+    policy = _policy_with(
+        {"parquet": {"compression": "gzip", "compressionLevel": 4, "dictionary": "Auto"}}
+    )
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    known, _ = parser.parse_known_args(list(_args(policy)))
+    settings = policy_from_args(known).parquet
+    assert (settings.codec, settings.level, settings.dictionary) == ("gzip", 4, "auto")
+
+
+def test_the_policy_codecs_are_the_engines() -> None:
+    from txntable.api.policies import ParquetCodec
+    from txntable.engine.parquet_options import CODECS
+
+    assert tuple(c.value for c in ParquetCodec) == CODECS
+
+
+@pytest.mark.parametrize(
+    ("parquet", "message"),
+    [
+        ({"compression": "snappy", "compressionLevel": 3}, "applies only to zstd and gzip"),
+        ({"compression": "gzip", "compressionLevel": 12}, "gzip levels are 1 to 9"),
+        ({"compression": "brotli"}, r"spec.parquet.compression: 'brotli' is not one of"),
+        ({"dictionary": "auto"}, r"spec.parquet.dictionary: 'auto' is not one of"),
+    ],
+)
+def test_bad_parquet_settings_are_spec_errors(parquet: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidSpecError, match=message):
+        _policy_with({"parquet": parquet})

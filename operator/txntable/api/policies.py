@@ -60,6 +60,8 @@ MSG_NO_TRIGGER: Final = (
 MSG_MIN_ABOVE_TARGET: Final = "minFileSize must not exceed targetFileSize"
 MSG_EMPTY_WINDOW: Final = "a maintenance window must not start and end at the same time"
 MSG_FILTER_ARITY: Final = "In and NotIn take one or more values; other operators exactly one"
+MSG_LEVEL_CODEC: Final = "compressionLevel applies only to zstd and gzip"
+MSG_GZIP_LEVEL: Final = "gzip levels are 1 to 9"
 
 
 class ConcurrencyPolicy(StrEnum):
@@ -175,6 +177,60 @@ class VacuumSettings:
     dry_run: bool = spec_field(False)
 
 
+class ParquetCodec(StrEnum):
+    """Parquet codecs compaction writes, spelt as the table property
+    ``delta.parquet.compression.codec`` spells them (``engine.parquet_options.CODECS``)."""
+
+    ZSTD = "zstd"
+    SNAPPY = "snappy"
+    GZIP = "gzip"
+    LZ4_RAW = "lz4_raw"
+    UNCOMPRESSED = "uncompressed"
+
+
+class DictionaryMode(StrEnum):
+    """Parquet dictionary encoding: Auto decides per column by sampled cardinality."""
+
+    AUTO = "Auto"
+    ON = "On"
+    OFF = "Off"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParquetWriteSettings:
+    """Parquet settings of the files compaction writes; unset fields fall back to the table
+    property ``delta.parquet.compression.codec`` (codec only), then zstd level 3, 1,048,576-row
+    row groups and Auto dictionary."""
+
+    compression: ParquetCodec | None = spec_field(None)
+    compression_level: int | None = spec_field(None, minimum=1, maximum=22)
+    row_group_rows: int | None = spec_field(None, minimum=1, maximum=1_073_741_824)
+    dictionary: DictionaryMode | None = spec_field(None)
+
+    def check(self, path: str) -> None:
+        """Mirrors of the CEL rules (a level only for codecs that take one, gzip's range)."""
+        level, codec = self.compression_level, self.compression
+        if level is None or codec is None:
+            return
+        if codec not in (ParquetCodec.ZSTD, ParquetCodec.GZIP):
+            raise InvalidSpecError(path, MSG_LEVEL_CODEC)
+        if codec == ParquetCodec.GZIP and level > 9:
+            raise InvalidSpecError(path, MSG_GZIP_LEVEL)
+
+    def job_args(self) -> list[str]:
+        """The optimize job's flags for the fields that are set."""
+        args: list[str] = []
+        if self.compression is not None:
+            args += ["--compression", self.compression.value]
+        if self.compression_level is not None:
+            args += ["--compression-level", str(self.compression_level)]
+        if self.row_group_rows is not None:
+            args += ["--row-group-rows", str(self.row_group_rows)]
+        if self.dictionary is not None:
+            args += ["--dictionary", self.dictionary.value.lower()]
+        return args
+
+
 @dataclass(frozen=True, kw_only=True)
 class CompactionPolicySpec:
     """How and when to OPTIMIZE (bin-pack, optionally Z-order) the selected tables."""
@@ -194,6 +250,7 @@ class CompactionPolicySpec:
     suspend: bool = spec_field(False)
     commit: CommitSettings = spec_field(factory=CommitSettings)
     vacuum: VacuumSettings = spec_field(factory=VacuumSettings)
+    parquet: ParquetWriteSettings = spec_field(factory=ParquetWriteSettings)
     spark: SparkTemplate = spec_field(factory=SparkTemplate)
     successful_runs_history_limit: int = spec_field(
         d.SUCCESSFUL_RUNS_HISTORY_LIMIT, minimum=0, maximum=100

@@ -132,6 +132,7 @@ def compaction_request(
             args += ["--vacuum-retention", f"interval {spec.vacuum.retention} seconds"]
         if spec.vacuum.dry_run:
             args += ["--vacuum-dry-run"]
+    args += spec.parquet.job_args()
     for key, value in sorted(table.spec.storage.options.items()):
         args += ["--storage-option", f"{key}={value}"]
     req = _base(
