@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -365,3 +367,84 @@ def test_vacuum_keeps_the_live_vector_file_and_reclaims_replaced_ones(tmp_path: 
     vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, now_ms=later)
     assert _dv_files(path) == set()
     assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)
+
+
+def _in_child(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 or done.stdout.strip(), done.stderr[-800:]
+    return done.stdout
+
+
+def test_deltalake_rewriting_after_our_delete_keeps_our_rows_deleted(tmp_path: Path) -> None:
+    """deltalake's own DELETE copies a file's live rows: the rows our vector deleted stay gone."""
+    path = tmp_path / "t"
+    table = _table(path)
+    table.delete("id = 3 OR id = 60")
+    out = _in_child(
+        "import sys, json, deltalake\n"
+        "print(json.dumps(deltalake.DeltaTable(sys.argv[1]).delete(sys.argv[2])), flush=True)\n",
+        str(path),
+        "id = 5",
+    )
+    assert json.loads(out.strip().splitlines()[-1])["num_deleted_rows"] == 1
+    expected = [i for i in range(130) if i not in (3, 5, 60)]
+    assert _ids(Table.open(str(path))) == expected
+    assert _oracle(path)["rows"] == len(expected)
+    # and ours after theirs: their rewritten file gets a vector
+    assert Table.open(str(path)).delete("id = 6 OR id = 61") is not None
+    expected = [i for i in expected if i not in (6, 61)]
+    assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)
+
+
+_DELETER = """
+import os, sys, time
+from txntable.engine.table import Table
+from txntable.engine.transaction import CommitOptions
+path, row, go = sys.argv[1], sys.argv[2], sys.argv[3]
+table = Table.open(path)
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.005)
+result = table.delete(f"id = {row}", options=CommitOptions(backoff_max_s=0.05))
+print("version", result.version, flush=True)
+"""
+
+
+def test_deletes_racing_in_processes_all_land_in_the_same_vector(tmp_path: Path) -> None:
+    """Four processes delete one row each of the same file at once: every delete lands (the
+    losers conflict, drop their vector file and run again), the file's vector holds all four
+    rows, and exactly one vector file per landed commit is left."""
+    path = tmp_path / "t"
+    _table(path)
+    go = tmp_path / "go"
+    rows = ["11", "12", "13", "14"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _DELETER, str(path), row, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for row in rows
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    go.touch()
+    versions = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-800:]
+        versions.append(int(out.split()[-1]))
+    assert sorted(versions) == [3, 4, 5, 6]
+    table = Table.open(str(path))
+    assert _ids(table) == [i for i in range(130) if i not in (11, 12, 13, 14)]
+    (dv,) = [a.deletion_vector for a in table.snapshot().add_actions() if a.deletion_vector]
+    assert deleted_rows(table.storage, dv.to_json()) == [11, 12, 13, 14]
+    assert len(_dv_files(path)) == 4
+    assert _oracle(path)["rows"] == 126
