@@ -23,6 +23,7 @@ from tests import oracle_read
 from tests.faults import FAIL_BEFORE, FaultyStorage
 from txntable.engine import row_deletes, write_api
 from txntable.engine import row_tracking as rt
+from txntable.engine.checkpoint_write import write_checkpoint
 from txntable.engine.deletion_vectors import deleted_rows, dv_file
 from txntable.engine.errors import (
     ConcurrentModificationException,
@@ -448,3 +449,16 @@ def test_deletes_racing_in_processes_all_land_in_the_same_vector(tmp_path: Path)
     assert deleted_rows(table.storage, dv.to_json()) == [11, 12, 13, 14]
     assert len(_dv_files(path)) == 4
     assert _oracle(path)["rows"] == 126
+
+
+def test_our_vectors_survive_a_checkpoint(tmp_path: Path) -> None:
+    """deltalake reads the vectors from our checkpoint alone (the commits before it deleted)."""
+    path = tmp_path / "t"
+    table = _table(path)
+    table.delete("id = 3 OR id = 77 OR id = 128")
+    write_checkpoint(Table.open(str(path)).snapshot())
+    for version in range(3):
+        (path / "_delta_log" / f"{version:020d}.json").unlink()
+    expected = [i for i in range(130) if i not in (3, 77, 128)]
+    assert _ids(Table.open(str(path))) == expected
+    assert _oracle(path)["rows"] == len(expected)
