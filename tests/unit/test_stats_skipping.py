@@ -12,12 +12,26 @@ from txntable.engine.predicates import parse_predicate
 from txntable.engine.state import ADD_SCHEMA
 from txntable.engine.stats_skipping import prune
 
-TYPES = {"id": "long", "s": "string", "f": "float", "d": "double", "t": "timestamp"}
+TYPES = {
+    "id": "long",
+    "s": "string",
+    "f": "float",
+    "d": "double",
+    "t": "timestamp",
+    "st": {"type": "struct", "fields": []},
+}
 STATS = {
     "numRecords": 10,
-    "minValues": {"id": 10, "s": "m", "f": 1.5, "d": 0.5, "t": "2024-01-01T00:00:00.000Z"},
+    "minValues": {
+        "id": 10,
+        "s": "m",
+        "f": 1.5,
+        "d": 0.5,
+        "t": "2024-01-01T00:00:00.000Z",
+        "st": {},
+    },
     "maxValues": {"id": 20, "s": "p", "f": 2.5, "d": 9.5, "t": "2024-02-01T00:00:00.000Z"},
-    "nullCount": {"id": 0, "s": 3, "f": 0, "d": 10, "t": 0},
+    "nullCount": {"id": 0, "s": 3, "f": 0, "d": 10, "t": 0, "st": {"a": 0}},
 }
 
 
@@ -61,6 +75,7 @@ def _files(*stats: dict[str, Any] | None) -> pa.Table:
         ("t = TIMESTAMP '2030-01-01 00:00:00'", True),  # timestamps are not compared
         ("id = 'x'", True),  # not comparable here: evaluation reports the bad literal later
         ("nope = 1", True),  # no statistics for the column
+        ("st = 1", True),  # a struct's type is no name
     ],
 )
 def test_a_file_is_skipped_only_when_no_row_can_match(predicate: str, may_match: bool) -> None:

@@ -69,7 +69,7 @@ def _bound(stats: Mapping[str, Any], kind: str, column: str) -> Any:
 
 
 def _comparable(value: Any, literal: Any, delta_type: Any) -> bool:
-    if delta_type in _NUMERIC:
+    if isinstance(delta_type, str) and delta_type in _NUMERIC:
         return all(isinstance(v, int | float) and not isinstance(v, bool) for v in (value, literal))
     if delta_type == "string":
         return isinstance(value, str) and isinstance(literal, str)
