@@ -7,6 +7,12 @@ describe files its own way, and reading them back to learn that costs a second p
 gets the table URI, storage options and its input paths works the same on ``local[N]`` and on
 ``k8s://`` executors, and the driver only collects small JSON results.
 
+A Z-order (or clustering) bin holds a whole partition; above ``distribute_zorder_above`` input
+bytes (or above ``max_task_input_bytes``, which no single task may load) it is not one task but
+a Spark job of its own (``maintenance.zorder_spark``): inputs are read in parallel, rows are
+range-partitioned by a bin-wide Z-order key and each range is written as one file, so no task
+holds more than about one input or one output file. The driver still commits it like any bin.
+
 The session is created lazily (the JVM start is most of a small run) and can be passed in, so
 tests and benchmarks share one.
 """
@@ -16,10 +22,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
+from txntable.maintenance.zorder_spark import zorder_bin
+
+#: Z-order bins with more input bytes than this run distributed (``zorder_spark``): one task
+#: holding a whole partition needs several times its Parquet bytes in memory
+DISTRIBUTE_ZORDER_ABOVE = 1 << 30
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
@@ -54,12 +65,20 @@ class SparkExecutor:
         master: str = "local[2]",
         app_name: str = "txntable-optimize",
         conf: Mapping[str, str] | None = None,
+        *,
+        max_task_input_bytes: int | None = None,
+        distribute_zorder_above: int | None = DISTRIBUTE_ZORDER_ABOVE,
     ) -> None:
         self._spark = spark
         self._owns_session = spark is None
         self.master = master
         self.app_name = app_name
         self.conf = dict(conf or {})
+        #: no task loads more input bytes than this (None: no limit); a bin over it fails,
+        #: unless it is a Z-order bin that can run distributed
+        self.max_task_input_bytes = max_task_input_bytes
+        #: Z-order bins above this many input bytes run distributed (None: never)
+        self.distribute_zorder_above = distribute_zorder_above
 
     @property
     def spark(self) -> Any:
@@ -75,7 +94,27 @@ class SparkExecutor:
         slots = max(1, int(sc.defaultParallelism))
         sc.parallelize(range(slots), slots).map(_import_worker).collect()
 
+    def distributes(self, task: BinTask) -> bool:
+        """Whether ``task`` runs as a distributed Z-order rather than one task."""
+        if not task.zorder_by or self.distribute_zorder_above is None:
+            return False
+        limit = self.distribute_zorder_above
+        if self.max_task_input_bytes is not None:
+            limit = min(limit, self.max_task_input_bytes)
+        return task.input_bytes > limit
+
     def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        if self.max_task_input_bytes is not None:
+            tasks = [replace(t, max_input_bytes=self.max_task_input_bytes) for t in tasks]
+        big = [t for t in tasks if self.distributes(t)]
+        small = [t for t in tasks if not self.distributes(t)]
+        results = self._run_tasks(small)
+        for task in big:  # each is a job over the whole cluster already
+            results.append(zorder_bin(self.spark.sparkContext, task, self.max_task_input_bytes))
+        return results
+
+    def _run_tasks(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        """One job, one task per bin."""
         if not tasks:
             return []
         payload = [asdict(t) for t in tasks]

@@ -7,6 +7,13 @@ skewed numbers all spread over the same integer range. The ranks are scaled to `
 significant bits first, which is the Morton (Z) curve. Everything is vectorised with Arrow
 compute kernels (one rank per column, then ``bits * k`` shift/and/or kernels over whole arrays),
 so no NumPy dependency is needed.
+
+Ranks over the rows at hand need all of a bin's rows in one place. For a bin spread over many
+tasks (``maintenance.zorder_spark``) the key must not depend on which rows a task holds, so each
+column is bucketed by boundaries taken once from a sample of the whole bin
+(``column_boundaries``: every distinct value when there are few, else equi-depth quantiles), and
+``global_zorder_key`` interleaves those bucket numbers. Cutting the key space into ranges
+(``range_splits``, ``range_ids``) uses the same sample's keys, as Spark's range partitioner does.
 """
 
 from __future__ import annotations
@@ -31,29 +38,148 @@ def bits_per_column(num_columns: int) -> int:
 def normalised_ranks(values: pa.Array | pa.ChunkedArray, bits: int) -> pa.Array:
     """Dense ranks of ``values`` scaled into ``[0, 2**bits)`` as uint64 (equal values, equal
     rank; order preserved)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    values = _orderable(values)
     if len(values) == 0:
         return pa.array([], pa.uint64())
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    if pa.types.is_nested(values.type) or pa.types.is_null(values.type):
-        raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}")
     try:
         ranks = pc.rank(values, sort_keys="ascending", tiebreaker="dense")
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}") from exc
     r = pc.subtract(ranks.cast(pa.uint64()), pa.scalar(1, pa.uint64()))
-    top = int(pc.max(r).as_py() or 0)
+    return _stretch(r, int(pc.max(r).as_py() or 0), bits)
+
+
+def _stretch(r: pa.Array, top: int, bits: int) -> pa.Array:
+    """Ranks ``0..top`` stretched (or, with more ranks than the key holds, squeezed) over the
+    whole ``[0, 2**bits)``, keeping the order: a column with few distinct values must weigh as
+    much in the key's high bits as one with many, or the key would sort by the latter alone."""
     span = 1 << bits
     if top in (0, span - 1):
         return r
-    # stretch (or, with more distinct values than the key holds, squeeze) the ranks over the
-    # whole range, keeping the order: a column with few distinct values must weigh as much in
-    # the key's high bits as one with many, or the key would sort by the latter alone
     scaled = pc.floor(pc.multiply(r.cast(pa.float64()), (span - 1) / top))
     top_value = pa.scalar(span - 1, pa.uint64())
     return pc.min_element_wise(scaled.cast(pa.uint64(), safe=False), top_value)
+
+
+def _orderable(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``values`` as one plain array a sort accepts; refuses types that have no order."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if pa.types.is_nested(values.type) or pa.types.is_null(values.type):
+        raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}")
+    return values
+
+
+def _sort_indices(values: pa.Array) -> pa.Array:
+    try:
+        return pc.sort_indices(values)  # nulls last (Arrow's default)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}") from exc
+
+
+#: at most this many buckets per column in a bin-wide key: 16 bits already place every row of a
+#: file among 65,536 slices of the column, far finer than any file's share of it
+MAX_BUCKETS = 1 << 16
+
+
+def column_boundaries(
+    sample: pa.Array | pa.ChunkedArray, bits: int, max_buckets: int = MAX_BUCKETS
+) -> pa.Array:
+    """Sorted values that cut a column into buckets, from a ``sample`` of the whole bin: every
+    distinct value when they fit (the buckets are then the dense ranks), else equi-depth
+    quantiles, so each bucket holds about as many rows. Nulls are left out (they sort last)."""
+    values = _orderable(sample)
+    values = values.filter(pc.is_valid(values))
+    limit = max(1, min(1 << bits, max_buckets) - 1)  # bucket numbers 0..limit+1 incl. nulls
+    ordered = values.take(_sort_indices(values))
+    distinct = pc.unique(ordered)  # in order of first appearance: sorted
+    if len(distinct) <= limit:
+        return distinct
+    n = len(ordered)
+    positions = pa.array([(i * n) // (limit + 1) for i in range(1, limit + 1)], pa.int64())
+    return pc.unique(ordered.take(positions))
+
+
+def bucketize(
+    values: pa.Array | pa.ChunkedArray, boundaries: pa.Array, *, right: bool = True
+) -> pa.Array:
+    """For each value, how many ``boundaries`` (sorted) are ``<=`` it (``right``) or ``<`` it;
+    a null counts every boundary (as uint64). Arrow has no binary search, so the values and the
+    boundaries are sorted together and the boundaries counted along the way."""
+    values = _orderable(values)
+    n, nb = len(values), len(boundaries)
+    if n == 0:
+        return pa.array([], pa.uint64())
+    if nb == 0:
+        return pa.repeat(pa.scalar(0, pa.uint64()), n)
+    both = pa.table(
+        {
+            "v": pa.concat_arrays([_orderable(boundaries).cast(values.type), values]),
+            "b": pa.concat_arrays(
+                [pa.repeat(pa.scalar(1, pa.int64()), nb), pa.repeat(pa.scalar(0, pa.int64()), n)]
+            ),
+        }
+    )
+    # ties: a boundary equal to a value counts for it (right) when it sorts before it
+    tie = "descending" if right else "ascending"
+    try:
+        order = pc.sort_indices(both, sort_keys=[("v", "ascending"), ("b", tie)])  # nulls last
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}") from exc
+    counted = pc.cumulative_sum(both.column("b").take(order)).combine_chunks()
+    is_value = pc.greater_equal(order, pa.scalar(nb, pa.uint64()))
+    row = pc.subtract(order.filter(is_value), pa.scalar(nb, pa.uint64()))
+    buckets = counted.filter(is_value).cast(pa.uint64())
+    return buckets.take(pc.sort_indices(row))  # back to the values' own order
+
+
+def global_zorder_key(
+    table: pa.Table, columns: Sequence[str], boundaries: Sequence[pa.Array]
+) -> pa.Array:
+    """The Z-order key (uint64) of every row over ``columns``, each column bucketed by its
+    ``boundaries`` (``column_boundaries`` of a bin-wide sample): the same row gets the same key
+    in whatever task it is, so keys of different tasks order the whole bin."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InvalidPolicyError(f"Z-order column(s) not in the data: {', '.join(missing)}")
+    if len(boundaries) != len(columns):
+        raise InvalidPolicyError(f"{len(columns)} Z-order columns but {len(boundaries)} bounds")
+    bits = bits_per_column(len(columns))
+    ranks = []
+    for name, bounds in zip(columns, boundaries, strict=True):
+        values = table.column(name)
+        buckets = bucketize(values, bounds)
+        null_bucket = pa.scalar(len(bounds) + 1, pa.uint64())
+        buckets = pc.if_else(pc.is_null(_orderable(values)), null_bucket, buckets)
+        ranks.append(_stretch(buckets, len(bounds) + 1, bits))
+    if table.num_rows == 0:
+        return pa.array([], pa.uint64())
+    return interleave(ranks, bits)
+
+
+def range_splits(keys: pa.Array, ranges: int) -> pa.Array:
+    """``ranges - 1`` keys cutting ``keys`` (a sample of the bin's keys) into ``ranges`` parts
+    of about equal row counts; a key so frequent that it fills several parts repeats."""
+    if ranges <= 1 or len(keys) == 0:
+        return pa.array([], pa.uint64())
+    ordered = keys.take(pc.sort_indices(keys))
+    n = len(ordered)
+    return ordered.take(pa.array([(i * n) // ranges for i in range(1, ranges)], pa.int64()))
+
+
+def range_ids(keys: pa.Array, splits: pa.Array) -> pa.Array:
+    """The range (0-based, int32) of every key: range ``i`` holds keys above split ``i-1`` and
+    up to split ``i``. Rows of a key that repeats in ``splits`` are dealt round-robin over the
+    ranges it spans, so one very frequent key cannot make one range (one file) hold it all."""
+    if len(keys) == 0:
+        return pa.array([], pa.int32())
+    below = bucketize(keys, splits, right=False)
+    width = pc.add(pc.subtract(bucketize(keys, splits, right=True), below), 1)
+    position = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.uint64()), len(keys)))
+    spread = pc.subtract(position, pc.multiply(pc.divide(position, width), width))
+    return pc.add(below, spread).cast(pa.int32())
 
 
 def interleave(columns: Sequence[pa.Array], bits: int) -> pa.Array:
