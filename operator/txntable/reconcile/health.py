@@ -1,22 +1,29 @@
-"""A table's health, computed from a snapshot the controller already holds.
+"""A table's health, from a snapshot or from the compact summary the controller keeps.
 
-The observation timer refreshes the table's snapshot incrementally (engine I/O, in the
-handlers) and hands it here; everything below is arithmetic over Arrow columns, so one tick
-costs a listing plus the new commits, never a replay.
+The controller holds an ``engine.summary.TableSummary`` per table (a few bytes per file), advances
+it by the new commits each tick (engine I/O, in the handlers) and hands it to
+``observe_summary``; ``observe`` computes the same figures from a full ``Snapshot`` (the CLI, and
+the reference the summary is tested against). Everything below is arithmetic over Arrow columns,
+so one tick costs a listing plus the new commits, never a replay.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine import Snapshot, retention
+from txntable.engine.actions import Metadata, Protocol
 from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
 from txntable.engine.features import check_writable
+from txntable.engine.segment import CheckpointRef
+from txntable.engine.summary import TableSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +61,89 @@ class TableHealth:
         return 100.0 * self.small_files / self.files if self.files else 0.0
 
 
-def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
+def observe_summary(
+    summary: TableSummary, min_file_size: int, *, now_ms: int | None = None
+) -> TableHealth:
+    """Health from a ``TableSummary``: the same figures ``observe`` gives for the snapshot of
+    the same version (``now_ms``: the clock for reclaimable tombstones, default now)."""
+    files = summary.files
+    sizes = files.column("size")
+    small_mask = pc.less(sizes, min_file_size)
+    small = int(pc.sum(pc.cast(small_mask, "int64")).as_py() or 0)
+    small_bytes = int(pc.sum(pc.filter(sizes, small_mask)).as_py() or 0) if small else 0
+    partitions, compactable = 0, 0
+    if summary.num_files:
+        if not summary.partition_columns:
+            partitions, compactable = 1, small if small >= 2 else 0
+        else:
+            grouped = (
+                pa.table({"p": files.column("partition"), "small": pc.cast(small_mask, "int64")})
+                .group_by("p")
+                .aggregate([("small", "sum")])
+            )
+            sums = grouped.column("small_sum")
+            merged = pc.sum(pc.if_else(pc.greater_equal(sums, 2), sums, 0)).as_py()
+            partitions, compactable = int(grouped.num_rows), int(merged or 0)
+    dv_rows = files.column("dv_rows")
+    tombs = summary.tombstones
+    return _health(
+        version=summary.version,
+        protocol=summary.protocol,
+        metadata=summary.metadata,
+        timestamp_ms=summary.timestamp_ms,
+        checkpoint=summary.checkpoint,
+        files=summary.num_files,
+        size_bytes=summary.size_bytes,
+        small_files=small,
+        small_file_bytes=small_bytes,
+        compactable_small_files=compactable,
+        partitions=partitions,
+        files_with_deletion_vectors=len(dv_rows) - dv_rows.null_count,
+        deleted_rows=int(pc.sum(dv_rows).as_py() or 0),
+        reclaimable_bytes=_reclaimable(
+            summary.configuration,
+            tombs.column("deletion_timestamp"),
+            tombs.column("size"),
+            now_ms,
+        ),
+    )
+
+
+def _health(
+    *,
+    protocol: Protocol,
+    metadata: Metadata,
+    timestamp_ms: int,
+    checkpoint: CheckpointRef | None,
+    version: int,
+    **figures: Any,
+) -> TableHealth:
+    """The protocol, writability and checkpoint parts, shared by both ``observe`` functions."""
+    writable, reason = True, None
+    try:
+        check_writable(protocol, metadata, rows_unchanged=True)
+    except UnsupportedFeatureError as exc:
+        writable, reason = False, str(exc)
+    since = version - checkpoint.version if checkpoint is not None else version + 1
+    return TableHealth(
+        version=version,
+        min_reader_version=protocol.min_reader_version,
+        min_writer_version=protocol.min_writer_version,
+        reader_features=tuple(protocol.reader_features or ()),
+        writer_features=tuple(protocol.writer_features or ()),
+        last_commit_time=datetime.fromtimestamp(timestamp_ms / 1000, UTC),
+        checkpoint_version=checkpoint.version if checkpoint is not None else None,
+        checkpoint_time=(
+            datetime.fromtimestamp(checkpoint.files[0].mtime_ms / 1000, UTC) if checkpoint else None
+        ),
+        commits_since_checkpoint=since,
+        writable=writable,
+        unwritable_reason=reason,
+        **figures,
+    )
+
+
+def observe(snapshot: Snapshot, min_file_size: int, *, now_ms: int | None = None) -> TableHealth:
     """Health of ``snapshot``; files strictly smaller than ``min_file_size`` count as small."""
     files = snapshot.files()
     sizes = files.column("size")
@@ -62,37 +151,19 @@ def observe(snapshot: Snapshot, min_file_size: int) -> TableHealth:
     small = int(pc.sum(pc.cast(small_mask, "int64")).as_py() or 0)
     small_bytes = int(pc.sum(pc.filter(sizes, small_mask)).as_py() or 0) if small else 0
     partitions, compactable = _partition_stats(snapshot, small_mask)
-    protocol = snapshot.protocol
-    writable, reason = True, None
-    try:
-        check_writable(protocol, snapshot.metadata, rows_unchanged=True)
-    except UnsupportedFeatureError as exc:
-        writable, reason = False, str(exc)
-    checkpoint = snapshot.checkpoint_version
-    since = snapshot.version - checkpoint if checkpoint is not None else snapshot.version + 1
-    return TableHealth(
+    return _health(
         version=snapshot.version,
-        min_reader_version=protocol.min_reader_version,
-        min_writer_version=protocol.min_writer_version,
-        reader_features=tuple(protocol.reader_features or ()),
-        writer_features=tuple(protocol.writer_features or ()),
+        protocol=snapshot.protocol,
+        metadata=snapshot.metadata,
+        timestamp_ms=snapshot.timestamp_ms,
+        checkpoint=snapshot.checkpoint,
         files=snapshot.num_files,
         size_bytes=snapshot.size_bytes,
         small_files=small,
         small_file_bytes=small_bytes,
         compactable_small_files=compactable,
         partitions=partitions,
-        last_commit_time=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
-        checkpoint_version=checkpoint,
-        checkpoint_time=(
-            datetime.fromtimestamp(snapshot.checkpoint.files[0].mtime_ms / 1000, UTC)
-            if snapshot.checkpoint
-            else None
-        ),
-        commits_since_checkpoint=since,
-        writable=writable,
-        unwritable_reason=reason,
-        **_deletion_figures(snapshot),
+        **_deletion_figures(snapshot, now_ms),
     )
 
 
@@ -104,25 +175,40 @@ def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str
     if with_dv:
         deleted = int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
     tombstones = snapshot.tombstones()
-    reclaimable = 0
-    if tombstones.num_rows:
-        try:
-            keep_ms = retention.duration_ms(
-                snapshot.configuration,
-                retention.DELETED_FILE_RETENTION,
-                retention.DEFAULT_DELETED_FILE_RETENTION_MS,
-            )
-        except InvalidArgumentError:
-            keep_ms = None  # a broken property: VACUUM refuses it too, so nothing is reclaimable
-        if keep_ms is not None:
-            now = int(time.time() * 1000) if now_ms is None else now_ms
-            old = pc.less(pc.fill_null(tombstones.column("deletionTimestamp"), now), now - keep_ms)
-            reclaimable = int(pc.sum(pc.filter(tombstones.column("size"), old)).as_py() or 0)
     return {
         "files_with_deletion_vectors": with_dv,
         "deleted_rows": deleted,
-        "reclaimable_bytes": reclaimable,
+        "reclaimable_bytes": _reclaimable(
+            snapshot.configuration,
+            tombstones.column("deletionTimestamp"),
+            tombstones.column("size"),
+            now_ms,
+        ),
     }
+
+
+def _reclaimable(
+    configuration: Mapping[str, str],
+    deletion_timestamps: pa.ChunkedArray,
+    sizes: pa.ChunkedArray,
+    now_ms: int | None,
+) -> int:
+    """Bytes of tombstones older than the table's file retention (what VACUUM may delete)."""
+    if not len(sizes):
+        return 0
+    try:
+        keep_ms = retention.duration_ms(
+            configuration,
+            retention.DELETED_FILE_RETENTION,
+            retention.DEFAULT_DELETED_FILE_RETENTION_MS,
+        )
+    except InvalidArgumentError:
+        return 0  # a broken property: VACUUM refuses it too, so nothing is reclaimable
+    if keep_ms is None:
+        return 0
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    old = pc.less(pc.fill_null(deletion_timestamps, now), now - keep_ms)
+    return int(pc.sum(pc.filter(sizes, old)).as_py() or 0)
 
 
 def _partition_stats(snapshot: Snapshot, small_mask: pa.ChunkedArray) -> tuple[int, int]:

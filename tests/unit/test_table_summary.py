@@ -1,0 +1,266 @@
+"""The controller's compact TableSummary gives the health a full snapshot gives.
+
+Random sequences of real commits (appends into partitions including a null one, whole-file and
+row-level deletes through deletion vectors, OPTIMIZE, partition overwrites, removes that carry
+no size, old tombstones, property changes, checkpoints, log cleanup) are written through the
+engine; after every few commits the summary is advanced over them and its health is compared,
+field by field, with the health of a freshly loaded snapshot and of a refreshed one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import TESTDATA
+from txntable.engine import Snapshot, Table
+from txntable.engine.actions import RemoveFile
+from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.summary import TableSummary
+from txntable.maintenance.executor_arrow import ArrowExecutor
+from txntable.maintenance.optimize import optimize
+from txntable.maintenance.planner import OptimizePolicy
+from txntable.reconcile.health import TableHealth, observe, observe_summary
+
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("pad", pa.string())])
+PARTS = ["a", "b", "c", None]
+THRESHOLDS = (1, 1_500, 3_000, 1 << 40)
+
+
+class _Writer:
+    """Random commits on one table; remembers whether a checkpoint may have dropped tombstones."""
+
+    def __init__(self, table: Table, rng: random.Random, partitioned: bool) -> None:
+        self.table, self.rng, self.partitioned = table, rng, partitioned
+        self.next_id = 0
+        self.checkpointed = False
+
+    def step(self) -> None:
+        ops = [self.append] * 6 + [
+            self.delete_rows,
+            self.delete_rows,
+            self.delete_files,
+            self.optimize,
+            self.overwrite,
+            self.old_tombstone,
+            self.remove_and_restore,
+            self.bare_remove,
+            self.set_property,
+            self.checkpoint,
+            self.cleanup,
+        ]
+        self.rng.choice(ops)()
+
+    def append(self) -> None:
+        n = self.rng.choice([1, 5, 40, 200])
+        part = self.rng.choice(PARTS)
+        ids = list(range(self.next_id, self.next_id + n))
+        self.next_id += n
+        pad = "x" * self.rng.choice([1, 50])
+        self.table.append(pa.table({"id": ids, "p": [part] * n, "pad": [pad] * n}, SCHEMA))
+
+    def delete_rows(self) -> None:
+        if self.next_id:
+            low = self.rng.randrange(self.next_id)
+            self.table.delete(f"id >= {low} AND id < {low + self.rng.choice([1, 3, 30])}")
+
+    def delete_files(self) -> None:
+        if self.partitioned:
+            self.table.delete(f"p = '{self.rng.choice(PARTS[:3])}'")
+
+    def optimize(self) -> None:
+        optimize(self.table, OptimizePolicy(target_file_size=4_000), ArrowExecutor(workers=1))
+
+    def overwrite(self) -> None:
+        if self.partitioned:
+            data = pa.table({"id": [self.next_id], "p": ["b"], "pad": ["o"]}, SCHEMA)
+            self.next_id += 1
+            self.table.overwrite(data, "p = 'b'")
+
+    def _some_adds(self, k: int):  # type: ignore[no-untyped-def]
+        adds = list(self.table.snapshot().add_actions())
+        return self.rng.sample(adds, min(k, len(adds)))
+
+    def old_tombstone(self) -> None:
+        """Removes dated long ago: past the retention, so VACUUM could reclaim them."""
+        removed = self._some_adds(2)
+        if removed:
+            txn = self.table.transaction()
+            txn.add(*(a.to_remove(deletion_timestamp=1_000, data_change=True) for a in removed))
+            txn.commit("DELETE")
+
+    def remove_and_restore(self) -> None:
+        """A file removed (long ago, by its timestamp) and added back, as RESTORE does: the
+        add clears the tombstone."""
+        removed = self._some_adds(1)
+        if removed:
+            txn = self.table.transaction()
+            txn.add(removed[0].to_remove(deletion_timestamp=1_000, data_change=True))
+            txn.commit("DELETE")
+            txn = self.table.transaction()
+            txn.add(removed[0])
+            txn.commit("RESTORE")
+
+    def bare_remove(self) -> None:
+        """A remove with only path (and vector): no size, no partition values."""
+        removed = self._some_adds(1)
+        if removed:
+            a = removed[0]
+            txn = self.table.transaction()
+            now = int(time.time() * 1000)
+            txn.add(
+                RemoveFile(
+                    path=a.path,
+                    deletion_timestamp=now,
+                    data_change=True,
+                    deletion_vector=a.deletion_vector,
+                )
+            )
+            txn.commit("DELETE")
+
+    def set_property(self) -> None:
+        snapshot = self.table.snapshot()
+        hours = self.rng.choice(["1", "24", "1000000"])
+        config = dict(snapshot.configuration)
+        config["delta.deletedFileRetentionDuration"] = f"interval {hours} hours"
+        txn = self.table.transaction()
+        txn.set_metadata(dataclasses.replace(snapshot.metadata, configuration=config))
+        txn.commit("SET TBLPROPERTIES")
+
+    def checkpoint(self) -> None:
+        write_checkpoint(self.table.snapshot())
+        self.checkpointed = True
+
+    def cleanup(self) -> None:
+        snapshot = self.table.snapshot()
+        if snapshot.checkpoint_version is not None:
+            # cleanup cuts at whole days: two days ahead, every commit before the checkpoint goes
+            cleanup_expired_logs(snapshot, retention_ms=0, now_ms=_now() + 2 * 86_400_000)
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _same(summary: TableSummary, storage_snapshot: Snapshot, now_ms: int, exact: bool) -> None:
+    for threshold in THRESHOLDS:
+        ours = observe_summary(summary, threshold, now_ms=now_ms)
+        theirs = observe(storage_snapshot, threshold, now_ms=now_ms)
+        if exact:
+            assert ours == theirs, threshold
+        else:
+            # a checkpoint drops tombstones past the retention; an advanced summary (like a
+            # refreshed snapshot) still counts them until its next full load
+            assert _without_reclaimable(ours) == _without_reclaimable(theirs), threshold
+            assert ours.reclaimable_bytes >= theirs.reclaimable_bytes
+
+
+def _without_reclaimable(h: TableHealth) -> TableHealth:
+    return dataclasses.replace(h, reclaimable_bytes=0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_advanced_summary_observes_what_a_fresh_snapshot_observes(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    partitioned = seed % 2 == 0
+    table = Table.create(
+        str(tmp_path / "t"),
+        SCHEMA,
+        ["p"] if partitioned else [],
+        {"delta.enableDeletionVectors": "true"},
+    )
+    writer = _Writer(table, rng, partitioned)
+    for _ in range(6):
+        writer.append()
+    summary = TableSummary.load(table.storage)
+    refreshed = Snapshot.load(table.storage)
+    for _ in range(12):
+        for _ in range(rng.randint(0, 4)):
+            writer.step()
+        now = _now()
+        summary = summary.advance(table.storage)
+        refreshed = refreshed.refresh()
+        _same(summary, refreshed, now, exact=True)
+        _same(summary, Snapshot.load(table.storage), now, exact=not writer.checkpointed)
+        assert summary.version == table.snapshot().version
+
+
+def test_reference_tables_summarize_as_they_observe() -> None:
+    """Column mapping, deletion vectors, null partitions, checkpoints of other writers."""
+    now = int(time.time() * 1000)
+    names = [
+        "delta-0.8.0-partitioned",
+        "delta-0.8.0-null-partition",
+        "table_with_column_mapping",
+        "basic-dv-with-checkpoint",
+        "table-with-dv-small",
+        "latest_not_checkpointed",
+        "simple_table",
+    ]
+    for name in names:
+        snapshot = Table.open(str(TESTDATA / name)).snapshot()
+        summary = TableSummary.from_snapshot(snapshot)
+        for threshold in THRESHOLDS:
+            ours = observe_summary(summary, threshold, now_ms=now)
+            assert ours == observe(snapshot, threshold, now_ms=now), name
+
+
+def test_a_summary_advanced_from_an_old_version_matches(tmp_path: Path) -> None:
+    """The reference table's log from its first version on, one commit at a time."""
+    source = TESTDATA / "delta-0.8.0-partitioned"
+    table = Table.open(str(source))
+    first = min(c["version"] for c in table.history())
+    summary = TableSummary.from_snapshot(table.snapshot(version=first))
+    latest = table.snapshot()
+    summary = summary.advance(table.storage)
+    assert observe_summary(summary, 1_000, now_ms=0) == observe(latest, 1_000, now_ms=0)
+
+
+def test_a_summary_holds_a_few_bytes_per_file(tmp_path: Path) -> None:
+    table = Table.create(str(tmp_path / "t"), SCHEMA, ["p"])
+    for i in range(20):
+        table.append(pa.table({"id": [i], "p": [PARTS[i % 4]], "pad": ["y" * 500]}, SCHEMA))
+    snapshot = Snapshot.load(table.storage)
+    summary = TableSummary.from_snapshot(snapshot)
+    assert summary.num_files == 20 and len(summary.partitions) == 4
+    assert summary.nbytes < 40 * 20 < snapshot.files().nbytes
+
+
+def test_commits_cleaned_up_before_they_were_seen_cost_one_full_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = Table.create(str(tmp_path / "t"), SCHEMA, ["p"])
+    writer = _Writer(table, random.Random(1), partitioned=True)
+    writer.append()
+    summary = TableSummary.load(table.storage)
+    loads: list[int] = []
+    real_load = TableSummary.load.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[TableSummary], storage: object) -> TableSummary:
+        loads.append(1)
+        return real_load(cls, storage)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(TableSummary, "load", classmethod(counted))
+    for _ in range(4):
+        writer.append()
+    writer.old_tombstone()
+    writer.checkpoint()
+    writer.append()
+    writer.cleanup()
+    assert not (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").exists()
+    summary = summary.advance(table.storage)
+    assert loads == [1]
+    now = _now()
+    _same(summary, Snapshot.load(table.storage), now, exact=True)
+    writer.append()
+    summary = summary.advance(table.storage)  # back to folding commits
+    assert loads == [1]
+    _same(summary, Snapshot.load(table.storage), now, exact=True)
