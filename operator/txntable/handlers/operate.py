@@ -2,9 +2,11 @@
 
 The Kopf handlers and the local mode (``txntable run --local``) both call ``Operator.reconcile``,
 so the cluster and the laptop run the same logic; only where manifests come from and where status
-goes differ. Nothing in this module imports Kopf. Observation refreshes a cached ``engine.Table``
-per resource (one listing plus the new commits per tick); decisions are the pure functions of
-``txntable.reconcile``; runs go through a ``launch.Launcher``; small checkpoints are written inline.
+goes differ. Nothing in this module imports Kopf. Observation keeps a compact
+``engine.summary.TableSummary`` per resource, never a snapshot (a few bytes per file; one listing
+plus the new commits per tick); decisions are the pure functions of ``txntable.reconcile``; runs
+go through a ``launch.Launcher``; small checkpoints are written inline, from a snapshot loaded
+for that checkpoint only.
 
 A finished run is adopted once: its record, its ``Run<Outcome>`` Event (with the reason the
 backend gives) and its metrics are produced the first time the run is seen finished, never
@@ -34,7 +36,7 @@ from txntable.api.types import (
     TxnTableStatus,
 )
 from txntable.config import Config
-from txntable.engine import CommitOptions, Table
+from txntable.engine import CommitOptions, Snapshot, Table
 from txntable.engine.checkpoint_write import write_checkpoint
 from txntable.engine.cleanup import cleanup_expired_logs
 from txntable.engine.errors import (
@@ -45,6 +47,7 @@ from txntable.engine.errors import (
     UnsupportedFeatureError,
 )
 from txntable.engine.schema import to_arrow_type
+from txntable.engine.summary import TableSummary
 from txntable.handlers.requests import checkpoint_request, compaction_request
 from txntable.launch import (
     Backend,
@@ -68,7 +71,7 @@ from txntable.reconcile.decide import (
     decide_compaction,
     outcome_of,
 )
-from txntable.reconcile.health import TableHealth, observe
+from txntable.reconcile.health import TableHealth, observe_summary
 from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
@@ -109,7 +112,9 @@ class Operator:
     engine_metrics: EngineMetrics | None = None
     #: Retry delays after consecutive failed runs (the policy's cooldown is the floor).
     backoff: Backoff = field(default_factory=Backoff)
+    #: Per table: its handle (holding no snapshot) and the summary of its log.
     _tables: dict[str, Table] = field(default_factory=dict)
+    _summaries: dict[str, TableSummary] = field(default_factory=dict)
     #: Per table: the record made for each finished run already adopted, by run name.
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
 
@@ -142,12 +147,14 @@ class Operator:
                 ),
             )
             log.info("created table", extra={"table": table.metadata.name})
+            opened = Table(opened.storage)  # without the snapshot creating it left behind
         self._tables[key] = opened
         return opened
 
     def forget(self, key: str) -> None:
         """Drop the cached table of a deleted resource."""
         self._tables.pop(key, None)
+        self._summaries.pop(key, None)
         self._recorded.pop(key, None)
 
     def _observe(
@@ -155,7 +162,13 @@ class Operator:
     ) -> tuple[Table | None, TableHealth | None, Failure | None]:
         try:
             engine_table = self._open(key, table, options)
-            snapshot = engine_table.snapshot()
+            known = self._summaries.get(key)
+            summary = (
+                known.advance(engine_table.storage)
+                if known is not None
+                else TableSummary.load(engine_table.storage)
+            )
+            self._summaries[key] = summary
         except TableNotFoundError as exc:
             return None, None, Failure(str(Reason.TABLE_NOT_FOUND), str(exc))
         except StorageError as exc:
@@ -168,7 +181,7 @@ class Operator:
             return None, None, Failure(str(Reason.CORRUPT_LOG), str(exc))
         except EngineError as exc:
             return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
-        return engine_table, observe(snapshot, min_file_size), None
+        return engine_table, observe_summary(summary, min_file_size), None
 
     # -- the tick ------------------------------------------------------------------------
     def reconcile(
@@ -491,7 +504,7 @@ class Operator:
         attempt: int = 0,
     ) -> RunRecord:
         started = time.monotonic()
-        snapshot = engine_table.snapshot()
+        snapshot = Snapshot.load(engine_table.storage)  # for this checkpoint only, not kept
         name = f"inline-checkpoint-{snapshot.version}" + (f"-r{attempt}" if attempt else "")
         try:
             result = write_checkpoint(snapshot, part_size=policy.spec.part_size)
