@@ -98,7 +98,7 @@ def test_the_table_property_decides_unless_a_flag_overrides_it(
 def test_the_default_is_zstd(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=3, rows=20, partitioned=False)
     doc = _run(path)
-    assert (doc["parquet"]["codec"], doc["parquet"]["level"]) == ("zstd", 3)
+    assert (doc["parquet"]["codec"], doc["parquet"]["level"]) == ("zstd", 1)
     assert _footer_codecs(_live_files(path)) == {"ZSTD"}
 
 

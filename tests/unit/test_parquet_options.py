@@ -25,11 +25,11 @@ from txntable.engine.storage import MemoryStorage, open_storage
 from txntable.engine.writer import write_data_files
 
 
-def test_defaults_are_zstd_3_with_auto_dictionary() -> None:
+def test_defaults_are_zstd_1_with_auto_dictionary() -> None:
     got = resolve({})
     assert (got.codec, got.level, got.row_group_rows, got.dictionary, got.source) == (
         "zstd",
-        3,
+        1,
         1_048_576,
         "auto",
         "default",

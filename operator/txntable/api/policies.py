@@ -199,7 +199,7 @@ class DictionaryMode(StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class ParquetWriteSettings:
     """Parquet settings of the files compaction writes; unset fields fall back to the table
-    property ``delta.parquet.compression.codec`` (codec only), then zstd level 3, 1,048,576-row
+    property ``delta.parquet.compression.codec`` (codec only), then zstd level 1, 1,048,576-row
     row groups and Auto dictionary."""
 
     compression: ParquetCodec | None = spec_field(None)

@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="codec level: zstd 1-22 (default 3), gzip 1-9 (default 6)",
+        help="codec level: zstd 1-22 (default 1), gzip 1-9 (default 6)",
     )
     parser.add_argument(
         "--row-group-rows",
