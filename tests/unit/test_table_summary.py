@@ -264,3 +264,56 @@ def test_commits_cleaned_up_before_they_were_seen_cost_one_full_load(
     summary = summary.advance(table.storage)  # back to folding commits
     assert loads == [1]
     _same(summary, Snapshot.load(table.storage), now, exact=True)
+
+
+CHECKPOINTED = [
+    "basic-dv-with-checkpoint",
+    "checkpoint-v2-table",
+    "checkpoint_with_partitions",
+    "latest_not_checkpointed",
+    "simple_table_with_checkpoint",
+    "with_checkpoint_no_last_checkpoint",
+]
+
+
+@pytest.mark.parametrize("name", CHECKPOINTED)
+def test_a_load_without_statistics_differs_only_in_statistics(name: str) -> None:
+    storage = Table.open(str(TESTDATA / name)).storage
+    full = Snapshot.load(storage)
+    lean = Snapshot.load(storage, stats=False)
+    assert full.has_stats and not lean.has_stats
+    nulls = [s.files().column("stats").null_count for s in (full, lean)]
+    if name in ("basic-dv-with-checkpoint", "checkpoint-v2-table"):
+        assert nulls[1] > nulls[0]  # the checkpoint's statistics were left unread
+    kept = [c for c in full.files().column_names if c not in ("stats", "tags")]
+    assert lean.files().select(kept).equals(full.files().select(kept)), name
+    assert (
+        lean.tombstones()
+        .drop_columns(["stats", "tags"])
+        .equals(full.tombstones().drop_columns(["stats", "tags"]))
+    )
+    assert (lean.protocol, lean.metadata, lean.version) == (
+        full.protocol,
+        full.metadata,
+        full.version,
+    )
+    now = _now()
+    assert observe(lean, 1_000, now_ms=now) == observe(full, 1_000, now_ms=now)
+    assert observe_summary(TableSummary.load(storage), 1_000, now_ms=now) == observe(
+        full, 1_000, now_ms=now
+    )
+
+
+def test_a_snapshot_without_statistics_is_never_checkpointed(tmp_path: Path) -> None:
+    from txntable.engine.errors import InvalidArgumentError
+
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    table.append(pa.table({"id": [1], "p": ["a"], "pad": ["z"]}, SCHEMA))
+    write_checkpoint(table.snapshot())
+    table.append(pa.table({"id": [2], "p": ["a"], "pad": ["z"]}, SCHEMA))
+    lean = Snapshot.load(table.storage, stats=False)
+    assert lean.refresh().has_stats is False
+    listing = sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir())
+    with pytest.raises(InvalidArgumentError, match="without file statistics"):
+        write_checkpoint(lean)
+    assert sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir()) == listing

@@ -217,6 +217,11 @@ def write_checkpoint(
     snapshot: Snapshot, *, part_size: int | None = None, now_ms: int | None = None
 ) -> CheckpointResult:
     """Checkpoint a snapshot into its own table's log."""
+    if not snapshot.has_stats:
+        raise InvalidArgumentError(
+            "this snapshot was loaded without file statistics (stats=False); a checkpoint "
+            "written from it would lose them: load it with statistics"
+        )
     return write_checkpoint_state(
         snapshot.storage, snapshot.state, part_size=part_size, now_ms=now_ms
     )

@@ -79,8 +79,12 @@ class Snapshot:
         state: TableState,
         timestamp_ms: int,
         checkpoint: CheckpointRef | None = None,
+        *,
+        has_stats: bool = True,
     ) -> None:
         check_readable(state.protocol)
+        #: False when loaded with ``stats=False``: files from the checkpoint lack statistics
+        self.has_stats = has_stats
         self._storage = storage
         self._state = state
         self.timestamp_ms = timestamp_ms
@@ -90,8 +94,12 @@ class Snapshot:
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def load(cls, storage: Storage, version: int | None = None) -> Snapshot:
+    def load(cls, storage: Storage, version: int | None = None, *, stats: bool = True) -> Snapshot:
         """Load ``version`` (latest when ``None``).
+
+        ``stats=False`` leaves the statistics (and tags) of the checkpoint's files unread, for
+        readers that never look at them (the controller's ``TableSummary``): less than half the
+        memory. Such a snapshot says so in ``has_stats`` and must not be written from.
 
         A checkpoint file that vanished after the listing (log cleanup replaced it) costs one
         fresh listing; a checkpoint that cannot be read (truncated, corrupt) is passed over for
@@ -100,7 +108,7 @@ class Snapshot:
         relisted = False
         while True:
             try:
-                base = cls._read_base(storage, segment)
+                base = cls._read_base(storage, segment, stats)
             except FileNotFoundError as exc:
                 assert segment.checkpoint is not None
                 if relisted:
@@ -116,13 +124,13 @@ class Snapshot:
                     raise
                 segment = cls._older_segment(storage, version, segment.checkpoint.version, exc)
                 continue
-            return cls._from_segment(storage, segment, base)
+            return cls._from_segment(storage, segment, base, has_stats=stats)
 
     @staticmethod
-    def _read_base(storage: Storage, segment: LogSegment) -> TableState | None:
+    def _read_base(storage: Storage, segment: LogSegment, stats: bool) -> TableState | None:
         if segment.checkpoint is None:
             return None
-        base = read_checkpoint(storage, segment.checkpoint)
+        base = read_checkpoint(storage, segment.checkpoint, stats=stats)
         check_readable(base.protocol)
         return base
 
@@ -147,7 +155,12 @@ class Snapshot:
 
     @classmethod
     def _from_segment(
-        cls, storage: Storage, segment: LogSegment, base: TableState | None
+        cls,
+        storage: Storage,
+        segment: LogSegment,
+        base: TableState | None,
+        *,
+        has_stats: bool = True,
     ) -> Snapshot:
         commits = read_commits(storage, segment.commits)
         state = fold(base, commits, segment.version)
@@ -166,7 +179,7 @@ class Snapshot:
         else:
             last_actions = []
         timestamp = _commit_timestamp(state, last_actions, segment.timestamp_ms)
-        return cls(storage, state, timestamp, segment.checkpoint)
+        return cls(storage, state, timestamp, segment.checkpoint, has_stats=has_stats)
 
     def refresh(self) -> Snapshot:
         """The latest snapshot, reusing this one's state when no newer checkpoint exists."""
@@ -178,7 +191,13 @@ class Snapshot:
             return Snapshot.load(self._storage)
         if not commits:
             if checkpoint is not None and checkpoint != self.checkpoint:
-                return Snapshot(self._storage, self._state, self.timestamp_ms, checkpoint)
+                return Snapshot(
+                    self._storage,
+                    self._state,
+                    self.timestamp_ms,
+                    checkpoint,
+                    has_stats=self.has_stats,
+                )
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
             return Snapshot.load(self._storage)  # a newer checkpoint is cheaper than replay
@@ -186,7 +205,9 @@ class Snapshot:
         state = fold(self._state, parsed, commits[-1].version)
         assert state is not None  # the base already had protocol and metadata
         timestamp = _commit_timestamp(state, parsed[-1][1], commits[-1].file.mtime_ms)
-        return Snapshot(self._storage, state, timestamp, checkpoint or self.checkpoint)
+        return Snapshot(
+            self._storage, state, timestamp, checkpoint or self.checkpoint, has_stats=self.has_stats
+        )
 
     # -- identity ------------------------------------------------------------------------
     @property

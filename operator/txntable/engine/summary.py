@@ -55,6 +55,8 @@ TOMBSTONE_SCHEMA = pa.schema(
 )
 #: Chunks a column may collect from appends before it is made contiguous again.
 _MAX_CHUNKS = 16
+#: Rows turned into Python objects at a time while a summary is built.
+_SLICE = 8192
 
 PartitionKey = tuple[str | None, ...]
 
@@ -78,8 +80,8 @@ class TableSummary:
     # -- building --------------------------------------------------------------------------
     @classmethod
     def load(cls, storage: Storage) -> TableSummary:
-        """Load the latest snapshot, keep its summary, and let the snapshot go."""
-        return cls.from_snapshot(Snapshot.load(storage))
+        """Load the latest snapshot without statistics, keep its summary, let it go."""
+        return cls.from_snapshot(Snapshot.load(storage, stats=False))
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> TableSummary:
@@ -256,9 +258,12 @@ class _Folder:
 
 
 def _hash_keys(table: pa.Table) -> pa.Array:
-    if table.num_rows == 0:
-        return pa.array([], pa.int64())
-    return pa.array([hash(k) for k in key_column(table).to_pylist()], pa.int64())
+    """64-bit hashes of the rows' keys, a slice at a time (few Python strings alive at once)."""
+    keys = key_column(table)
+    hashes: list[int] = []
+    for start in range(0, len(keys), _SLICE):
+        hashes += map(hash, keys.slice(start, _SLICE).to_pylist())
+    return pa.array(hashes, pa.int64())
 
 
 def _physical_partition_names(metadata: Metadata) -> tuple[str, ...]:
@@ -276,9 +281,12 @@ def _partition_ids(snapshot: Snapshot, files: pa.Table) -> tuple[list[PartitionK
         partitions: list[PartitionKey] = [()] if files.num_rows else []
         return partitions, pa.array([0] * files.num_rows, pa.int32())
     values = files.column("partitionValues").combine_chunks()
-    columns = [pc.map_lookup(values, pa.scalar(p), "first").to_pylist() for p in physical]
+    columns = [pc.map_lookup(values, pa.scalar(p), "first") for p in physical]
     ids: dict[PartitionKey, int] = {}
-    out = [ids.setdefault(row, len(ids)) for row in zip(*columns, strict=True)]
+    out: list[int] = []
+    for start in range(0, files.num_rows, _SLICE):
+        rows = zip(*(c.slice(start, _SLICE).to_pylist() for c in columns), strict=True)
+        out += [ids.setdefault(row, len(ids)) for row in rows]
     return list(ids), pa.array(out, pa.int32())
 
 
