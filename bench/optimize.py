@@ -14,19 +14,29 @@ is warmed once before timing). Contenders:
 
 The generated table (``FULL``: 4,000 files of ~280 KB, about 1.1 GB, 4 partitions) is written
 once with pyarrow and described by one commit through our engine; it is cached in ``bench/out/``.
+Its columns are random (uniform doubles, random ids and names), so codecs barely differ on it.
+
+Output bytes (issue 14): a second, realistic table (``SIZES``: 300 deltalake appends of 2,500 rows,
+~57 MB: sequential and Zipf-distributed ids, prices, random doubles, quantities, low-cardinality
+country/status strings, e-mails, UUID-like session strings, URLs, sorted timestamps, 4 day
+partitions) is compacted by deltalake and by ours with each Parquet setting in ``VARIANTS``, each on
+its own copy; the table reports output bytes, the ratio to deltalake's and the time.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import platform
+import random
 import shutil
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,13 +169,15 @@ def _rows(path: Path) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0)
 
 
-def _ours(path: Path, executor: Any) -> dict[str, Any]:
+def _ours(path: Path, executor: Any, parquet: Any = None) -> dict[str, Any]:
+    from txntable.engine.parquet_options import ParquetSettings
     from txntable.engine.table import Table
     from txntable.maintenance.optimize import optimize
     from txntable.maintenance.planner import OptimizePolicy
 
+    policy = OptimizePolicy(target_file_size=TARGET, parquet=parquet or ParquetSettings())
     t0 = time.perf_counter()
-    result = optimize(Table.open(str(path)), OptimizePolicy(target_file_size=TARGET), executor)
+    result = optimize(Table.open(str(path)), policy, executor)
     seconds = time.perf_counter() - t0
     if result.error:
         raise RuntimeError(result.error)
@@ -234,7 +246,157 @@ def _timed(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    return run_spec(QUICK if quick else FULL)
+    result = run_spec(QUICK if quick else FULL)
+    result["compression"] = run_compression(SIZES_QUICK if quick else SIZES)
+    return result
+
+
+@dataclass(frozen=True)
+class SizesSpec:
+    appends: int
+    rows_per_append: int
+    days: int = 4
+
+    @property
+    def key(self) -> str:
+        return f"optimize-sizes-r1-{self.appends}x{self.rows_per_append}-d{self.days}"
+
+
+SIZES = SizesSpec(appends=300, rows_per_append=2500)
+SIZES_QUICK = SizesSpec(appends=40, rows_per_append=1000)
+
+_COUNTRIES = [
+    *("US", "DE", "FR", "GB", "JP", "BR", "IN", "CN", "CA", "AU"),
+    *("ES", "IT", "NL", "SE", "PL", "MX", "KR", "ZA", "AR", "NO"),
+]
+_STATUSES = ["ok", "pending", "failed", "refunded", "cancelled"]
+
+
+def _realistic_batch(rng: random.Random, start: int, n: int, day: str) -> pa.Table:
+    """``n`` rows shaped like an order log (see the module docstring)."""
+    user = [int(rng.paretovariate(0.8)) % 200_000 for _ in range(n)]
+    base = int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp() * 1e6)
+    ts = sorted(base + rng.randrange(86_400_000_000) for _ in range(n))
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "user_id": pa.array(user, pa.int64()),
+            "amount": [round(rng.lognormvariate(3, 1), 2) for _ in range(n)],
+            "score": [rng.random() for _ in range(n)],
+            "qty": pa.array([rng.randrange(1, 20) for _ in range(n)], pa.int32()),
+            "country": [_COUNTRIES[min(int(rng.expovariate(0.3)), 19)] for _ in range(n)],
+            "status": rng.choices(_STATUSES, weights=[80, 10, 5, 3, 2], k=n),
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "email": [f"user{u}@example.com" for u in user],
+            "session": [f"{rng.getrandbits(128):032x}" for _ in range(n)],
+            "url": [f"https://shop.example.com/p/{rng.randrange(50_000)}" for _ in range(n)],
+            "day": [day] * n,
+        }
+    )
+
+
+def generate_realistic(spec: SizesSpec, out_dir: Path = OUT_DIR) -> Path:
+    """The realistic table for ``spec``, written by deltalake appends (built once, then reused)."""
+    from deltalake import write_deltalake
+
+    final = out_dir / spec.key
+    if (final / ".complete").exists():
+        return final
+    tmp = out_dir / f"{spec.key}.tmp-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(7)
+    for i in range(spec.appends):
+        day = f"2026-01-{1 + i % spec.days:02d}"
+        data = _realistic_batch(rng, i * spec.rows_per_append, spec.rows_per_append, day)
+        write_deltalake(str(tmp), data, mode="append", partition_by=["day"])
+    (tmp / ".complete").touch()
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    return final
+
+
+#: Our Parquet settings compared on the realistic table: (label, codec, level, rows, dictionary)
+VARIANTS: list[tuple[str, str, int | None, int | None, str | None]] = [
+    ("snappy, dictionary on (before issue 14)", "snappy", None, None, "on"),
+    ("snappy, auto dictionary", "snappy", None, None, "auto"),
+    ("lz4_raw, auto dictionary", "lz4_raw", None, None, "auto"),
+    ("zstd 1, dictionary on", "zstd", 1, None, "on"),
+    ("zstd 1, auto dictionary (default)", "zstd", 1, None, "auto"),
+    ("zstd 1, auto, 131,072-row row groups", "zstd", 1, 131_072, "auto"),
+    ("zstd 3, auto dictionary", "zstd", 3, None, "auto"),
+    ("zstd 6, auto dictionary", "zstd", 6, None, "auto"),
+    ("zstd 9, auto dictionary", "zstd", 9, None, "auto"),
+    ("gzip 6, auto dictionary", "gzip", 6, None, "auto"),
+]
+
+
+def run_compression(spec: SizesSpec, out_dir: Path = OUT_DIR) -> dict[str, Any]:
+    """Output bytes and time of deltalake's compact and of ours with every ``VARIANTS`` entry,
+    each on its own copy of the realistic table, in one run."""
+    from txntable.engine.parquet_options import ParquetSettings
+    from txntable.maintenance.executor_arrow import ArrowExecutor
+
+    pristine = generate_realistic(spec, out_dir)
+    input_bytes = sum(
+        f.stat().st_size for f in pristine.rglob("*.parquet") if "_delta_log" not in f.parts
+    )
+    warm(pristine)
+    rows_in = _rows(pristine)
+    work = out_dir / f"{spec.key}.work"
+    results: dict[str, Any] = {}
+    copy = fresh_copy(pristine, work / "deltalake")
+    results["deltalake"] = _timed(lambda: _deltalake(copy))
+    results["deltalake"]["rows_ok"] = _rows(copy) == rows_in
+    shutil.rmtree(copy)
+    for label, codec, level, rows, dictionary in VARIANTS:
+        settings = ParquetSettings(
+            codec=codec, level=level, row_group_rows=rows, dictionary=dictionary
+        )
+        copy = fresh_copy(pristine, work / "ours")
+        results[label] = _timed(partial(_ours, copy, ArrowExecutor(workers=2), settings))
+        results[label]["rows_ok"] = _rows(copy) == rows_in
+        shutil.rmtree(copy)
+    shutil.rmtree(work, ignore_errors=True)
+    return {
+        "spec": {"appends": spec.appends, "rows_per_append": spec.rows_per_append},
+        "input_files": sum(1 for _ in pristine.rglob("*.parquet") if "_delta_log" not in _.parts),
+        "input_bytes": input_bytes,
+        "rows": rows_in,
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "results": results,
+    }
+
+
+def render_compression(result: dict[str, Any]) -> str:
+    r = result["results"]
+    base = r["deltalake"].get("bytes_added")
+    base_s = r["deltalake"].get("seconds")
+    lines = [
+        f"Output bytes on a realistic table: {result['input_files']} files written by "
+        f"{result['spec']['appends']} deltalake appends, {result['input_bytes'] / 1e6:.1f} MB, "
+        f"{result['rows']:,} rows in 4 partitions, compacted to one file per partition. Ratios "
+        "are ours / deltalake (lower is better); ours runs the Arrow executor, 2 threads.",
+        "",
+        "| writer | output MB | vs deltalake bytes | seconds | vs deltalake time | rows |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for label, res in r.items():
+        name = "deltalake optimize.compact()" if label == "deltalake" else f"ours, {label}"
+        size, secs = res.get("bytes_added"), res.get("seconds")
+        if size is None or secs is None:
+            lines.append(f"| {name} | failed | | | | |")
+            continue
+        ratio = f"{size / base:.2f}x" if base else "n/a"
+        t_ratio = f"{secs / base_s:.2f}x" if base_s else "n/a"
+        ok = "same" if res.get("rows_ok") else "DIFFER"
+        lines.append(f"| {name} | {size / 1e6:.1f} | {ratio} | {secs:.2f} | {t_ratio} | {ok} |")
+    lines += [
+        "",
+        "Load average (1/5/15 min) when it ended: "
+        + " / ".join(str(x) for x in result["load_average"])
+        + ".",
+    ]
+    return "\n".join(lines)
 
 
 def run_spec(spec: Spec, out_dir: Path = OUT_DIR, spark: Any | None = None) -> dict[str, Any]:
@@ -302,13 +464,22 @@ def render(result: dict[str, Any]) -> str:
     base = r["deltalake"].get("seconds")
     limit = r["pyarrow"].get("seconds")
 
-    def row(label: str, seconds: float | None, files: Any, ok: Any = "") -> str:
+    base_bytes = r["deltalake"].get("bytes_added")
+
+    def row(
+        label: str, seconds: float | None, files: Any, ok: Any = "", out: int | None = None
+    ) -> str:
         if seconds is None:
-            return f"| {label} | failed | | | | |"
+            return f"| {label} | failed | | | | | | |"
         vs_dl = f"{seconds / base:.2f}x" if base else "n/a"
         vs_pa = f"{seconds / limit:.2f}x" if limit else "n/a"
         rate = f"{gb / seconds * 1000:.0f}"
-        return f"| {label} | {seconds:.2f} | {rate} | {vs_dl} | {vs_pa} | {files} {ok} |"
+        mb = f"{out / 1e6:.0f}" if out else ""
+        vs_bytes = f"{out / base_bytes:.2f}x" if out and base_bytes else ""
+        return (
+            f"| {label} | {seconds:.2f} | {rate} | {vs_dl} | {vs_pa} | {files} {ok} "
+            f"| {mb} | {vs_bytes} |"
+        )
 
     spark = r["ours_spark"]
     lines = [
@@ -316,13 +487,15 @@ def render(result: dict[str, Any]) -> str:
         f"{spec['partitions']} partitions, target {spec['target_bytes'] // 2**20} MiB; "
         f"{result['machine']}. Time ratios: lower is better (1.00x = same as the peer).",
         "",
-        "| contender | seconds | MB/s | vs deltalake | vs pyarrow limit | files after |",
-        "|---|---|---|---|---|---|",
+        "| contender | seconds | MB/s | vs deltalake | vs pyarrow limit | files after "
+        "| output MB | vs deltalake bytes |",
+        "|---|---|---|---|---|---|---|---|",
         row(
             "ours, Spark local[2], without JVM start",
             spark.get("seconds"),
             spark.get("files_after"),
             "" if spark.get("rows_ok") else "(ROWS DIFFER)",
+            spark.get("bytes_added"),
         ),
         row(
             "ours, Spark local[2], with JVM start",
@@ -334,9 +507,20 @@ def render(result: dict[str, Any]) -> str:
             r["ours_arrow"].get("seconds"),
             r["ours_arrow"].get("files_after"),
             "" if r["ours_arrow"].get("rows_ok") else "(ROWS DIFFER)",
+            r["ours_arrow"].get("bytes_added"),
         ),
-        row("deltalake optimize.compact()", base, r["deltalake"].get("files_after")),
-        row("pyarrow alone (read + write, no log)", limit, r["pyarrow"].get("files_after")),
+        row(
+            "deltalake optimize.compact()",
+            base,
+            r["deltalake"].get("files_after"),
+            out=base_bytes,
+        ),
+        row(
+            "pyarrow alone (read + write, no log; snappy)",
+            limit,
+            r["pyarrow"].get("files_after"),
+            out=r["pyarrow"].get("bytes_added"),
+        ),
         "",
         f"Start (SparkSession/JVM plus the first Python workers importing txntable): "
         f"{spark.get('jvm_start_seconds', 0):.1f} s.",
@@ -349,4 +533,13 @@ def render(result: dict[str, Any]) -> str:
     errors = [f"{k}: {v['error']}" for k, v in r.items() if "error" in v]
     if errors:
         lines += ["", "Errors: " + "; ".join(errors)]
+    if "compression" in result:
+        lines += ["", render_compression(result["compression"])]
+        errors = [
+            f"{k}: {v['error']}"
+            for k, v in result["compression"]["results"].items()
+            if "error" in v
+        ]
+        if errors:
+            lines += ["", "Errors: " + "; ".join(errors)]
     return "\n".join(lines)
