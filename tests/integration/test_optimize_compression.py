@@ -131,3 +131,22 @@ def test_an_invalid_setting_is_one_error_line_and_changes_nothing(
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     assert sorted(os.listdir(path / "_delta_log")) == log_before
     assert sorted(p.name for p in path.glob("*.parquet")) == data_before
+
+
+@pytest.mark.spark
+def test_spark_tasks_write_with_the_runs_settings(tmp_path: Path, spark: Any) -> None:
+    from txntable.engine.parquet_options import ParquetSettings
+    from txntable.maintenance.executor_spark import SparkExecutor
+    from txntable.maintenance.optimize import optimize
+    from txntable.maintenance.planner import OptimizePolicy
+
+    path = fragmented_table(tmp_path / "t", commits=4, rows=30, partitioned=True)
+    before = oracle_read.read(path)
+    executor = SparkExecutor(spark=spark)
+    policy = OptimizePolicy(parquet=ParquetSettings(codec="gzip", level=2))
+    result = optimize(Table.open(str(path)), policy, executor)
+    executor.close()  # a session passed in is not stopped
+    assert result.error is None and result.executor == "spark" and result.bins_committed > 0
+    assert _footer_codecs(_live_files(path)) == {"GZIP"}
+    after = oracle_read.read(path)
+    assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
