@@ -4,8 +4,10 @@ footers show the settings."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import uuid
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -164,6 +166,29 @@ def _dictionary_by_column(meta: pq.FileMetaData) -> dict[str, bool]:
 def test_dictionary_modes(mode: str, expected: dict[str, bool]) -> None:
     meta = _footer(resolve({}, ParquetSettings(dictionary=mode)), _DATA)
     assert _dictionary_by_column(meta) == expected
+
+
+def test_auto_dictionary_writes_every_column_type() -> None:
+    n = 40_000
+    table = pa.table(
+        {
+            "null": pa.nulls(n),
+            "flag": pa.array([True, False] * (n // 2)),
+            "dec": pa.array([Decimal("1.50")] * n, pa.decimal128(5, 2)),
+            "bin": pa.array([b"x"] * n),
+            "fixed": pa.array([b"ab"] * n, pa.binary(2)),
+            "encoded": pa.array(["a", "b"] * (n // 2)).dictionary_encode(),
+            "day": pa.array([dt.date(2020, 1, 1)] * n),
+            "ts": pa.array(range(n), pa.timestamp("us", tz="UTC")),
+            "ntz": pa.array(range(n), pa.timestamp("us")),
+            "f32": pa.array([float(i) for i in range(n)], pa.float32()),
+        }
+    )
+    chosen = dictionary_columns(table)
+    assert "ts" not in chosen and "ntz" not in chosen and "f32" not in chosen
+    assert {"null", "flag", "dec", "bin", "fixed", "encoded", "day"} <= set(chosen)
+    meta = _footer(resolve({}), table)
+    assert meta.num_rows == n
 
 
 def test_auto_dictionary_handles_an_empty_table() -> None:

@@ -229,7 +229,11 @@ def dictionary_columns(table: pa.Table) -> list[str]:
         if sample.num_rows == 0:
             chosen.append(field.name)
             continue
-        distinct = pc.count_distinct(column, mode="all").as_py()
+        try:
+            distinct = pc.count_distinct(column, mode="all").as_py()
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+            chosen.append(field.name)  # a type it cannot count (null): pyarrow's default
+            continue
         if distinct <= _DICTIONARY_MAX_DISTINCT_SHARE * sample.num_rows:
             chosen.append(field.name)
     return chosen
