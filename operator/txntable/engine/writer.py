@@ -23,7 +23,12 @@ import pyarrow.compute as pc
 
 from txntable.engine.actions import AddFile, Metadata
 from txntable.engine.errors import EngineError, InvalidArgumentError, UnsupportedWriterFeatureError
-from txntable.engine.parquet_options import ParquetSettings, ParquetWriteOptions, resolve
+from txntable.engine.parquet_options import (
+    DEFAULT_CODEC,
+    ParquetSettings,
+    ParquetWriteOptions,
+    resolve,
+)
 from txntable.engine.paths import encode_path, partition_dir
 from txntable.engine.schema import parse_schema, to_arrow_schema
 from txntable.engine.stats import StatsConfig, stats_for_table
@@ -145,9 +150,9 @@ def _equals(column: pa.ChunkedArray, value: Any) -> Any:
     return pc.fill_null(pc.equal(column, pa.scalar(value, column.type)), False)
 
 
-def data_file_name(codec_tag: str = "snappy") -> str:
+def data_file_name(codec_tag: str = DEFAULT_CODEC) -> str:
     """A fresh data-file name, shaped like Spark's (``codec_tag``: ``ParquetWriteOptions.file_tag``,
-    the codec the file is written with)."""
+    the codec the file is written with; the default codec's when not given)."""
     return f"part-00000-{uuid.uuid4()}.c000.{codec_tag}.parquet"
 
 
