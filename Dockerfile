@@ -94,6 +94,7 @@ COPY docker/spark-entrypoint.sh /opt/entrypoint.sh
 # /opt/txntable/jobs/<kind>.py, the mainApplicationFile of runs, for every RunKind
 COPY docker/job.py /opt/txntable/jobs/optimize.py
 COPY docker/job.py /opt/txntable/jobs/checkpoint.py
+COPY docker/job.py /opt/txntable/jobs/vacuum.py
 ENV PATH=/opt/venv/bin:/opt/spark/bin:$PATH \
     JAVA_HOME=/opt/java \
     SPARK_HOME=/opt/spark \

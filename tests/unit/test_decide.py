@@ -9,15 +9,19 @@ from typing import Any
 
 import pytest
 
+from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, RunRecord, TxnTable
 from txntable.reconcile.decide import (
     ActiveRun,
     Placement,
+    Retry,
     Why,
     Work,
     decide_checkpoint,
     decide_compaction,
+    decide_vacuum,
     outcome_of,
+    vacuumed,
 )
 from txntable.reconcile.health import TableHealth
 from txntable.reconcile.resolve import resolve
@@ -397,3 +401,166 @@ def test_outcomes() -> None:
 def test_last_run_record_round_trip() -> None:
     rec = table(status=last_run(5)).status.last_compaction
     assert isinstance(rec, RunRecord) and rec.version == 35
+
+
+# -- VACUUM-only runs: a table with garbage and nothing to compact --------------------------
+#: a table compaction leaves alone (no small files) with 5 MB reclaimable
+CLEAN = replace(HEALTH, small_files=0, small_file_bytes=0, compactable_small_files=0)
+GARBAGE = replace(CLEAN, reclaimable_bytes=5_000_000)
+
+
+def vacuuming(spec: dict[str, Any] | None = None, **vacuum: Any) -> CompactionPolicy:
+    return compaction(**(spec or {}), vacuum={"enabled": True, **vacuum})
+
+
+def vacuumed_ago(hours: float) -> dict[str, Any]:
+    t = (NOW - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"lastVacuumTime": t}
+
+
+def vacuum_decision(
+    tbl: TxnTable, policy: CompactionPolicy, health: TableHealth, wrk: Work
+) -> tuple[Any, Any]:
+    """Both decisions of a tick, as the controller takes them: compaction first."""
+    comp = decide_compaction(tbl, policy, health, wrk)
+    return comp, decide_vacuum(tbl, policy, health, wrk, comp)
+
+
+@pytest.mark.parametrize(
+    ("tbl", "policy", "health", "wrk", "launch", "why"),
+    [
+        # never vacuumed, or last vacuumed longer ago than the interval (default 24h)
+        (table(), vacuuming(), GARBAGE, work(), True, Why.TRIGGERED),
+        (table(status=vacuumed_ago(25)), vacuuming(), GARBAGE, work(), True, Why.TRIGGERED),
+        (table(status=vacuumed_ago(2)), vacuuming(interval="1h"), GARBAGE, work(), True,
+         Why.TRIGGERED),
+        # inside the interval
+        (table(status=vacuumed_ago(23)), vacuuming(), GARBAGE, work(), False, Why.NOT_DUE),
+        (table(status=vacuumed_ago(0.5)), vacuuming(interval="1h"), GARBAGE, work(), False,
+         Why.NOT_DUE),
+        # nothing reclaimable, or less than the policy's threshold
+        (table(), vacuuming(), CLEAN, work(), False, Why.NOTHING_TO_DO),
+        (table(), vacuuming(minReclaimableBytes="10M"), GARBAGE, work(), False,
+         Why.NOTHING_TO_DO),
+        (table(), vacuuming(minReclaimableBytes="5M"), GARBAGE, work(), True, Why.TRIGGERED),
+        # VACUUM off (the default)
+        (table(), compaction(), GARBAGE, work(), False, Why.DISABLED),
+        (table(), vacuuming(enabled=False), GARBAGE, work(), False, Why.DISABLED),
+        # a run of the policy in flight: a compaction vacuums at its end; one VACUUM at a time
+        (table(), vacuuming(), GARBAGE,
+         work(active=(ActiveRun("opt-1", "optimize"),), active_total=1), False,
+         Why.RUN_IN_PROGRESS),
+        (table(), vacuuming(), GARBAGE,
+         work(active=(ActiveRun("vac-1", "vacuum"),), active_total=1), False,
+         Why.RUN_IN_PROGRESS),
+        # compaction due: its run ends with VACUUM, no second run
+        (table(), vacuuming(), replace(HEALTH, reclaimable_bytes=5_000_000), work(), False,
+         Why.NOT_DUE),
+        # the rules every run of the policy follows
+        (table({"suspend": True}), vacuuming(), GARBAGE, work(), False, Why.TABLE_SUSPENDED),
+        (table(), vacuuming({"suspend": True}), GARBAGE, work(), False, Why.POLICY_SUSPENDED),
+        (table(), vacuuming(), replace(GARBAGE, writable=False, unwritable_reason="x"), work(),
+         False, Why.NOT_WRITABLE),
+        (table(), vacuuming(), GARBAGE, work(active_total=4, max_concurrent_runs=4), False,
+         Why.CONCURRENCY_LIMIT),
+        (table(),
+         vacuuming({"maintenanceWindows": [{"start": "03:00", "end": "05:00"}]}),
+         GARBAGE, work(), False, Why.OUTSIDE_WINDOW),
+        (table(), vacuuming(), GARBAGE,
+         work(retries={"vacuum": Retry(1, NOW + timedelta(minutes=5), "run vac-1 failed")}),
+         False, Why.BACKING_OFF),
+    ],
+)  # fmt: skip
+def test_vacuum_decisions(
+    tbl: TxnTable, policy: CompactionPolicy, health: TableHealth, wrk: Work, launch: bool, why: Why
+) -> None:
+    comp, decision = vacuum_decision(tbl, policy, health, wrk)
+    assert (decision.launch, decision.why) == (launch, why), decision.message
+    assert decision.message
+    if why is Why.NOT_DUE and health is not GARBAGE:
+        assert comp.launch  # the compaction run takes the VACUUM along
+    if launch:
+        assert not comp.launch and decision.scheduled_time is not None
+        assert decision.trigger == "reclaimable" and "5000000 bytes" in decision.message
+
+
+DAY_MS = 86_400_000
+
+
+def removed_days_before_last_vacuum(days: float, last_hours_ago: float = 25) -> TableHealth:
+    """Garbage whose newest remove is ``days`` older than the last VACUUM's start (7-day table
+    retention)."""
+    last = NOW - timedelta(hours=last_hours_ago)
+    newest = int(last.timestamp() * 1000 - days * DAY_MS)
+    return replace(GARBAGE, file_retention_ms=7 * DAY_MS, newest_removal_ms=newest)
+
+
+@pytest.mark.parametrize(
+    ("health", "vacuum", "launch", "why"),
+    [
+        # every tombstone was past the 7-day retention when the last VACUUM started: swept
+        (removed_days_before_last_vacuum(9), {}, False, Why.NOTHING_TO_DO),
+        # removes younger than the retention then have become reclaimable since
+        (removed_days_before_last_vacuum(3), {}, True, Why.TRIGGERED),
+        # a remove a writer stamped less than an hour before the cutoff: its clock may be off
+        (removed_days_before_last_vacuum(7 + 0.5 / 24), {}, True, Why.TRIGGERED),
+        # the policy keeps 10 days: files removed 9 days before that VACUUM were kept by it
+        (removed_days_before_last_vacuum(9), {"retention": "10d"}, True, Why.TRIGGERED),
+        # unknown figures (a broken retention property, a tombstone without a timestamp): due
+        (replace(removed_days_before_last_vacuum(9), file_retention_ms=None), {}, True,
+         Why.TRIGGERED),
+    ],
+)  # fmt: skip
+def test_a_table_swept_by_its_last_vacuum_is_not_vacuumed_again(
+    health: TableHealth, vacuum: dict[str, Any], launch: bool, why: Why
+) -> None:
+    decision = decide_vacuum(table(status=vacuumed_ago(25)), vacuuming(**vacuum), health, work())
+    assert (decision.launch, decision.why) == (launch, why), decision.message
+    if why is Why.NOTHING_TO_DO:
+        assert "past the retention" in decision.message
+    # never vacuumed: nothing says the garbage is gone
+    assert decide_vacuum(table(), vacuuming(**vacuum), health, work()).launch
+
+
+def test_a_vacuum_retry_is_the_next_attempt() -> None:
+    retry = Retry(2, NOW - timedelta(minutes=1), "run vac-1 failed")
+    decision = decide_vacuum(table(), vacuuming(), GARBAGE, work(retries={"vacuum": retry}))
+    assert decision.launch and decision.attempt == 2
+
+
+def test_a_running_vacuum_holds_a_forbid_compaction_and_is_replaced_by_a_replace_one() -> None:
+    running = work(active=(ActiveRun("vac-1", "vacuum"),), active_total=1)
+    held = decide_compaction(table(), compaction(), HEALTH, running)
+    assert (held.launch, held.why) == (False, Why.RUN_IN_PROGRESS)
+    assert "vac-1" in held.message
+    replacing = decide_compaction(table(), compaction(concurrencyPolicy="Replace"), HEALTH, running)
+    assert replacing.launch and replacing.replace_runs == ("vac-1",)
+
+
+def test_vacuum_outcomes_and_what_counts_as_vacuumed() -> None:
+    deleted = {"vacuumOnly": True, "numFilesRemoved": 0, "numFilesAdded": 0,
+               "vacuum": {"numFiles": 3, "numDeleted": 3, "bytes": 10}}  # fmt: skip
+    none = {**deleted, "vacuum": {"numFiles": 0, "numDeleted": 0, "bytes": 0}}
+    assert outcome_of(deleted, True) == "Succeeded"
+    assert outcome_of(none, True) == "NothingToDo"
+    assert outcome_of(deleted, False) == "Failed"
+    assert vacuumed("vacuum", deleted, True) and vacuumed("vacuum", none, True)
+    assert vacuumed("vacuum", None, True)  # exit 0 of a VACUUM-only run: it vacuumed
+    assert not vacuumed("vacuum", deleted, False)
+    compacted = {"numFilesRemoved": 9, "numFilesAdded": 1}
+    assert vacuumed("optimize", {**compacted, "vacuum": {"numFiles": 0}}, True)
+    assert not vacuumed("optimize", {**compacted, "vacuum": {"error": "retention"}}, True)
+    assert not vacuumed("optimize", compacted, True)  # ran without --vacuum
+    assert not vacuumed("optimize", None, True)
+    assert vacuumed("optimize", None, True, compaction_vacuums=True)
+    assert not vacuumed("checkpoint", None, True, compaction_vacuums=True)
+
+
+def test_vacuum_settings_defaults_and_bad_values() -> None:
+    vac = compaction().spec.vacuum
+    assert (vac.enabled, vac.interval, vac.min_reclaimable_bytes) == (False, 86_400, 1)
+    assert vacuuming(interval="1h30m", minReclaimableBytes="1Gi").spec.vacuum.interval == 5400
+    with pytest.raises(InvalidSpecError, match="interval"):
+        vacuuming(interval="daily")
+    with pytest.raises(InvalidSpecError, match="minReclaimableBytes"):
+        vacuuming(minReclaimableBytes=0)

@@ -279,7 +279,7 @@ def test_naive_times_and_bad_kinds_are_refused() -> None:
     with pytest.raises(PermanentLaunchError, match="time zone"):
         run_name("optimize", "p", "t", datetime(2026, 1, 1))
     with pytest.raises(PermanentLaunchError, match="kind"):
-        run_name("vacuum", "p", "t", WHEN)
+        run_name("restore", "p", "t", WHEN)
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ class ConditionType(StrEnum):
     READY = "Ready"
     REACHABLE = "Reachable"
     COMPACTING = "Compacting"
+    VACUUMING = "Vacuuming"
     CHECKPOINTING = "Checkpointing"
     DEGRADED = "Degraded"
     SPEC_VALID = "SpecValid"

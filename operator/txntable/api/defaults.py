@@ -24,6 +24,10 @@ TIME_ZONE: Final = "UTC"
 COMMIT_MAX_ATTEMPTS: Final = 10
 SUCCESSFUL_RUNS_HISTORY_LIMIT: Final = 3
 FAILED_RUNS_HISTORY_LIMIT: Final = 1
+#: a table that needs no compaction is vacuumed at most this often (spec.vacuum.interval)
+VACUUM_INTERVAL: Final = "24h"
+#: reclaimable bytes that make such a table due (spec.vacuum.minReclaimableBytes): any
+VACUUM_MIN_RECLAIMABLE: Final = "1"
 
 # CheckpointPolicy
 COMMIT_INTERVAL: Final = 10

@@ -170,11 +170,17 @@ class CommitSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class VacuumSettings:
-    """VACUUM at the end of every compaction run: delete the files no retained version reads."""
+    """VACUUM at the end of every compaction run: delete the files no retained version reads.
+    A table with nothing to compact gets a VACUUM-only run instead, once it has at least
+    ``min_reclaimable_bytes`` reclaimable and its last VACUUM is ``interval`` old."""
 
     enabled: bool = spec_field(False)
     retention: int | None = spec_field(None, kind=DURATION)
     dry_run: bool = spec_field(False)
+    interval: int = spec_field(kind=DURATION, text_default=d.VACUUM_INTERVAL)
+    min_reclaimable_bytes: int = spec_field(
+        kind=SIZE, minimum=1, text_default=d.VACUUM_MIN_RECLAIMABLE
+    )
 
 
 class ParquetCodec(StrEnum):

@@ -155,6 +155,8 @@ class TxnTableStatus:
     checkpoint_policy: str | None = spec_field(None, max_length=253)
     last_compaction: RunRecord | None = spec_field(None)
     last_checkpoint: RunRecord | None = spec_field(None)
+    last_vacuum: RunRecord | None = spec_field(None)
+    last_vacuum_time: datetime | None = spec_field(None)
 
     def to_status(self) -> dict[str, Any]:
         """The JSON object for the status subresource (unset fields omitted)."""

@@ -48,7 +48,7 @@ from txntable.engine.errors import (
 )
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.summary import TableSummary
-from txntable.handlers.requests import checkpoint_request, compaction_request
+from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.launch import (
     Backend,
     Backoff,
@@ -69,7 +69,9 @@ from txntable.reconcile.decide import (
     Work,
     decide_checkpoint,
     decide_compaction,
+    decide_vacuum,
     outcome_of,
+    vacuumed,
 )
 from txntable.reconcile.health import TableHealth, observe_summary
 from txntable.reconcile.resolve import resolve
@@ -207,16 +209,31 @@ class Operator:
             self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
         events: list[Event] = []
         runs = self._runs(table, comp.policy, ckpt.policy, events)
-        last_c, last_k = self._records(key, table, runs, engine_table, events)
+        last_c, last_k, last_v = self._records(key, table, runs, engine_table, events)
+        vacuum_time = _last_vacuum_time(
+            table.status.last_vacuum_time,
+            runs,
+            compaction_vacuums=bool(comp.policy and comp.policy.spec.vacuum.enabled),
+        )
         # Decide on what this tick learned, not on the status written before it.
         table = replace(
             table,
-            status=replace(table.status, last_compaction=last_c, last_checkpoint=last_k),
+            status=replace(
+                table.status,
+                last_compaction=last_c,
+                last_checkpoint=last_k,
+                last_vacuum=last_v,
+                last_vacuum_time=vacuum_time,
+            ),
         )
         cooldown = comp.policy.spec.triggers.cooldown if comp.policy else 0
         retries = {
             kind: retry
-            for kind, record, floor in (("optimize", last_c, cooldown), ("checkpoint", last_k, 0))
+            for kind, record, floor in (
+                ("optimize", last_c, cooldown),
+                ("checkpoint", last_k, 0),
+                ("vacuum", last_v, cooldown),
+            )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
         active = tuple(
@@ -225,6 +242,7 @@ class Operator:
         active_total = max(active_total, len(active))
         comp_decision: Decision | None = None
         ckpt_decision: Decision | None = None
+        vac_decision: Decision | None = None
         launched: list[str] = []
         if health is not None and engine_table is not None:
             work = Work(now, active, active_total, self.config.max_concurrent_runs, retries)
@@ -246,6 +264,23 @@ class Operator:
                         version=health.version,
                     )
                     work = replace(work, active=active, active_total=active_total + 1)
+                vac_decision = decide_vacuum(table, comp.policy, health, work, comp_decision)
+                vac_name = (
+                    self._start_vacuum(table, comp.policy, vac_decision, events)
+                    if vac_decision.launch
+                    else None
+                )
+                if vac_name:
+                    launched.append(vac_name)
+                    active = (*active, ActiveRun(vac_name, "vacuum", now))
+                    last_v = RunRecord(
+                        run_name=vac_name,
+                        table=table.metadata.name,
+                        outcome=RunOutcome.RUNNING,
+                        start_time=now.replace(microsecond=0),
+                        version=health.version,
+                    )
+                    work = replace(work, active=active, active_total=work.active_total + 1)
             if ckpt.policy is not None:
                 ckpt_decision = decide_checkpoint(table, ckpt.policy, health, work)
                 if ckpt_decision.launch:
@@ -274,6 +309,9 @@ class Operator:
             active=active,
             last_compaction=last_c,
             last_checkpoint=last_k,
+            vacuum_decision=vac_decision,
+            last_vacuum=last_v,
+            last_vacuum_time=vacuum_time,
         )
         return Tick(table_status(table, outcome), tuple(events), tuple(launched), len(active))
 
@@ -339,10 +377,11 @@ class Operator:
         runs: list[RunStatus],
         engine_table: Table | None,
         events: list[Event],
-    ) -> tuple[RunRecord | None, RunRecord | None]:
-        records = [table.status.last_compaction, table.status.last_checkpoint]
+    ) -> tuple[RunRecord | None, RunRecord | None, RunRecord | None]:
+        status = table.status
+        records = [status.last_compaction, status.last_checkpoint, status.last_vacuum]
         seen = self._recorded.setdefault(key, {})
-        for index, kind in enumerate(("optimize", "checkpoint")):
+        for index, kind in enumerate(("optimize", "checkpoint", "vacuum")):
             stale = records[index]
             if stale is not None and stale.outcome in (RunOutcome.RUNNING, None):
                 # recorded finished already (its object may be gone: history limits)
@@ -383,7 +422,7 @@ class Operator:
                     ),
                     version=previous.version if previous else None,
                 )
-        return records[0], records[1]
+        return records[0], records[1], records[2]
 
     def _finished_record(
         self, table: TxnTable, run: RunStatus, engine_table: Table | None, events: list[Event]
@@ -411,8 +450,10 @@ class Operator:
                 seconds=seconds,
                 result=result,
             )
-        kind_word = "compaction" if run.kind == "optimize" else "checkpoint"
+        kind_word = _KIND_WORDS.get(run.kind or "", "checkpoint")
         detail = run.message or (str(result.get("error") or "") if result else "")
+        if run.kind == "vacuum" and result and isinstance(result.get("vacuum"), Mapping):
+            message = (message + "; " if message else "") + _vacuum_note(result["vacuum"])
         said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
         events.append(
             Event(
@@ -460,6 +501,32 @@ class Operator:
             Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
         )
         log.info("compaction %s %s (%s)", req.name, verb, decision.message)
+        return req.name
+
+    def _start_vacuum(
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy,
+        decision: Decision,
+        events: list[Event],
+    ) -> str | None:
+        try:
+            req = vacuum_request(table, policy, decision, self.config)
+            status = self.launchers(req.backend).launch(req)
+        except PermanentLaunchError as exc:
+            events.append(Event("Warning", "RunRejected", str(exc)))
+            return None
+        except LaunchError as exc:
+            events.append(Event("Warning", "RunLaunchFailed", f"{exc} (will retry)"))
+            return None
+        if status.adopted and status.state.finished:
+            log.info("vacuum %s already finished (%s)", req.name, status.state.value)
+            return None
+        verb = "adopted" if status.adopted else "started"
+        events.append(
+            Event("Normal", "RunStarted", f"vacuum {req.name} {verb}: {decision.message}")
+        )
+        log.info("vacuum %s %s (%s)", req.name, verb, decision.message)
         return req.name
 
     def _start_checkpoint(
@@ -549,6 +616,34 @@ class Operator:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_KIND_WORDS = {"optimize": "compaction", "checkpoint": "checkpoint", "vacuum": "vacuum"}
+
+
+def _last_vacuum_time(
+    known: datetime | None, runs: Sequence[RunStatus], *, compaction_vacuums: bool
+) -> datetime | None:
+    """The later of ``known`` (the status) and the start of the newest finished run that
+    VACUUMed the table (a VACUUM-only run, or a compaction run that ended with VACUUM): its
+    VACUUM began no earlier, so it swept at least what was past the retention then."""
+    times = [
+        _whole(r.started or r.created or r.finished)
+        for r in runs
+        if r.state.finished
+        and vacuumed(
+            r.kind,
+            r.result,
+            r.state is RunState.SUCCEEDED,
+            compaction_vacuums=compaction_vacuums,
+        )
+    ]
+    found = [t for t in (known, *times) if t is not None]
+    return max(found) if found else None
+
+
+def _vacuum_note(doc: Mapping[str, Any]) -> str:
+    """What a VACUUM-only run did, for its record's message."""
+    verb = "would delete" if doc.get("dryRun") else "deleted"
+    return f"VACUUM {verb} {doc.get('numFiles', 0)} files ({doc.get('bytes', 0)} bytes)"
 
 
 def _whole(moment: datetime | None) -> datetime | None:

@@ -147,6 +147,31 @@ def compaction_request(
     return _with_run_id(req)
 
 
+def vacuum_request(
+    table: TxnTable, policy: CompactionPolicy, decision: Decision, config: Config
+) -> RunRequest:
+    """The VACUUM-only run for ``decision`` (``txntable.jobs.vacuum``: the optimize job with
+    ``--vacuum-only``), with the policy's VACUUM settings, Spark template and backend."""
+    vac = policy.spec.vacuum
+    args = [table.spec.location, "--executor", "spark"]
+    if vac.retention is not None:
+        args += ["--vacuum-retention", f"interval {vac.retention} seconds"]
+    if vac.dry_run:
+        args += ["--vacuum-dry-run"]
+    for key, value in sorted(table.spec.storage.options.items()):
+        args += ["--storage-option", f"{key}={value}"]
+    req = _base(
+        table,
+        policy.spec.spark,
+        RunKind.VACUUM,
+        policy=policy.metadata.name,
+        decision=decision,
+        config=config,
+        args=args,
+    )
+    return _with_run_id(req)
+
+
 def checkpoint_request(
     table: TxnTable, policy: CheckpointPolicy, decision: Decision, config: Config
 ) -> RunRequest:

@@ -118,6 +118,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="after compacting, VACUUM the files no retained version reads (engine/vacuum.py)",
     )
     parser.add_argument(
+        "--vacuum-only",
+        action="store_true",
+        help="VACUUM without planning a compaction (the controller's run for a table with "
+        "nothing to compact; the compaction options are ignored)",
+    )
+    parser.add_argument(
         "--vacuum-retention",
         default=None,
         metavar="DURATION",
@@ -194,6 +200,8 @@ def execute(
     from txntable.maintenance.errors import MaintenanceError
     from txntable.maintenance.optimize import optimize
 
+    if args.vacuum_only:
+        return vacuum_only(args)
     policy = policy_from_args(args)
     options = storage_options(args.storage_option)
     if args.max_attempts < 1:
@@ -263,6 +271,41 @@ def run_vacuum(
     return doc, None
 
 
+def vacuum_only(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
+    """``--vacuum-only``: VACUUM the latest snapshot without planning a compaction. The result
+    is an empty compaction's with ``vacuum``, so the controller reads it as it reads any run's;
+    ``--dry-run`` makes the VACUUM a dry run. Bad input (not a table) raises before anything."""
+    import time
+
+    from txntable.engine.table import Table
+    from txntable.maintenance.optimize import OptimizeResult
+
+    started = time.monotonic()
+    options = storage_options(args.storage_option)
+    table = Table.open(args.uri, options)
+    read_version = table.version()
+    if args.dry_run:
+        args = argparse.Namespace(**{**vars(args), "vacuum_dry_run": True})
+    executor = make_executor(args)  # Spark starts only for a table above the Spark threshold
+    try:
+        doc, error = run_vacuum(table, args, executor, options)
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+    result = OptimizeResult(
+        table=table.uri,
+        version=table.version(),  # VACUUM START/END are commits of their own
+        read_version=read_version,
+        executor=executor.name,
+        run_id=args.run_id,
+        vacuum=doc,
+        error=error,
+        seconds=time.monotonic() - started,
+    )
+    return result, (EXIT_FAILED if error else EXIT_OK)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
@@ -279,12 +322,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     doc = result.to_json()
+    if args.vacuum_only:
+        doc["vacuumOnly"] = True
     if not args.dry_run:
         # the engine's commit counters travel in the result line (the controller exports
         # them) and, when configured, to a Pushgateway
         doc["engineMetrics"] = engine_summary(metrics)
         table = os.environ.get(ENV_TABLE_NAME) or "unnamed"
-        push_run_metrics(metrics.registry, kind="optimize", table=table)
+        kind = "vacuum" if args.vacuum_only else "optimize"
+        push_run_metrics(metrics.registry, kind=kind, table=table)
     print(json.dumps(doc, separators=(",", ":")), flush=True)
     return code
 

@@ -33,7 +33,7 @@ DNS_SUBDOMAIN: Final = re.compile(
 LABEL_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 #: Short forms of the run kinds used in names (full kind is in the ``txntable.io/kind`` label).
-KIND_CODES: Final = {"optimize": "opt", "checkpoint": "ckpt"}
+KIND_CODES: Final = {"optimize": "opt", "checkpoint": "ckpt", "vacuum": "vac"}
 
 
 def check_dns_label(value: str, what: str) -> None:
@@ -69,10 +69,10 @@ def stamp(moment: datetime) -> str:
 def run_name(kind: str, policy: str, table: str, scheduled_time: datetime, attempt: int = 0) -> str:
     """The run's deterministic name, e.g. ``opt-sales-nightly-3aba13-20261122t020000`` (+ ``-r2``).
 
-    ``kind`` is ``optimize`` or ``checkpoint``; ``policy`` and ``table`` are object names. The
-    readable part may be cut or altered (dots, length); the hash of (kind, policy, table)
-    always follows it, because names may hold dashes: table ``a-b`` with policy ``p`` and
-    table ``a`` with policy ``b-p`` read the same.
+    ``kind`` is ``optimize``, ``checkpoint`` or ``vacuum``; ``policy`` and ``table`` are object
+    names. The readable part may be cut or altered (dots, length); the hash of (kind, policy,
+    table) always follows it, because names may hold dashes: table ``a-b`` with policy ``p``
+    and table ``a`` with policy ``b-p`` read the same.
     """
     if kind not in KIND_CODES:
         raise PermanentLaunchError(f"unknown run kind {kind!r}", reason="InvalidRun")

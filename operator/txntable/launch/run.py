@@ -73,6 +73,8 @@ class RunKind(StrEnum):
 
     OPTIMIZE = "optimize"
     CHECKPOINT = "checkpoint"
+    #: VACUUM only, for a table with nothing to compact (the optimize job's ``--vacuum-only``)
+    VACUUM = "vacuum"
 
 
 class Backend(StrEnum):

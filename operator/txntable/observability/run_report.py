@@ -18,7 +18,7 @@ from txntable.observability.metrics import EngineMetrics
 
 #: key of the summary in a job's result line
 RESULT_KEY: Final = "engineMetrics"
-KINDS: Final = ("optimize", "checkpoint")
+KINDS: Final = ("optimize", "checkpoint", "vacuum")
 RUN_OUTCOMES: Final = ("succeeded", "nothing_to_do", "conflicted", "failed")
 _OUTCOME_ALIASES: Final = {
     "succeeded": "succeeded",

@@ -1,4 +1,5 @@
-"""Pure decisions: should a compaction or a checkpoint of this table start now, and if not, why?
+"""Pure decisions: should a compaction, a VACUUM or a checkpoint of this table start now, and if
+not, why?
 
 Inputs are plain values (the table resource, its policy, the observed health, the runs in flight,
 the clock); the output is a ``Decision`` whose reason and message end up in a status condition, so
@@ -7,10 +8,20 @@ applies wins: suspension, protocol, work in flight, the global run limit, mainte
 the back-off after a failed run, cooldown, then the triggers. A launch after a failed run is the
 next attempt (``Decision.attempt``): its run gets a new name, so it is never mistaken for the
 finished run it retries.
+
+A VACUUM-only run (``decide_vacuum``) is for a table the compaction leaves alone: every compaction
+run of a policy with ``spec.vacuum.enabled`` ends with VACUUM, so the VACUUM-only run waits while
+a compaction run starts or runs, and otherwise starts once the observed reclaimable bytes reach
+``spec.vacuum.minReclaimableBytes`` and the table's last VACUUM (of either kind of run) is
+``spec.vacuum.interval`` old. Tombstones stay in the log until a checkpoint drops them, so the
+reclaimable bytes of a table nobody writes stay above zero after its VACUUM; such a table is not
+vacuumed again while every removed file in its log was already past the retention when the last
+VACUUM started (``lastVacuumTime``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -30,6 +41,9 @@ from txntable.reconcile.schedule import parse_cron, parse_window, zone
 #: Without a previous run, a cron fire time counts as due when it is at most this old
 #: (CronJob's startingDeadlineSeconds): creating a policy never replays a day of schedules.
 STARTING_DEADLINE = timedelta(hours=1)
+#: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when deciding that
+#: the last VACUUM already had every removed file past its retention.
+REMOVAL_CLOCK_SLACK = timedelta(hours=1)
 
 
 class Why(StrEnum):
@@ -46,6 +60,7 @@ class Why(StrEnum):
     NOTHING_TO_DO = "NothingToDo"
     NOT_DUE = "NotDue"
     BACKING_OFF = "BackingOff"
+    DISABLED = "Disabled"
 
 
 class Placement(StrEnum):
@@ -60,7 +75,7 @@ class ActiveRun:
     """A run in flight for a table (from the launcher's listing)."""
 
     name: str
-    kind: str  # "optimize" | "checkpoint"
+    kind: str  # "optimize" | "checkpoint" | "vacuum"
     started: datetime | None = None
 
 
@@ -82,7 +97,7 @@ class Work:
     active: tuple[ActiveRun, ...] = ()  # runs of this table
     active_total: int = 0  # runs of all tables
     max_concurrent_runs: int = 4
-    #: Back-off after a failed run, per run kind ("optimize" | "checkpoint").
+    #: Back-off after a failed run, per run kind ("optimize" | "checkpoint" | "vacuum").
     retries: dict[str, Retry] = field(default_factory=dict)
 
 
@@ -175,12 +190,13 @@ def decide_compaction(
         return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
         return _wait(Why.NOT_WRITABLE, f"never compacted: {health.unwritable_reason}")
-    mine = [r for r in active if r.kind == "optimize"]
+    # a VACUUM-only run is the policy's run too: Forbid waits for it, Replace replaces it
+    mine = [r for r in active if r.kind in ("optimize", "vacuum")]
     replace: tuple[str, ...] = ()
     if mine:
         if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
-            names = ", ".join(r.name for r in mine)
-            return _wait(Why.RUN_IN_PROGRESS, f"compaction {names} is still running")
+            names = ", ".join(f"{_KIND_WORDS[r.kind]} {r.name}" for r in mine)
+            return _wait(Why.RUN_IN_PROGRESS, f"{names} is still running")
         replace = tuple(r.name for r in mine)
     if active_total - len(replace) >= max_concurrent_runs:
         return _wait(
@@ -218,6 +234,91 @@ def decide_compaction(
     if finished is not None and now - finished < cooldown:
         return _wait(Why.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
     return Decision(True, Why.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt)
+
+
+_KIND_WORDS = {"optimize": "compaction", "vacuum": "vacuum", "checkpoint": "checkpoint"}
+
+
+def decide_vacuum(
+    table: TxnTable,
+    policy: CompactionPolicy,
+    health: TableHealth,
+    work: Work,
+    compaction: Decision | None = None,
+) -> Decision:
+    """Whether to start a VACUUM-only run on ``table`` now (``compaction``: this tick's
+    compaction decision; a compaction run that starts now vacuums at its end). The last VACUUM
+    is ``table.status.last_vacuum_time``."""
+    now, active = work.now, work.active
+    vac = policy.spec.vacuum
+    if not vac.enabled:
+        return _wait(Why.DISABLED, f"policy {policy.metadata.name} does not vacuum (spec.vacuum)")
+    if table.spec.suspend:
+        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+    if policy.spec.suspend:
+        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+    if not health.writable:
+        return _wait(Why.NOT_WRITABLE, f"never vacuumed: {health.unwritable_reason}")
+    if compaction is not None and compaction.launch:
+        return _wait(Why.NOT_DUE, "the compaction run starting now ends with VACUUM")
+    mine = [r for r in active if r.kind in ("optimize", "vacuum")]
+    if mine:
+        names = ", ".join(f"{_KIND_WORDS[r.kind]} {r.name}" for r in mine)
+        return _wait(Why.RUN_IN_PROGRESS, f"{names} is still running")
+    if work.active_total >= work.max_concurrent_runs:
+        return _wait(
+            Why.CONCURRENCY_LIMIT,
+            f"{work.active_total} runs in flight, the operator allows {work.max_concurrent_runs}",
+        )
+    reclaimable = health.reclaimable_bytes
+    if reclaimable < vac.min_reclaimable_bytes:
+        return _wait(
+            Why.NOTHING_TO_DO,
+            f"{reclaimable} bytes reclaimable (minReclaimableBytes {vac.min_reclaimable_bytes})",
+        )
+    last = table.status.last_vacuum_time
+    if last is not None and _swept(policy, health, last):
+        return _wait(
+            Why.NOTHING_TO_DO,
+            f"{reclaimable} bytes of removed files are still in the log, but every one was past "
+            f"the retention when the last VACUUM started ({last.isoformat()})",
+        )
+    if not _in_windows(policy, now):
+        return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
+    held = _backing_off(work, "vacuum")
+    if held is not None:
+        return held
+    interval = timedelta(seconds=vac.interval)
+    if last is not None and now - last < interval:
+        when = (last + interval).replace(microsecond=0).isoformat()
+        return _wait(
+            Why.NOT_DUE,
+            f"{reclaimable} bytes reclaimable, but the last VACUUM ended less than {interval} "
+            f"ago; not before {when}",
+        )
+    since = "never vacuumed" if last is None else f"last VACUUM {now - last} ago"
+    return Decision(
+        True,
+        Why.TRIGGERED,
+        f"{reclaimable} bytes reclaimable >= {vac.min_reclaimable_bytes}, {since}",
+        _slot(now),
+        "reclaimable",
+        attempt=_attempt(work, "vacuum"),
+    )
+
+
+def _swept(policy: CompactionPolicy, health: TableHealth, last: datetime) -> bool:
+    """Whether the VACUUM that started at ``last`` already found every tombstone in the log past
+    its retention (the longer of the table's and the policy's): then it deleted their files and
+    nothing became reclaimable since. Unknown figures say no."""
+    keep_ms, newest = health.file_retention_ms, health.newest_removal_ms
+    if keep_ms is None or newest is None:
+        return False
+    keep = max(
+        timedelta(milliseconds=keep_ms), timedelta(seconds=policy.spec.vacuum.retention or 0)
+    )
+    cutoff = last - keep - REMOVAL_CLOCK_SLACK
+    return newest < cutoff.timestamp() * 1000
 
 
 def decide_checkpoint(
@@ -287,8 +388,33 @@ def outcome_of(result: dict[str, object] | None, succeeded: bool) -> RunOutcome:
         return RunOutcome.FAILED
     if result is None:
         return RunOutcome.SUCCEEDED
+    if result.get("vacuumOnly"):
+        vacuumed = result.get("vacuum")
+        if isinstance(vacuumed, Mapping) and vacuumed.get("numFiles") == 0:
+            return RunOutcome.NOTHING_TO_DO
+        return RunOutcome.SUCCEEDED
     if result.get("binsSkipped") and not result.get("binsCommitted"):
         return RunOutcome.CONFLICTED
     if result.get("numFilesRemoved") == 0 and result.get("numFilesAdded") == 0:
         return RunOutcome.NOTHING_TO_DO
     return RunOutcome.SUCCEEDED
+
+
+def vacuumed(
+    kind: str | None,
+    result: Mapping[str, object] | None,
+    succeeded: bool,
+    *,
+    compaction_vacuums: bool = False,
+) -> bool:
+    """Whether a finished run VACUUMed the table (dry runs count: they decide the same way):
+    a succeeded VACUUM-only run, or any run whose result line carries a VACUUM without error.
+    Without a result line (cluster backends read none from a listing) a succeeded compaction
+    run counts when its policy vacuums now (``compaction_vacuums``): a VACUUM that fails fails
+    the run."""
+    if not succeeded:
+        return False
+    if result is None:
+        return kind == "vacuum" or (kind == "optimize" and compaction_vacuums)
+    doc = result.get("vacuum")
+    return isinstance(doc, Mapping) and not doc.get("error")

@@ -55,6 +55,11 @@ class TableHealth:
     #: delta.deletedFileRetentionDuration: what VACUUM would reclaim (a lower bound: files never
     #: committed, and tombstones already expired from checkpoints, are not known to the log)
     reclaimable_bytes: int = 0
+    #: the table's delta.deletedFileRetentionDuration (None: the property is broken) and the
+    #: newest deletionTimestamp among the log's tombstones (None: there are none; one without a
+    #: timestamp counts as now): what a VACUUM since then could not have reclaimed yet
+    file_retention_ms: int | None = None
+    newest_removal_ms: int | None = None
 
     @property
     def small_file_percent(self) -> float:
@@ -106,6 +111,7 @@ def observe_summary(
             tombs.column("size"),
             now_ms,
         ),
+        **_removals(summary.configuration, tombs.column("deletion_timestamp"), now_ms),
     )
 
 
@@ -167,7 +173,7 @@ def observe(snapshot: Snapshot, min_file_size: int, *, now_ms: int | None = None
     )
 
 
-def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str, int]:
+def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str, int | None]:
     """Deletion-vector and VACUUM figures, column-wise over the snapshot's Arrow state."""
     dv = snapshot.files().column("deletionVector")
     with_dv = len(dv) - dv.null_count
@@ -184,7 +190,27 @@ def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str
             tombstones.column("size"),
             now_ms,
         ),
+        **_removals(snapshot.configuration, tombstones.column("deletionTimestamp"), now_ms),
     }
+
+
+def _removals(
+    configuration: Mapping[str, str], deletion_timestamps: pa.ChunkedArray, now_ms: int | None
+) -> dict[str, int | None]:
+    """The file retention and the newest tombstone's deletionTimestamp (``TableHealth``)."""
+    try:
+        keep_ms = retention.duration_ms(
+            configuration,
+            retention.DELETED_FILE_RETENTION,
+            retention.DEFAULT_DELETED_FILE_RETENTION_MS,
+        )
+    except InvalidArgumentError:
+        keep_ms = None
+    newest = None
+    if len(deletion_timestamps):
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        newest = int(pc.max(pc.fill_null(deletion_timestamps, now)).as_py())
+    return {"file_retention_ms": keep_ms, "newest_removal_ms": newest}
 
 
 def _reclaimable(

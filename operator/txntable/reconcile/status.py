@@ -53,6 +53,9 @@ class Outcome:
     active: tuple[ActiveRun, ...]
     last_compaction: RunRecord | None
     last_checkpoint: RunRecord | None
+    vacuum_decision: Decision | None = None
+    last_vacuum: RunRecord | None = None
+    last_vacuum_time: datetime | None = None
 
 
 def _policy_message(res: Resolution[Any]) -> tuple[bool, str, str]:
@@ -100,9 +103,11 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
     )
     compacting = [r for r in out.active if r.kind == "optimize"]
     checkpointing = [r for r in out.active if r.kind == "checkpoint"]
+    vacuuming = [r for r in out.active if r.kind == "vacuum"]
     put(
         ConditionType.COMPACTING, *_run_condition("compaction", out.compaction_decision, compacting)
     )
+    put(ConditionType.VACUUMING, *_run_condition("vacuum", out.vacuum_decision, vacuuming))
     put(
         ConditionType.CHECKPOINTING,
         *_run_condition("checkpoint", out.checkpoint_decision, checkpointing),
@@ -125,6 +130,8 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
         checkpoint_policy=out.checkpoint.policy.metadata.name if out.checkpoint.policy else None,
         last_compaction=out.last_compaction,
         last_checkpoint=out.last_checkpoint,
+        last_vacuum=out.last_vacuum or current.last_vacuum,
+        last_vacuum_time=_latest(current.last_vacuum_time, out.last_vacuum_time),
     )
     if health is not None:
         status = replace(
@@ -197,10 +204,15 @@ def _degradations(out: Outcome) -> list[tuple[str, str]]:
                     f"{health.commits_since_checkpoint} commits since the last checkpoint",
                 )
             )
-    for record in (out.last_compaction, out.last_checkpoint):
+    for record in (out.last_compaction, out.last_checkpoint, out.last_vacuum):
         if record is not None and record.outcome == "Failed":
             problems.append((str(Reason.RUN_FAILED), f"run {record.run_name} failed"))
     return problems
+
+
+def _latest(*moments: datetime | None) -> datetime | None:
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
 
 
 def _phase(
