@@ -31,7 +31,7 @@ def test_peak_rss_is_the_childs_own() -> None:
     )
     del big
     assert small["peak_mb"] < 100 < 200 <= grown["peak_mb"] < 300
-    assert small["wall_s"] > 0
+    assert small["wall_s"] > 0 and small["cpu_s"] >= 0
 
 
 def test_every_case_runs_and_renders(tmp_path: Path) -> None:
