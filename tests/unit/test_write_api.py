@@ -88,6 +88,12 @@ def test_create_refuses_an_existing_table_and_bad_layouts() -> None:
         assert open_storage(other).list_log() == []
     with pytest.raises(UnsupportedWriterFeatureError, match="changeDataFeed"):
         Table.create(_uri(), SCHEMA, properties={"delta.enableChangeDataFeed": "true"})
+    bad_codec = _uri()
+    with pytest.raises(InvalidArgumentError, match="unknown Parquet compression codec 'brotli9'"):
+        Table.create(bad_codec, SCHEMA, properties={"delta.parquet.compression.codec": "brotli9"})
+    assert open_storage(bad_codec).list_log() == []
+    zstd = Table.create(_uri(), SCHEMA, properties={"delta.parquet.compression.codec": "ZSTD"})
+    assert zstd.snapshot().configuration["delta.parquet.compression.codec"] == "ZSTD"
 
 
 def test_timestamp_ntz_tables_get_the_feature() -> None:

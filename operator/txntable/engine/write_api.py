@@ -44,6 +44,7 @@ from txntable.engine.errors import (
     UnsupportedWriterFeatureError,
 )
 from txntable.engine.features import check_writable
+from txntable.engine.parquet_options import CODEC_PROPERTY, parse_codec
 from txntable.engine.paths import LOG_DIR, decode_path
 from txntable.engine.predicates import BoundPredicate, Predicate, bind
 from txntable.engine.schema import (
@@ -108,6 +109,8 @@ def _check_properties(properties: Mapping[str, str]) -> dict[str, str]:
                 "does not write",
                 (feature,),
             )
+        if key == CODEC_PROPERTY:  # every later write would fail on it: refuse it up front
+            parse_codec(value, f"table property {key}")
         out[key] = value
     return out
 
