@@ -26,6 +26,7 @@ files).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -112,26 +113,30 @@ class TableSummary:
             _partition_ids={p: i for i, p in enumerate(partitions)},
         )
 
-    def advance(self, storage: Storage) -> TableSummary:
+    def advance(
+        self, storage: Storage, *, reload: Callable[[Storage], TableSummary] | None = None
+    ) -> TableSummary:
         """The summary at the latest version: the new commits folded in, or a full reload
-        when they cannot be (see the module docstring). ``self`` is left unchanged."""
+        when they cannot be (see the module docstring), through ``reload`` when given (the
+        controller bounds how many full loads run at once). ``self`` is left unchanged."""
+        load = reload or TableSummary.load
         try:
             commits, checkpoint = list_commits_after(storage, self.version)
         except VersionGapError:
-            return TableSummary.load(storage)  # cleanup removed commits this one has not seen
+            return load(storage)  # cleanup removed commits this one has not seen
         if not commits:
             if checkpoint is not None and checkpoint != self.checkpoint:
                 return replace(self, checkpoint=checkpoint)
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
-            return TableSummary.load(storage)  # a newer checkpoint is cheaper than replay
+            return load(storage)  # a newer checkpoint is cheaper than replay
         parsed = read_commits(storage, commits)
         folder = _Folder(self)
         for _, actions in parsed:
             for action in actions:
                 folder.apply(action)
         if folder.moved_partitions:
-            return TableSummary.load(storage)
+            return load(storage)
         check_readable(folder.protocol)
         timestamp = commits[-1].file.mtime_ms
         if _ict_enabled(folder.metadata):
