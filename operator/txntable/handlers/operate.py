@@ -18,6 +18,7 @@ next attempt, with a new run name.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ from txntable.engine.errors import (
     UnsupportedFeatureError,
 )
 from txntable.engine.schema import to_arrow_type
+from txntable.engine.storage import Storage
 from txntable.engine.summary import TableSummary
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.launch import (
@@ -82,6 +84,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_FILE_SIZE = parse_bytes(api_defaults.MIN_FILE_SIZE)
 #: Finished runs remembered per table (so each is recorded once); older names are forgotten.
 RECORDED_RUNS_KEPT = 16
+#: Full table loads (a first observation, or a summary that cannot be advanced) at once: each
+#: peaks at ~140 MB above the summary it leaves for a 100,000-file table, and Kopf runs several
+#: reconciles in threads, so a controller starting with many big tables would add them up.
+FULL_LOADS_AT_ONCE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,9 @@ class Operator:
     #: Per table: its handle (holding no snapshot) and the summary of its log.
     _tables: dict[str, Table] = field(default_factory=dict)
     _summaries: dict[str, TableSummary] = field(default_factory=dict)
+    _full_loads: threading.Semaphore = field(
+        default_factory=lambda: threading.Semaphore(FULL_LOADS_AT_ONCE)
+    )
     #: Per table: the record made for each finished run already adopted, by run name.
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
 
@@ -159,6 +168,10 @@ class Operator:
         self._summaries.pop(key, None)
         self._recorded.pop(key, None)
 
+    def _load_summary(self, storage: Storage) -> TableSummary:
+        with self._full_loads:
+            return TableSummary.load(storage)
+
     def _observe(
         self, key: str, table: TxnTable, options: Mapping[str, str], min_file_size: int
     ) -> tuple[Table | None, TableHealth | None, Failure | None]:
@@ -166,9 +179,9 @@ class Operator:
             engine_table = self._open(key, table, options)
             known = self._summaries.get(key)
             summary = (
-                known.advance(engine_table.storage)
+                known.advance(engine_table.storage, reload=self._load_summary)
                 if known is not None
-                else TableSummary.load(engine_table.storage)
+                else self._load_summary(engine_table.storage)
             )
             self._summaries[key] = summary
         except TableNotFoundError as exc:
