@@ -37,3 +37,13 @@ def test_running_runs_are_active_and_suspension_shows() -> None:
     assert st.phase == "Suspended"
     ready = {c.type: c for c in st.conditions}["Ready"]
     assert ready.status == "False" and ready.reason == "Suspended"
+
+
+def test_a_running_vacuum_only_run_is_active_but_no_schedule() -> None:
+    vacuum = {"runName": "vac-1", "outcome": "Running", "startTime": "2026-11-22T02:00:00Z"}
+    refs = {"compactionPolicyRef": {"name": "nightly"}, "checkpointPolicyRef": {"name": "ckpt"}}
+    running = table(refs, status={**last_run(30), "lastVacuum": vacuum})
+    st = policy_status(compaction(), [running], NOW)
+    assert [r.run_name for r in st.active_runs] == ["vac-1"]
+    assert st.last_run is not None and st.last_run.run_name == "r1"  # the compaction's
+    assert policy_status(checkpoint_policy(), [running], NOW).active_runs == ()

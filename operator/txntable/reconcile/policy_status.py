@@ -31,13 +31,16 @@ def policy_status(
     kind = "compaction" if isinstance(policy, CompactionPolicy) else "checkpoint"
     matched = sorted(t.metadata.name for t in tables if _selects(policy, t))
     records: list[RunRecord] = []
+    vacuuming: list[RunRecord] = []  # VACUUM-only runs: active runs of the policy, not schedules
     for t in tables:
         if t.metadata.name not in matched:
             continue
         record = t.status.last_compaction if kind == "compaction" else t.status.last_checkpoint
         if record is not None:
             records.append(record)
-    active = tuple(r for r in records if r.outcome == RunOutcome.RUNNING)
+        if kind == "compaction" and t.status.last_vacuum is not None:
+            vacuuming.append(t.status.last_vacuum)
+    active = tuple(r for r in (*records, *vacuuming) if r.outcome == RunOutcome.RUNNING)
     finished = [r for r in records if r.outcome != RunOutcome.RUNNING and r.start_time]
     last = max(finished, key=lambda r: r.start_time or now, default=policy.status.last_run)
     next_time = None
