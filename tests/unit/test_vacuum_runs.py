@@ -113,3 +113,96 @@ def test_health_reports_the_retention_and_the_newest_removal(tmp_path: Path) -> 
     health = observe(t.snapshot(), 1, now_ms=10_000)
     assert health.file_retention_ms == 2 * 86_400_000
     assert health.newest_removal_ms == 9_000
+
+
+def test_a_failed_vacuum_run_backs_off_and_a_succeeded_one_waits_for_the_interval(
+    tmp_path: Path,
+) -> None:
+    """Through ``Operator.reconcile`` with runs that report no result line (as the cluster
+    backends' listings do): a failed VACUUM-only run is recorded once, degrades the table and is
+    retried after the back-off as the next attempt; the retry's success sets lastVacuumTime and
+    nothing starts again inside the interval."""
+    from dataclasses import replace as dc_replace
+    from datetime import timedelta
+
+    import pyarrow as pa
+
+    from tests.unit.test_failed_runs import MemoryLauncher
+    from txntable.engine import Table
+    from txntable.handlers.operate import Operator
+    from txntable.launch import Backoff, RunState
+
+    location = tmp_path / "t"
+    props = {"delta.deletedFileRetentionDuration": "interval 0 seconds"}
+    t = Table.create(str(location), pa.schema([("id", pa.int64())]), [], props)
+    t.append(pa.table({"id": [1]}))
+    t.overwrite(pa.table({"id": [2]}))  # garbage at once (0-second retention), no small files
+    tbl = TxnTable.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": "sales", "namespace": "lake", "uid": "uid-1"},
+            "spec": {"location": str(location), "compactionPolicyRef": {"name": "tidy"}},
+        }
+    )
+    pol = CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "tidy", "namespace": "lake"},
+            "spec": {
+                "minFileSize": "1",
+                "triggers": {"smallFiles": 2, "cooldown": "1s"},
+                "vacuum": {"enabled": True, "interval": "6h"},
+            },
+        }
+    )
+    # the controller's clock starts at the real time: the removes' deletionTimestamps are real
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    clock = [t0]
+    launcher = MemoryLauncher(clock)
+    operator = Operator(
+        config=Config(default_backend="local"),
+        launchers=lambda backend: launcher,
+        clock=lambda: clock[0],
+    )
+    events: list[tuple[str, str]] = []
+
+    def tick(at: datetime) -> Any:
+        nonlocal tbl
+        clock[0] = at
+        out = operator.reconcile(tbl, [pol], [])
+        tbl = dc_replace(tbl, status=out.status)
+        events.extend((e.reason, e.message) for e in out.events)
+        return out
+
+    first = tick(t0)
+    assert len(launcher.launched) == 1 and launcher.launched[0].startswith("vac-")
+    launcher.fail(launcher.launched[0], "exit code 1: vacuum: retention below the table's")
+    for s in range(1, 10):
+        out = tick(t0 + timedelta(seconds=s))
+    assert len(launcher.launched) == 1
+    assert [r for r, _ in events].count("RunFailed") == 1
+    assert out.status.last_vacuum.outcome == "Failed" and out.status.phase == "Degraded"
+    assert out.status.last_vacuum_time is None
+    conds = {c.type: c for c in out.status.conditions}
+    assert conds["Vacuuming"].reason == "BackingOff" and conds["Ready"].status == "False"
+    assert first.status.last_vacuum.outcome == "Running"
+
+    wait = Backoff().delay(1, "uid-1/vacuum")
+    retried_at = t0 + timedelta(seconds=wait + 2)
+    tick(retried_at)
+    assert len(launcher.launched) == 2 and launcher.launched[1].endswith("-r1")
+    retry = launcher.launched[1]
+    launcher.runs[retry] = dc_replace(
+        launcher.runs[retry], state=RunState.SUCCEEDED, finished=retried_at + timedelta(seconds=3)
+    )
+    for minutes in (1, 60, 5 * 60):
+        out = tick(retried_at + timedelta(minutes=minutes))
+    assert len(launcher.launched) == 2  # inside the 6h interval, garbage or not
+    assert out.status.reclaimable_bytes
+    assert out.status.last_vacuum.outcome == "Succeeded" and out.status.phase == "Ready"
+    assert out.status.last_vacuum_time == retried_at.replace(microsecond=0)
+    assert {c.type: c for c in out.status.conditions}["Vacuuming"].reason == "NotDue"
+    tick(retried_at + timedelta(hours=6, minutes=1))
+    assert len(launcher.launched) == 3  # the interval is over and the garbage is still there
