@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from prometheus_client import CollectorRegistry
 
-from txntable.api.conditions import ConditionType, Reason, set_condition
+from txntable.api.conditions import ConditionStatus, ConditionType, Reason, set_condition
 from txntable.api.constants import (
     FINALIZER,
     GROUP,
@@ -37,6 +37,7 @@ from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, T
 from txntable.config import Config
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.operate import Operator
+from txntable.handlers.secret_cache import SecretCache, SecretData
 from txntable.launch import (
     Backend,
     Launcher,
@@ -44,6 +45,7 @@ from txntable.launch import (
     PermanentLaunchError,
     make_launcher,
 )
+from txntable.launch.run_cache import CachedRuns, ListsManagedRuns
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
@@ -72,6 +74,10 @@ class State:
     metrics: ControllerMetrics | None = None
     servers: list[MetricsServer] = field(default_factory=list)
     liveness: Liveness = field(default_factory=lambda: Liveness(STUCK_RECONCILE_SECONDS))
+    #: storage Secrets, each read again after secret_cache.DEFAULT_MAX_AGE (5 min)
+    secrets: SecretCache | None = None
+    #: per table: the resourceVersion of the Secret its cached table was opened with
+    secret_versions: dict[str, str | None] = field(default_factory=dict)
 
 
 def _api_client() -> Any:
@@ -115,8 +121,12 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     def launcher_for(backend: Backend) -> Launcher:
         if backend not in launchers:
             runs_dir = Path(os.environ.get(ENV_RUNS_DIR, "/tmp/txntable-runs"))
-            launchers[backend] = make_launcher(
-                backend, config, api_client=api_client, runs_dir=runs_dir
+            made = make_launcher(backend, config, api_client=api_client, runs_dir=runs_dir)
+            # one listing per namespace per interval serves every table (launch.run_cache)
+            launchers[backend] = (
+                CachedRuns(made, max_age=config.observe_interval_seconds)
+                if isinstance(made, ListsManagedRuns)
+                else made
             )
         return launchers[backend]
 
@@ -129,6 +139,7 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         engine_metrics=EngineMetrics(registry),
     )
     state = State(config, operator, api_client, metrics=metrics)
+    state.secrets = SecretCache(lambda ns, name: _read_secret(api_client, ns, name))
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); only /metrics here.
     state.servers = [MetricsServer(registry, config.metrics_port).start()]
     memo.state = state
@@ -275,23 +286,47 @@ def _parse_all(store: Any, parse: Any) -> list[Any]:
     return out
 
 
-def _secret_options(state: State, table: TxnTable) -> dict[str, str]:
-    ref = table.spec.storage.secret_ref
-    if ref is None:
-        return {}
+def _read_secret(api_client: Any, namespace: str, name: str) -> SecretData:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     try:
-        secret = client.CoreV1Api(state.api_client).read_namespaced_secret(
-            ref.name, table.metadata.namespace or "default"
-        )
+        secret = client.CoreV1Api(api_client).read_namespaced_secret(name, namespace)
     except ApiException as exc:
         raise kopf.TemporaryError(
-            f"cannot read Secret {ref.name!r} ({exc.status}); retrying", delay=30
+            f"cannot read Secret {name!r} ({exc.status}); retrying", delay=30
         ) from None
     data = secret.data or {}
-    return {k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}
+    version = secret.metadata.resource_version if secret.metadata else None
+    return SecretData({k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}, version)
+
+
+def _secret_options(state: State, key: str, table: TxnTable) -> dict[str, str]:
+    """The table's storage options from its Secret (cached: ``SecretCache``). A Secret whose
+    resourceVersion changed since the table was opened makes the controller open it again, so
+    new credentials replace the old client, not only the options of a later open."""
+    ref = table.spec.storage.secret_ref
+    if ref is None:
+        return {}
+    namespace = table.metadata.namespace or "default"
+    if state.secrets is None:
+        state.secrets = SecretCache(lambda ns, name: _read_secret(state.api_client, ns, name))
+    secret = state.secrets.get(namespace, ref.name)
+    if key in state.secret_versions and state.secret_versions[key] != secret.resource_version:
+        log.info("Secret %s/%s changed: reopening the table", namespace, ref.name)
+        state.operator.forget(key)
+    state.secret_versions[key] = secret.resource_version
+    return dict(secret.data)
+
+
+def _storage_failed(status: Any) -> bool:
+    """Whether the tick could not reach the table's storage (maybe stale credentials)."""
+    return any(
+        c.type == ConditionType.REACHABLE
+        and c.reason == str(Reason.STORAGE_UNREACHABLE)
+        and c.status == ConditionStatus.FALSE
+        for c in status.conditions
+    )
 
 
 def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
@@ -373,11 +408,14 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
                 table,
                 comp,
                 ckpt,
-                storage_options=_secret_options(state, table),
+                storage_options=_secret_options(state, key, table),
                 active_total=others,
             )
     finally:
         state.liveness.end(key, time.monotonic())
+    ref = table.spec.storage.secret_ref
+    if ref is not None and state.secrets is not None and _storage_failed(tick.status):
+        state.secrets.invalidate(namespace, ref.name)  # re-read credentials at the next tick
     state.active_runs[key] = tick.active_runs
     for event in tick.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
@@ -401,7 +439,12 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     for backend in Backend:
         try:
             launcher = state.operator.launchers(backend)
-            for run in launcher.list_runs(namespace, name):
+            listed = (
+                launcher.list_fresh(namespace, name)  # never miss a run the cache has not seen
+                if isinstance(launcher, CachedRuns)
+                else launcher.list_runs(namespace, name)
+            )
+            for run in listed:
                 if not run.state.finished:
                     launcher.delete(namespace, run.name)
         except PermanentLaunchError:
@@ -415,3 +458,4 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         state.metrics.forget_table(namespace, name)
     state.active_runs.pop(key, None)
     state.last_tick.pop(key, None)
+    state.secret_versions.pop(key, None)

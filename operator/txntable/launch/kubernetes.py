@@ -146,6 +146,14 @@ class _ClusterLauncher(Launcher):
 
     def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
         selector = f"{LABEL_TABLE}={label_value(table)},{LABEL_MANAGED_BY}={MANAGED_BY}"
+        return self._listed(namespace, selector)
+
+    def list_managed(self, namespace: str) -> list[RunStatus]:
+        """Every run txntable manages in ``namespace`` (all tables), oldest first: one request
+        that a shared cache (``launch.run_cache``) serves every table's lookup from."""
+        return self._listed(namespace, f"{LABEL_MANAGED_BY}={MANAGED_BY}")
+
+    def _listed(self, namespace: str, selector: str) -> list[RunStatus]:
         what = f"list {self.kind_name} in {namespace}"
         listing = self._plain(call(what, lambda: self._list(namespace, selector)))
         runs = [self.to_status(item) for item in listing.get("items") or []]
