@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for skip in result.skipped:
         print(f"  skipped bin {skip['binId']}: {skip['reason']}")
+    for deferred in result.deferred_partitions or ():
+        print(f"  deferred partition {deferred['partitionValues']}: {deferred['reason']}")
     if result.error:
         print(f"error: {result.error}")
     return code

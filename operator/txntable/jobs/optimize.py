@@ -101,6 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="commit after about this many input bytes (default 16Gi)",
     )
     parser.add_argument(
+        "--avoid-partitions-written-within",
+        default=None,
+        metavar="DURATION",
+        help="defer partitions other writers changed within this long (e.g. 10m, 1h): their "
+        "rewrites would likely be dropped; read from the newest commits only",
+    )
+    parser.add_argument(
+        "--avoid-writes",
+        choices=("removes", "any"),
+        default="removes",
+        help="which recent writes defer a partition: removes (DELETE, UPDATE, MERGE, overwrite, "
+        "OPTIMIZE: the ones that invalidate our inputs; the default) or any (appends too)",
+    )
+    parser.add_argument(
         "--executor",
         choices=("spark", "arrow"),
         default="spark",
@@ -154,6 +168,19 @@ def _size(text: str, flag: str) -> int:
         raise InvalidPolicyError(f"--{flag}: {exc}") from None
 
 
+def _duration_ms(text: str | None, flag: str) -> int | None:
+    """The duration given to ``--flag`` (``10m``, ``1h30m``, ``90s``) in milliseconds."""
+    from txntable.api.quantity import QuantityError, parse_duration
+    from txntable.maintenance.errors import InvalidPolicyError
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text) * 1000
+    except QuantityError as exc:
+        raise InvalidPolicyError(f"--{flag}: {exc}") from None
+
+
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
     from txntable.engine.parquet_options import ParquetSettings
     from txntable.maintenance.planner import OptimizePolicy
@@ -169,6 +196,10 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
         zorder_by=zorder,
         commit_batch_bytes=_size(args.commit_every, "commit-every"),
         dv_purge_ratio=args.purge_deleted_percent / 100,
+        avoid_recent_writes_ms=_duration_ms(
+            args.avoid_partitions_written_within, "avoid-partitions-written-within"
+        ),
+        avoid_writes=args.avoid_writes,
         parquet=ParquetSettings(
             codec=args.compression,
             level=args.compression_level,

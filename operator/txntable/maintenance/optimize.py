@@ -23,6 +23,12 @@ their rows by the Z-order key over those columns, and every file written for suc
 committed with ``clusteringProvider: "liquid"`` and the columns recorded as commitInfo's
 ``clusterBy``, as Delta records it. A Z-order policy on a clustered table is refused, as Delta
 refuses ZORDER BY there.
+
+Conflict-aware planning (``OptimizePolicy.avoid_recent_writes_ms``): before planning, the newest
+commits are read (``engine.activity``, bounded by time and count) and the partitions other writers
+changed within the window are deferred, so the run does not rewrite bytes that a DELETE or MERGE
+still busy with the partition would make it drop. The result counts the bytes it did rewrite and
+drop (``numBytesDropped``) and lists the deferred partitions.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from txntable.engine.actions import AddFile, RemoveFile
+from txntable.engine.activity import RecentActivity, read_recent_activity
 from txntable.engine.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
@@ -64,7 +71,13 @@ from txntable.maintenance.batch import (
 from txntable.maintenance.clustering import LIQUID, clustering_columns, is_clustered
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.executor_arrow import BinResult, BinTask
-from txntable.maintenance.planner import Bin, OptimizePlan, OptimizePolicy, plan_optimize
+from txntable.maintenance.planner import (
+    Avoidance,
+    Bin,
+    OptimizePlan,
+    OptimizePolicy,
+    plan_optimize,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +110,9 @@ class OptimizeResult:
     bins_planned: int = 0
     bins_committed: int = 0
     bins_skipped: int = 0
+    #: input bytes of bins that were rewritten but not committed (other writers got there
+    #: first, or the table changed): work thrown away
+    num_bytes_dropped: int = 0
     attempts: int = 0
     seconds: float = 0.0
     commits: list[int] = field(default_factory=list)
@@ -108,6 +124,9 @@ class OptimizeResult:
     vacuum: dict[str, Any] | None = None
     #: the Parquet settings the files were written with (``ParquetWriteOptions.to_json``)
     parquet: dict[str, Any] | None = None
+    #: partitions the plan left alone because other writers changed them recently
+    #: (``DeferredPartition.to_json``); None when the policy avoids nothing
+    deferred_partitions: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,6 +142,7 @@ class OptimizeResult:
             "binsPlanned": self.bins_planned,
             "binsCommitted": self.bins_committed,
             "binsSkipped": self.bins_skipped,
+            "numBytesDropped": self.num_bytes_dropped,
             "attempts": self.attempts,
             "seconds": round(self.seconds, 3),
             "commits": self.commits,
@@ -136,6 +156,8 @@ class OptimizeResult:
             out["vacuum"] = self.vacuum
         if self.parquet is not None:
             out["parquet"] = self.parquet
+        if self.deferred_partitions is not None:
+            out["deferredPartitions"] = self.deferred_partitions
         return out
 
 
@@ -173,10 +195,17 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteO
     return parquet
 
 
-def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None) -> OptimizePlan:
+def plan(
+    table: Table,
+    policy: OptimizePolicy,
+    snapshot: Snapshot | None = None,
+    *,
+    now_ms: int | None = None,
+) -> OptimizePlan:
     """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
     so the partition predicate is parsed and checked by the engine. A clustered table is
-    planned by its clustering columns."""
+    planned by its clustering columns. With ``policy.avoid_recent_writes_ms``, partitions
+    changed within that window before ``now_ms`` (default: now) are deferred."""
     snap = snapshot or table.snapshot()
     check_writable(snap.protocol, snap.metadata, rows_unchanged=True)
     validate_policy(snap, policy)
@@ -185,6 +214,17 @@ def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None)
     keys = partition_physical_names(
         snap.fields, snap.partition_columns, snap.metadata.configuration
     )
+    avoid = None
+    if policy.avoid_recent_writes_ms is not None:
+        activity = read_recent_activity(
+            table.storage,
+            snap.version,
+            policy.avoid_recent_writes_ms,
+            partition_columns=snap.partition_columns,
+            partition_keys=keys,
+            now_ms=now_ms,
+        )
+        avoid = avoidance(activity, policy.avoid_writes)
     return plan_optimize(
         files,
         snap.partition_columns,
@@ -192,7 +232,39 @@ def plan(table: Table, policy: OptimizePolicy, snapshot: Snapshot | None = None)
         snap.version,
         cluster_by=cluster_by,
         partition_keys=keys,
+        avoid=avoid,
     )
+
+
+def avoidance(activity: RecentActivity, writes: str = "removes") -> Avoidance:
+    """The partitions to defer from what the log says: those a commit removed files from in
+    the window (``writes="removes"``), or any the window's commits touched (``"any"``), each
+    with a reason naming the operations and how long ago the newest one committed."""
+    removes_only = writes == "removes"
+    hot = activity.written_since(activity.since_ms, removes_only=removes_only)
+    partitions: dict[tuple[str | None, ...], tuple[str, int | None]] = {}
+    for key, last in hot.items():
+        act = activity.partitions[key]
+        n = act.removing_commits if removes_only else act.commits
+        what = "removed files" if removes_only else "wrote"
+        ago = max(0, (activity.until_ms - last) // 1000)
+        ops = ", ".join(sorted(act.operations))
+        reason = f"{n} commit(s) {what} here in the window ({ops}), last {ago}s ago"
+        partitions[key] = (reason, last)
+    window_s = (activity.until_ms - activity.since_ms) / 1000
+    summary = {
+        "windowSeconds": window_s,
+        "writes": writes,
+        "commitsRead": activity.commits,
+        "newestVersion": activity.newest_version,
+        "oldestVersion": activity.oldest_version,
+        "complete": activity.complete,
+        "partitionsWritten": len(activity.partitions),
+        "partitionsWithRemoves": sum(1 for a in activity.partitions.values() if a.removing_commits),
+        "removesWithoutPartition": activity.removes_without_partition,
+        "tableWideChanges": len(activity.table_wide),
+    }
+    return Avoidance(partitions, summary)
 
 
 def optimize(
@@ -217,6 +289,8 @@ def optimize(
         dry_run=dry_run,
         bins_planned=len(the_plan.bins),
     )
+    if policy.avoid_recent_writes_ms is not None:
+        result.deferred_partitions = [d.to_json() for d in the_plan.deferred_partitions]
     if dry_run:
         result.plan = the_plan.to_json()
         result.seconds = time.monotonic() - started
@@ -281,6 +355,7 @@ class _Run:
         self.start_ms = start_ms
         self.cluster_by = cluster_by
         self._row_values: dict[str, tuple[int | None, int | None]] | None = None
+        self._bin_bytes: dict[str, int] = {}
         #: resolved once for the run (``plan`` already refused invalid settings)
         self.parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
 
@@ -336,6 +411,7 @@ class _Run:
     def run_batch(self, batch: list[Bin], result: OptimizeResult) -> bool:
         """Rewrite and commit one batch; False when the run must stop (metadata changed)."""
         by_id = {b.bin_id: b for b in batch}
+        self._bin_bytes.update({b.bin_id: b.total_bytes for b in batch})
         results = self.executor.run([self.task(b) for b in batch])
         for r in results:
             if not r.ok:
@@ -388,6 +464,8 @@ class _Run:
         items = list(results)
         for r in items:
             out.skipped.append({"binId": r.bin_id, "reason": reason})
+            if r.ok:  # rewritten, then thrown away
+                out.num_bytes_dropped += self._bin_bytes.get(r.bin_id, 0)
         out.bins_skipped += len(items)
         self.cleanup(items)
 
@@ -438,6 +516,7 @@ class _Run:
 __all__ = [
     "BinExecutor",
     "OptimizeResult",
+    "avoidance",
     "optimize",
     "plan",
     "validate_policy",

@@ -20,6 +20,14 @@ plans nothing, so a second run plans nothing. Files another clustering implement
 (a ``clusteringProvider`` other than ``liquid``) are never rewritten (PROTOCOL.md: an
 implementation re-clusters only its own files and unclustered ones).
 
+With ``avoid_recent_writes_ms`` set, partitions other writers changed within that window are
+deferred rather than planned (``plan_optimize(..., avoid=...)``, the partitions come from
+``engine.activity``): a DELETE, UPDATE, MERGE or overwrite that keeps rewriting a partition would
+likely remove our bin's inputs again before we commit, and the rewritten bytes would be dropped.
+By default only writes that removed files count (``avoid_writes="removes"``): appends never
+conflict with OPTIMIZE; ``"any"`` defers partitions with any commit in the window. The plan says
+which partitions were deferred, why, and the bins and bytes they would have had.
+
 The plan is also the dry-run output (``OptimizePlan.to_json``), and it is what the executors
 (Arrow in-process, Spark tasks) run and the orchestrator commits in batches.
 """
@@ -45,6 +53,8 @@ GiB = 1024 * MiB
 DEFAULT_TARGET_FILE_SIZE = 128 * MiB
 DEFAULT_COMMIT_BATCH_BYTES = 16 * GiB
 DEFAULT_DV_PURGE_RATIO = 0.05
+#: ``OptimizePolicy.avoid_writes``: which recent writes defer a partition
+AVOID_WRITES = ("removes", "any")
 #: Tag put on files written by a Z-order run; its value is the JSON list of columns.
 ZORDER_TAG = "txntable.zOrderBy"
 
@@ -84,6 +94,11 @@ class OptimizePolicy:
     #: Parquet codec, level, row groups, dictionary of the files written; unset ones come from
     #: the table property ``delta.parquet.compression.codec`` or ``engine.parquet_options``
     parquet: ParquetSettings = field(default_factory=ParquetSettings)
+    #: defer partitions other writers changed within this many milliseconds (None: never)
+    avoid_recent_writes_ms: int | None = None
+    #: "removes": only writes that removed files (DELETE, UPDATE, MERGE, overwrite, OPTIMIZE)
+    #: defer a partition; "any": any commit that touched it
+    avoid_writes: str = "removes"
 
     def __post_init__(self) -> None:
         if self.target_file_size <= 0:
@@ -100,6 +115,12 @@ class OptimizePolicy:
             raise InvalidPolicyError("the deletion-vector purge ratio must be in (0, 1]")
         if len(set(self.zorder_by)) != len(self.zorder_by) or any(not c for c in self.zorder_by):
             raise InvalidPolicyError(f"bad Z-order columns {list(self.zorder_by)}")
+        if self.avoid_recent_writes_ms is not None and self.avoid_recent_writes_ms <= 0:
+            raise InvalidPolicyError("the window of recent writes to avoid must be positive")
+        if self.avoid_writes not in AVOID_WRITES:
+            raise InvalidPolicyError(
+                f"avoid writes must be one of {', '.join(AVOID_WRITES)}, got {self.avoid_writes!r}"
+            )
 
     @property
     def effective_min_file_size(self) -> int:
@@ -115,6 +136,8 @@ class OptimizePolicy:
             "zOrderBy": list(self.zorder_by),
             "commitBatchBytes": self.commit_batch_bytes,
             "dvPurgeRatio": self.dv_purge_ratio,
+            "avoidRecentWritesMs": self.avoid_recent_writes_ms,
+            "avoidWrites": self.avoid_writes,
         }
 
 
@@ -161,6 +184,37 @@ class Bin:
 
 
 @dataclass(frozen=True)
+class DeferredPartition:
+    """A partition with work that the plan leaves alone because other writers are changing it."""
+
+    partition_values: dict[str, str | None]
+    reason: str
+    bins: int
+    bytes: int
+    #: when the newest write that deferred it committed (epoch ms)
+    last_write_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitionValues": self.partition_values,
+            "reason": self.reason,
+            "bins": self.bins,
+            "bytes": self.bytes,
+            "lastWriteMs": self.last_write_ms,
+        }
+
+
+@dataclass(frozen=True)
+class Avoidance:
+    """Partitions to defer (``PartitionKey`` in partition-column order -> why, and when the
+    newest write was), as found in the log by the caller."""
+
+    partitions: Mapping[PartitionKey, tuple[str, int | None]]
+    #: what was read to decide, for the plan's JSON (e.g. ``RecentActivity.to_json`` summary)
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class OptimizePlan:
     """What a run would do: ``bins`` to rewrite now, ``deferred`` bins over ``max_bytes``."""
 
@@ -175,6 +229,10 @@ class OptimizePlan:
     notes: tuple[str, ...] = field(default=())
     #: the clustering columns of a clustered table (possibly empty); None: not clustered
     cluster_by: tuple[str, ...] | None = None
+    #: partitions with work left alone because other writers changed them recently
+    deferred_partitions: tuple[DeferredPartition, ...] = ()
+    #: what the avoidance read from the log (None: the policy avoids nothing)
+    activity: Mapping[str, Any] | None = None
 
     @property
     def input_bytes(self) -> int:
@@ -216,6 +274,8 @@ class OptimizePlan:
             "deferredBytes": sum(b.total_bytes for b in self.deferred),
             "bins": [b.to_json() for b in self.bins],
             "notes": list(self.notes),
+            "deferredPartitions": [d.to_json() for d in self.deferred_partitions],
+            "recentActivity": None if self.activity is None else dict(self.activity),
         }
 
 
@@ -239,11 +299,13 @@ def plan_optimize(
     *,
     cluster_by: Sequence[str] | None = None,
     partition_keys: Mapping[str, str] | None = None,
+    avoid: Avoidance | None = None,
 ) -> OptimizePlan:
     """Plan bins over ``files`` (``ADD_SCHEMA`` rows already restricted to the partitions the
     policy's predicate selects, e.g. by ``Transaction.scan``). ``cluster_by``: the clustering
     columns of a clustered table (empty: clustered by nothing, plain compaction); None for a
-    table that is not clustered."""
+    table that is not clustered. ``avoid``: partitions to defer (their bins are counted in
+    ``deferred_partitions``, not planned)."""
     if cluster_by is not None and policy.zorder_by:
         raise InvalidPolicyError("a clustered table cannot be Z-ordered")
     groups, dv_files = _group_by_partition(
@@ -257,6 +319,8 @@ def plan_optimize(
             groups[key] = kept
     bins: list[Bin] = []
     skipped = 0
+    avoided: list[DeferredPartition] = []
+    hot = avoid.partitions if avoid is not None else {}
     for key in sorted(groups, key=_partition_sort_key):
         values = dict(zip(partition_columns, key, strict=True))
         if cluster_by:
@@ -265,6 +329,12 @@ def plan_optimize(
             made = _plan_partition(values, groups[key], policy)
         if not made:
             skipped += 1
+        elif key in hot:
+            reason, last = hot[key]
+            avoided.append(
+                DeferredPartition(values, reason, len(made), sum(b.total_bytes for b in made), last)
+            )
+            continue
         bins.extend(made)
     chosen, deferred = _limit(bins, policy.max_bytes)
     notes = []
@@ -282,6 +352,11 @@ def plan_optimize(
         )
     if foreign:
         notes.append(f"{foreign} file(s) clustered by another implementation left as they are")
+    if avoided:
+        notes.append(
+            f"{len(avoided)} partition(s) deferred: other writers changed them recently "
+            f"({sum(d.bins for d in avoided)} bin(s), {sum(d.bytes for d in avoided)} bytes)"
+        )
     return OptimizePlan(
         policy=policy,
         read_version=read_version,
@@ -293,6 +368,8 @@ def plan_optimize(
         files_with_deletion_vectors=dv_files,
         notes=tuple(notes),
         cluster_by=None if cluster_by is None else tuple(cluster_by),
+        deferred_partitions=tuple(avoided),
+        activity=None if avoid is None else dict(avoid.summary),
     )
 
 
