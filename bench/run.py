@@ -22,11 +22,13 @@ from types import ModuleType
 #: Benchmark modules, in run order. Add yours here.
 MODULES = [
     "bench.read_snapshot",
+    "bench.controller_memory",
     "bench.optimize",
     "bench.commit_throughput",
     "bench.checkpoint",
     "bench.vacuum",
     "bench.startup",
+    "bench.scale",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -319,3 +320,31 @@ def test_a_snapshot_without_statistics_is_never_checkpointed(tmp_path: Path) -> 
     with pytest.raises(InvalidArgumentError, match="without file statistics"):
         write_checkpoint(lean)
     assert sorted(p.name for p in (tmp_path / "t" / "_delta_log").iterdir()) == listing
+
+
+def test_the_controller_keeps_no_snapshot_between_ticks(tmp_path: Path) -> None:
+    """Through ``Operator.reconcile``: the status follows new commits, and once a tick is
+    over no snapshot of the table is alive (the controller holds its summary only)."""
+    import gc
+
+    from tests.unit.test_failed_runs import T0, Harness
+
+    h = Harness(tmp_path)
+    root = Table.open(str(tmp_path / "t")).uri
+
+    def snapshots_alive() -> int:
+        gc.collect()
+        return sum(
+            1 for o in gc.get_objects() if isinstance(o, Snapshot) and o.storage.root_uri == root
+        )
+
+    for step in range(3):
+        tick = h.tick(T0 + timedelta(seconds=step))
+        fresh = observe(Snapshot.load(Table.open(str(tmp_path / "t")).storage), 1)
+        assert (tick.status.version, tick.status.files, tick.status.partitions) == (
+            fresh.version,
+            fresh.files,
+            fresh.partitions,
+        )
+        assert snapshots_alive() == 0
+        Table.open(str(tmp_path / "t")).append(pa.table({"id": [step], "part": [f"n{step}"]}))
