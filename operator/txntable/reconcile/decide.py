@@ -190,13 +190,15 @@ def decide_compaction(
         return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
         return _wait(Why.NOT_WRITABLE, f"never compacted: {health.unwritable_reason}")
-    # a VACUUM-only run is the policy's run too: Forbid waits for it, Replace replaces it
-    mine = [r for r in active if r.kind in ("optimize", "vacuum")]
+    vacuuming = [r.name for r in active if r.kind == "vacuum"]
+    if vacuuming:  # short, and stopping it would only waste it: even Replace waits
+        return _wait(Why.RUN_IN_PROGRESS, f"vacuum {', '.join(vacuuming)} is still running")
+    mine = [r for r in active if r.kind == "optimize"]
     replace: tuple[str, ...] = ()
     if mine:
         if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
-            names = ", ".join(f"{_KIND_WORDS[r.kind]} {r.name}" for r in mine)
-            return _wait(Why.RUN_IN_PROGRESS, f"{names} is still running")
+            names = ", ".join(r.name for r in mine)
+            return _wait(Why.RUN_IN_PROGRESS, f"compaction {names} is still running")
         replace = tuple(r.name for r in mine)
     if active_total - len(replace) >= max_concurrent_runs:
         return _wait(
