@@ -122,7 +122,7 @@ def test_counts_per_partition_within_the_window(tmp_path: Path, ict: bool) -> No
     assert (a.commits, a.removing_commits, a.files_added, a.files_removed) == (2, 1, 2, 1)
     assert (a.bytes_added, a.bytes_removed, a.rows_added) == (160, 100, 8)
     assert a.last_write_ms == NOW - 5 * MIN and a.last_remove_ms == NOW - 5 * MIN
-    assert a.operations == {"WRITE", "DELETE"}
+    assert a.operations == {"WRITE", "DELETE"} and a.removing_operations == {"DELETE"}
     assert (b.commits, b.removing_commits, b.rows_added, b.last_remove_ms) == (2, 0, 8, None)
     assert act.written_since(act.since_ms, removes_only=True) == {("a",): NOW - 5 * MIN}
     assert set(act.written_since(act.since_ms, removes_only=False)) == {("a",), ("b",)}

@@ -72,6 +72,8 @@ class PartitionActivity:
     last_write_ms: int = 0
     last_remove_ms: int | None = None
     operations: set[str] = field(default_factory=set)
+    #: operations of the commits that removed files of it
+    removing_operations: set[str] = field(default_factory=set)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +89,7 @@ class PartitionActivity:
             "lastWriteMs": self.last_write_ms,
             "lastRemoveMs": self.last_remove_ms,
             "operations": sorted(self.operations),
+            "removingOperations": sorted(self.removing_operations),
         }
 
 
@@ -298,6 +301,7 @@ class _Accumulator:
             entry.last_write_ms = max(entry.last_write_ms, ts)
             if key in removed:
                 entry.removing_commits += 1
+                entry.removing_operations.add(operation)
                 entry.last_remove_ms = max(entry.last_remove_ms or 0, ts)
 
 
