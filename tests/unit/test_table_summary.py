@@ -348,3 +348,27 @@ def test_the_controller_keeps_no_snapshot_between_ticks(tmp_path: Path) -> None:
         )
         assert snapshots_alive() == 0
         Table.open(str(tmp_path / "t")).append(pa.table({"id": [step], "part": [f"n{step}"]}))
+
+
+def test_partitions_without_files_are_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table whose old partitions are deleted as new ones arrive (hourly partitions with a
+    retention): the summary keeps a bounded list of partition values, and the same figures."""
+    import txntable.engine.summary as summary_module
+
+    monkeypatch.setattr(summary_module, "_KEEP_PARTITIONS", 4)
+    table = Table.create(str(tmp_path / "t"), SCHEMA, ["p"])
+    table.append(pa.table({"id": [0, 1], "p": ["h0", "h1"], "pad": ["x", "x"]}, SCHEMA))
+    summary = TableSummary.load(table.storage)
+    now = _now()
+    for hour in range(2, 14):
+        table.append(pa.table({"id": [hour] * 2, "p": [f"h{hour}"] * 2, "pad": ["x", "y"]}, SCHEMA))
+        table.delete(f"p = 'h{hour - 2}'")
+        summary = summary.advance(table.storage)
+        assert len(summary.partitions) <= 2 * 4 + 1
+        for threshold in THRESHOLDS:
+            assert observe_summary(summary, threshold, now_ms=now) == observe(
+                Snapshot.load(table.storage), threshold, now_ms=now
+            )
+    assert sorted(p[0] or "" for p in summary.partitions) == ["h12", "h13"]

@@ -56,6 +56,8 @@ TOMBSTONE_SCHEMA = pa.schema(
 )
 #: Chunks a column may collect from appends before it is made contiguous again.
 _MAX_CHUNKS = 16
+#: Partition tuples kept before those without live files are dropped (when they are most).
+_KEEP_PARTITIONS = 1024
 #: Rows turned into Python objects at a time while a summary is built.
 _SLICE = 8192
 
@@ -249,17 +251,39 @@ class _Folder:
             ],
             schema=TOMBSTONE_SCHEMA,
         )
+        files = _concat(files, new_files)
+        if len(partitions) > _KEEP_PARTITIONS and new_files.num_rows:
+            compacted = _forget_empty_partitions(files, partitions)
+            if compacted is not None:
+                files, partitions = compacted
+                ids = {p: i for i, p in enumerate(partitions)}
         return TableSummary(
             version=version,
             protocol=self.protocol,
             metadata=self.metadata,
             timestamp_ms=timestamp_ms,
             checkpoint=checkpoint,
-            files=_concat(files, new_files),
+            files=files,
             tombstones=_concat(tombs, new_tombs),
             partitions=partitions,
             _partition_ids=ids,
         )
+
+
+def _forget_empty_partitions(
+    files: pa.Table, partitions: tuple[PartitionKey, ...]
+) -> tuple[pa.Table, tuple[PartitionKey, ...]] | None:
+    """The files renumbered over only the partition tuples some live file still uses, when
+    those are under half (a table partitioned by hour whose old partitions are deleted would
+    otherwise grow the list for as long as the controller runs); ``None``: keep them all."""
+    column = files.column("partition")
+    live = pc.unique(column).sort()
+    if 2 * len(live) > len(partitions):
+        return None
+    kept = tuple(partitions[i] for i in live.to_pylist())
+    renumbered = pc.cast(pc.index_in(column, value_set=live), pa.int32())
+    files = files.set_column(files.schema.get_field_index("partition"), "partition", renumbered)
+    return files, kept
 
 
 def _hash_keys(table: pa.Table) -> pa.Array:
