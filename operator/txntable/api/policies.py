@@ -168,6 +168,33 @@ class CommitSettings:
     partial_commit_size: int | None = spec_field(None, kind=SIZE, minimum=1)
 
 
+class AvoidWrites(StrEnum):
+    """Which recent writes make conflict-aware planning defer a partition."""
+
+    REMOVES = "Removes"
+    ANY = "Any"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AvoidRecentWrites:
+    """Conflict-aware planning: defer partitions other writers changed ``within`` this long
+    (seconds; None: off), counting only commits that removed files (``Removes``) or any."""
+
+    within: int | None = spec_field(None, kind=DURATION)
+    writes: AvoidWrites = spec_field(AvoidWrites.REMOVES)
+
+    def job_args(self) -> list[str]:
+        """The optimize job's flags (none when off)."""
+        if self.within is None:
+            return []
+        return [
+            "--avoid-partitions-written-within",
+            f"{self.within}s",
+            "--avoid-writes",
+            self.writes.value.lower(),
+        ]
+
+
 @dataclass(frozen=True, kw_only=True)
 class VacuumSettings:
     """VACUUM at the end of every compaction run: delete the files no retained version reads.
@@ -255,6 +282,7 @@ class CompactionPolicySpec:
     concurrency_policy: ConcurrencyPolicy = spec_field(ConcurrencyPolicy.FORBID)
     suspend: bool = spec_field(False)
     commit: CommitSettings = spec_field(factory=CommitSettings)
+    avoid_recent_writes: AvoidRecentWrites = spec_field(factory=AvoidRecentWrites)
     vacuum: VacuumSettings = spec_field(factory=VacuumSettings)
     parquet: ParquetWriteSettings = spec_field(factory=ParquetWriteSettings)
     spark: SparkTemplate = spec_field(factory=SparkTemplate)

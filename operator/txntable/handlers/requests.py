@@ -133,6 +133,7 @@ def compaction_request(
         if spec.vacuum.dry_run:
             args += ["--vacuum-dry-run"]
     args += spec.parquet.job_args()
+    args += spec.avoid_recent_writes.job_args()
     for key, value in sorted(table.spec.storage.options.items()):
         args += ["--storage-option", f"{key}={value}"]
     req = _base(

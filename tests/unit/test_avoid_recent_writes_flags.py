@@ -1,0 +1,104 @@
+"""CompactionPolicy ``spec.avoidRecentWrites`` becomes the optimize job's avoidance flags, and the
+job turns them back into the planner's policy (durations in the CRDs' syntax)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from txntable.api.errors import InvalidSpecError
+from txntable.api.types import CompactionPolicy, TxnTable
+from txntable.config import Config
+from txntable.handlers.requests import compaction_request
+from txntable.jobs.optimize import add_arguments, policy_from_args
+from txntable.maintenance.errors import InvalidPolicyError
+from txntable.reconcile.decide import Decision, Why
+
+
+def _policy(avoid: dict[str, Any] | None) -> CompactionPolicy:
+    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
+    if avoid is not None:
+        spec["avoidRecentWrites"] = avoid
+    return CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": spec,
+        }
+    )
+
+
+def _args(policy: CompactionPolicy) -> tuple[str, ...]:
+    table = TxnTable.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"location": "s3://bucket/t"},
+        }
+    )
+    decision = Decision(True, Why.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
+    return compaction_request(table, policy, decision, Config.from_env({})).args
+
+
+def _avoid_flags(args: tuple[str, ...]) -> list[str]:
+    out = []
+    for i, a in enumerate(args):
+        if a in ("--avoid-partitions-written-within", "--avoid-writes"):
+            out += [a, args[i + 1]]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("avoid", "flags", "window_ms", "writes"),
+    [
+        pytest.param(None, [], None, "removes", id="off-by-default"),
+        pytest.param({"writes": "Any"}, [], None, "removes", id="no-window-is-off"),
+        pytest.param(
+            {"within": "10m"},
+            ["--avoid-partitions-written-within", "600s", "--avoid-writes", "removes"],
+            600_000,
+            "removes",
+            id="removes",
+        ),
+        pytest.param(
+            {"within": "1h30m", "writes": "Any"},
+            ["--avoid-partitions-written-within", "5400s", "--avoid-writes", "any"],
+            5_400_000,
+            "any",
+            id="any",
+        ),
+    ],
+)
+def test_spec_becomes_flags_and_flags_become_the_policy(
+    avoid: dict[str, Any] | None, flags: list[str], window_ms: int | None, writes: str
+) -> None:
+    args = _args(_policy(avoid))
+    assert _avoid_flags(args) == flags
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    job_args = [a for a in args if a != "--master" and not a.startswith("local")]
+    parsed, _ = parser.parse_known_args(job_args)
+    policy = policy_from_args(parsed)
+    assert policy.avoid_recent_writes_ms == window_ms and policy.avoid_writes == writes
+
+
+@pytest.mark.parametrize(
+    "avoid",
+    [{"within": "10 minutes"}, {"within": "0s"}, {"writes": "Deletes"}, {"within": 600}],
+)
+def test_bad_values_are_refused(avoid: dict[str, Any]) -> None:
+    with pytest.raises(InvalidSpecError, match="avoidRecentWrites"):
+        _policy(avoid)
+
+
+def test_bad_job_flag_names_the_flag() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    parsed = parser.parse_args(["t", "--avoid-partitions-written-within", "soon"])
+    with pytest.raises(InvalidPolicyError, match="--avoid-partitions-written-within"):
+        policy_from_args(parsed)
