@@ -29,6 +29,7 @@ MODULES = [
     "bench.vacuum",
     "bench.startup",
     "bench.scale",
+    "bench.hot_partitions",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
