@@ -114,6 +114,21 @@ def test_a_command_that_runs_loads_what_it_needs(tmp_path: Path) -> None:
     assert _loaded_after(setup) == ["pyarrow"]
 
 
+def test_reading_a_table_skips_the_write_path(tmp_path: Path) -> None:
+    from txntable.engine.table import Table
+
+    location = str(tmp_path / "t")
+    Table.create(location, pa.schema([("id", pa.int64())])).append(pa.table({"id": [1, 2]}))
+    setup = (
+        "from txntable.engine.table import Table\n"
+        f"assert Table.open({location!r}).snapshot().num_files == 1\n"
+        "writing = [m for m in ('txntable.engine.write_api', 'txntable.engine.transaction', "
+        "'txntable.engine.writer') if m in sys.modules]\n"
+        "assert writing == [], writing"
+    )
+    assert _loaded_after(setup) == ["pyarrow"]
+
+
 def test_the_public_names_resolve_on_first_use() -> None:
     import txntable
     import txntable.engine

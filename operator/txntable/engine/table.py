@@ -2,6 +2,9 @@
 
 ``Table`` keeps its latest snapshot and refreshes it incrementally, so repeated calls to
 ``snapshot()`` (the controller's observation loop) cost one listing plus the new commits.
+
+The write path (``write_api``, transactions, the Parquet writer, row deletes) is imported by
+the methods that write, so a process that only reads (``txntable inspect``) skips it.
 """
 
 from __future__ import annotations
@@ -9,19 +12,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from txntable.engine import write_api
 from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
-from txntable.engine.predicates import Predicate
 from txntable.engine.segment import Commit, list_all_commits
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.storage import Storage, open_storage
-from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
-from txntable.engine.writer import DataInput
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from txntable.engine.predicates import Predicate
+    from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
+    from txntable.engine.writer import DataInput
 
 
 class Table:
@@ -67,6 +71,8 @@ class Table:
 
     def transaction(self, options: CommitOptions | None = None) -> Transaction:
         """A transaction reading the latest snapshot (or creating the table if it has no log)."""
+        from txntable.engine.transaction import Transaction
+
         return Transaction(self, None, options)
 
     # -- writing data (engine.write_api) ---------------------------------------------------
@@ -84,6 +90,8 @@ class Table:
         options: CommitOptions | None = None,
     ) -> Table:
         """Create a new, empty table (version 0); refuses when one already exists there."""
+        from txntable.engine import write_api
+
         table = cls(open_storage(uri, storage_options))
         write_api.create(
             table,
@@ -98,6 +106,8 @@ class Table:
 
     def append(self, data: DataInput, *, options: CommitOptions | None = None) -> CommitResult:
         """Append an Arrow table or record batches as new Parquet files (a blind append)."""
+        from txntable.engine import write_api
+
         return write_api.append(self, data, options=options)
 
     def overwrite(
@@ -108,6 +118,8 @@ class Table:
         options: CommitOptions | None = None,
     ) -> CommitResult:
         """Replace all rows, or those of the partitions matching ``partition_predicate``."""
+        from txntable.engine import write_api
+
         return write_api.overwrite(self, data, partition_predicate, options=options)
 
     def delete(
@@ -116,6 +128,8 @@ class Table:
         """Delete the matching rows (``None``: all): whole files for a partition predicate,
         deletion vectors for one on data columns (tables with ``delta.enableDeletionVectors``);
         ``None`` if nothing matched."""
+        from txntable.engine import write_api
+
         return write_api.delete(self, predicate, options=options)
 
     # -- history -------------------------------------------------------------------------
