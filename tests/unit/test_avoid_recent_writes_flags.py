@@ -102,3 +102,21 @@ def test_bad_job_flag_names_the_flag() -> None:
     parsed = parser.parse_args(["t", "--avoid-partitions-written-within", "soon"])
     with pytest.raises(InvalidPolicyError, match="--avoid-partitions-written-within"):
         policy_from_args(parsed)
+
+
+def test_dropped_bytes_and_deferred_partitions_reach_the_controller_metrics() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from txntable.observability.controller_metrics import ControllerMetrics
+
+    registry = CollectorRegistry()
+    metrics = ControllerMetrics(registry)
+    deferred = [{"partitionValues": {"p": "a"}}, {"partitionValues": {"p": "b"}}]
+    result = {"numBytesDropped": 1234, "deferredPartitions": deferred}
+    metrics.run_finished("ns", "t", "optimize", "Succeeded", result=result)
+    metrics.run_finished("ns", "t", "optimize", "Succeeded", result={"numBytesDropped": -5})
+    labels = {"namespace": "ns", "table": "t", "kind": "optimize"}
+    dropped = registry.get_sample_value("txntable_maintenance_bytes_dropped_total", labels)
+    assert dropped == 1234
+    got = registry.get_sample_value("txntable_maintenance_partitions_deferred_total", labels)
+    assert got == 2

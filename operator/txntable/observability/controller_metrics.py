@@ -179,6 +179,20 @@ class ControllerMetrics:
         self.bytes_added = Counter(
             "txntable_maintenance_bytes_added_total", "Bytes of files runs added.", k, registry=r
         )
+        self.bytes_dropped = Counter(
+            "txntable_maintenance_bytes_dropped_total",
+            "Input bytes of bins runs rewrote but did not commit (other writers changed their "
+            "inputs first): wasted work.",
+            k,
+            registry=r,
+        )
+        self.partitions_deferred = Counter(
+            "txntable_maintenance_partitions_deferred_total",
+            "Partitions with work that conflict-aware planning left alone because other "
+            "writers changed them recently.",
+            k,
+            registry=r,
+        )
         self.vacuum_files = Counter(
             "txntable_vacuum_files_deleted_total",
             "Files VACUUM deleted at the end of runs (data files and deletion vectors).",
@@ -353,10 +367,14 @@ class ControllerMetrics:
             (self.files_added, "numFilesAdded"),
             (self.bytes_removed, "numBytesRemoved"),
             (self.bytes_added, "numBytesAdded"),
+            (self.bytes_dropped, "numBytesDropped"),
         ):
             value = nonneg_int(result.get(field))
             if value is not None:
                 counter.labels(*k).inc(value)
+        deferred = result.get("deferredPartitions")
+        if isinstance(deferred, list):
+            self.partitions_deferred.labels(*k).inc(len(deferred))
         vacuumed = result.get("vacuum")
         if isinstance(vacuumed, Mapping) and not vacuumed.get("dryRun"):
             for counter, field in ((self.vacuum_files, "numDeleted"), (self.vacuum_bytes, "bytes")):
