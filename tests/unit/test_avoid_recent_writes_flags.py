@@ -120,3 +120,18 @@ def test_dropped_bytes_and_deferred_partitions_reach_the_controller_metrics() ->
     assert dropped == 1234
     got = registry.get_sample_value("txntable_maintenance_partitions_deferred_total", labels)
     assert got == 2
+
+
+def test_planning_note_for_the_run_status() -> None:
+    from txntable.observability.run_report import planning_note
+
+    deferred = [{"partitionValues": {"p": f"p{i}", "d": "2024"}} for i in range(5)]
+    note = planning_note({"deferredPartitions": deferred, "numBytesDropped": 42})
+    assert note == (
+        "5 partition(s) deferred, written recently by other writers "
+        "(p=p0,d=2024; p=p1,d=2024; p=p2,d=2024 and 2 more); "
+        "42 rewritten bytes dropped: other writers changed the inputs first"
+    )
+    assert planning_note({"deferredPartitions": [], "numBytesDropped": 0}) is None
+    assert planning_note(None) is None
+    assert planning_note({"deferredPartitions": "junk", "numBytesDropped": "x"}) is None

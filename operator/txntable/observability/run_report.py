@@ -100,6 +100,31 @@ def kind_label(kind: str | None) -> str:
     return kind if kind in KINDS else "other"
 
 
+def planning_note(result: Mapping[str, Any] | None) -> str | None:
+    """One line for a run's status message about other writers: the partitions conflict-aware
+    planning deferred (``deferredPartitions``) and the rewritten bytes the run had to drop
+    (``numBytesDropped``); None when neither happened. At most 3 partitions are named."""
+    if not result:
+        return None
+    parts = []
+    deferred = result.get("deferredPartitions")
+    if isinstance(deferred, list) and deferred:
+        named = []
+        for entry in deferred[:3]:
+            values = entry.get("partitionValues") if isinstance(entry, Mapping) else None
+            if isinstance(values, Mapping):
+                named.append(",".join(f"{k}={v}" for k, v in values.items()) or "(table)")
+        more = f" and {len(deferred) - 3} more" if len(deferred) > 3 else ""
+        parts.append(
+            f"{len(deferred)} partition(s) deferred, written recently by other writers "
+            f"({'; '.join(named)}{more})"
+        )
+    dropped = nonneg_int(result.get("numBytesDropped"))
+    if dropped:
+        parts.append(f"{dropped} rewritten bytes dropped: other writers changed the inputs first")
+    return "; ".join(parts) or None
+
+
 def nonneg_int(value: Any) -> int | None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     return value if ok else None
