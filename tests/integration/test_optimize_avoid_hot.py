@@ -98,6 +98,7 @@ def test_avoiding_recently_rewritten_partitions_drops_no_bin(tmp_path: Path) -> 
     assert naive.bins_planned == 4
     assert naive.bins_skipped == 1 and naive.bins_committed == 3
     assert naive.skipped[0]["reason"] == "inputs removed concurrently"
+    assert naive.skipped[0]["partitionValues"] == {"p": "part1"}
     assert naive.num_bytes_dropped > 0 and naive_doc["numBytesDropped"] == naive.num_bytes_dropped
     assert "deferredPartitions" not in naive_doc
 

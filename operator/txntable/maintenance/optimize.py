@@ -116,7 +116,9 @@ class OptimizeResult:
     attempts: int = 0
     seconds: float = 0.0
     commits: list[int] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
+    #: bins not committed: ``binId``, ``reason`` and, for bins that were planned in a run,
+    #: ``partitionValues`` (where other writers got in the way)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     run_id: str | None = None
     plan: dict[str, Any] | None = None
@@ -356,6 +358,7 @@ class _Run:
         self.cluster_by = cluster_by
         self._row_values: dict[str, tuple[int | None, int | None]] | None = None
         self._bin_bytes: dict[str, int] = {}
+        self._bin_partitions: dict[str, dict[str, str | None]] = {}
         #: resolved once for the run (``plan`` already refused invalid settings)
         self.parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
 
@@ -412,6 +415,7 @@ class _Run:
         """Rewrite and commit one batch; False when the run must stop (metadata changed)."""
         by_id = {b.bin_id: b for b in batch}
         self._bin_bytes.update({b.bin_id: b.total_bytes for b in batch})
+        self._bin_partitions.update({b.bin_id: b.partition_values for b in batch})
         results = self.executor.run([self.task(b) for b in batch])
         for r in results:
             if not r.ok:
@@ -463,7 +467,10 @@ class _Run:
     def _skip(self, results: Iterable[BinResult], reason: str, out: OptimizeResult) -> None:
         items = list(results)
         for r in items:
-            out.skipped.append({"binId": r.bin_id, "reason": reason})
+            entry: dict[str, Any] = {"binId": r.bin_id, "reason": reason}
+            if r.bin_id in self._bin_partitions:
+                entry["partitionValues"] = dict(self._bin_partitions[r.bin_id])
+            out.skipped.append(entry)
             if r.ok:  # rewritten, then thrown away
                 out.num_bytes_dropped += self._bin_bytes.get(r.bin_id, 0)
         out.bins_skipped += len(items)
