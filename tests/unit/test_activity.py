@@ -178,11 +178,26 @@ def test_table_wide_changes_nulls_and_removes_without_values(tmp_path: Path) -> 
     assert act.partitions[(None,)].commits == 2 and act.partitions[(None,)].removing_commits == 1
 
 
-def test_commits_after_the_given_version_are_read_too(tmp_path: Path) -> None:
+def test_rearrangements_are_not_writes(tmp_path: Path) -> None:
+    """An OPTIMIZE's dataChange=false commit changes no rows: counting it as a write would make
+    every avoiding run defer what the previous run compacted."""
+    log = Log(tmp_path)
+    compacted = [remove("c/1", "c"), remove("c/2", "c"), add("c/3", "c", 200)]
+    for action in compacted:
+        next(iter(action.values()))["dataChange"] = False
+    log.commit(NOW - MIN, "OPTIMIZE", *compacted)
+    act = activity(log, 5)
+    c = act.partitions[("c",)]
+    assert (c.commits, c.removing_commits, c.rearranging_commits) == (0, 0, 1)
+    assert act.written_since(act.since_ms, removes_only=False) == {}
+    assert act.to_json()["partitions"][0]["rearrangingCommits"] == 1
+
+
+def test_commits_after_the_given_version_and_future_dated_ones_count(tmp_path: Path) -> None:
     log = Log(tmp_path)
     log.commit(NOW - MIN, "DELETE", remove("a", "a"))
     known = log.version
-    log.commit(NOW - 1000, "DELETE", remove("b", "b"))
+    log.commit(NOW + 5000, "DELETE", remove("b", "b"))  # a writer whose clock runs ahead
     act = read_recent_activity(
         LocalStorage(str(tmp_path)), known, 5 * MIN, partition_columns=["p"], now_ms=NOW
     )

@@ -17,6 +17,11 @@ rewritten bytes are thrown away; when it removes another file of a partition our
 batch retries. Hence the two figures per partition: commits of any kind, and commits that remove.
 A commit that changes the table's metadata or protocol conflicts with every transaction; it is
 reported on its own (``table_wide``).
+
+Actions with ``dataChange=false`` (OPTIMIZE, REORG, auto-compaction: rows rearranged, not
+changed) are not writes here: they are counted apart (``rearranging_commits``). A partition an
+OPTIMIZE just compacted is the quietest there is, and counting our own runs' commits as writes
+would make every run defer what the previous one compacted.
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ class PartitionActivity:
     last_write_ms: int = 0
     last_remove_ms: int | None = None
     operations: set[str] = field(default_factory=set)
+    #: commits whose every action on it had ``dataChange=false`` (OPTIMIZE and the like):
+    #: they are not counted above, since they changed no rows (see the module docstring)
+    rearranging_commits: int = 0
     #: operations of the commits that removed files of it
     removing_operations: set[str] = field(default_factory=set)
 
@@ -90,6 +98,7 @@ class PartitionActivity:
             "lastRemoveMs": self.last_remove_ms,
             "operations": sorted(self.operations),
             "removingOperations": sorted(self.removing_operations),
+            "rearrangingCommits": self.rearranging_commits,
         }
 
 
@@ -104,7 +113,9 @@ class TableWideChange:
 
 @dataclass(frozen=True)
 class RecentActivity:
-    """Activity of the commits with a timestamp in ``[since_ms, until_ms]``, by partition."""
+    """Activity of the commits with a timestamp from ``since_ms`` on (``until_ms`` is the time
+    the window ends at, "now"; a commit dated later by a skewed clock counts as recent), by
+    partition."""
 
     partition_columns: tuple[str, ...]
     since_ms: int
@@ -204,8 +215,7 @@ def read_recent_activity(
             if ts < since:
                 reached_older = True
                 break
-            if ts <= until:
-                acc.add(version, ts, actions)
+            acc.add(version, ts, actions)  # one dated after now (a skewed clock) is recent too
     return RecentActivity(
         partition_columns=tuple(partition_columns),
         since_ms=since,
@@ -275,7 +285,13 @@ class _Accumulator:
             self.table_wide.append(TableWideChange(version, ts, operation))
         touched: set[PartitionKey] = set()
         removed: set[PartitionKey] = set()
+        rearranged: set[PartitionKey] = set()
         for a in actions:
+            if isinstance(a, AddFile | RemoveFile) and not a.data_change:
+                # a rearrangement (OPTIMIZE, REORG, a DV purge): the rows did not change
+                if a.partition_values is not None:
+                    rearranged.add(self._key(a.partition_values))
+                continue
             if isinstance(a, AddFile):
                 key = self._key(a.partition_values)
                 entry = self._entry(key)
@@ -294,6 +310,8 @@ class _Accumulator:
                 entry.rows_removed += _records(a.stats)
                 touched.add(key)
                 removed.add(key)
+        for key in rearranged - touched:
+            self._entry(key).rearranging_commits += 1
         for key in touched:
             entry = self.partitions[key]
             entry.commits += 1
