@@ -11,10 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from txntable.engine.actions import AddFile, CommitInfo, RemoveFile
-from txntable.engine.activity import read_recent_activity
+from txntable.engine.activity import RecentActivity, read_recent_activity
 from txntable.engine.conflicts import PendingCommit, WinningCommit, check_conflicts
 from txntable.engine.errors import ConcurrentDeleteReadException, InvalidArgumentError
 from txntable.engine.isolation import IsolationLevel
@@ -53,7 +54,9 @@ def add(path: str, p: str | None, size: int = 100, rows: int = 10) -> dict[str, 
     }
 
 
-def remove(path: str, p: str | None, size: int | None = 100, with_values: bool = True) -> dict:
+def remove(
+    path: str, p: str | None, size: int | None = 100, with_values: bool = True
+) -> dict[str, Any]:
     body: dict[str, Any] = {"path": path, "deletionTimestamp": 0, "dataChange": True}
     if with_values:
         body.update({"partitionValues": {"p": p}, "extendedFileMetadata": True})
@@ -97,7 +100,7 @@ class Log:
         return self.version
 
 
-def activity(log: Log, window_min: float, **kw: Any):  # type: ignore[no-untyped-def]
+def activity(log: Log, window_min: float, **kw: Any) -> RecentActivity:
     return read_recent_activity(
         LocalStorage(str(log.root)),
         log.version,
@@ -216,7 +219,7 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         OptimizePolicy(avoid_writes="deletes")
 
 
-def _three_partitions():  # type: ignore[no-untyped-def]
+def _three_partitions() -> pa.Table:
     return files_table(
         [{"path": f"{p}/{i}", "size": 10, "part": {"p": p}} for p in "abc" for i in range(3)]
     )
