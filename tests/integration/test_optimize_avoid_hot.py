@@ -143,3 +143,18 @@ def test_the_job_flag_defers_in_the_dry_run_plan(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "--avoid-partitions-written-within" in bad.stderr and "not a duration" in bad.stderr
     assert DeltaTable(str(path)).version() == version
+
+
+def test_hot_partitions_benchmark_runs_end_to_end() -> None:
+    """``bench/hot_partitions.py --quick`` (writer process, both modes, rendering) still works;
+    its figures are not checked here (they depend on timing)."""
+    from bench import hot_partitions
+
+    result = hot_partitions.run(quick=True)
+    assert set(result["modes"]) == {"naive", "avoid"}
+    for data in result["modes"].values():
+        assert data["runs"] and all(r["error"] is None for r in data["runs"])
+        assert data["writer"]["deletes"] >= len(hot_partitions.HOT)
+    # the writer had rewritten both hot partitions before the first avoiding run planned
+    assert result["modes"]["avoid"]["runs"][0]["partitions_deferred"] == 2
+    assert "| naive |" in hot_partitions.render(result)
