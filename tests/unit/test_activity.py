@@ -154,6 +154,8 @@ def test_bounded_by_max_commits(tmp_path: Path) -> None:
     assert act.commits == 4 and not act.complete
     assert (act.newest_version, act.oldest_version) == (10, 7)
     assert act.partitions[("hot",)].removing_commits == 4
+    plan = plan_optimize(_three_partitions(), ["p"], OptimizePolicy(), avoid=avoidance(act))
+    assert any("newest 4 commit(s) only" in n for n in plan.notes)
     assert activity(log, 60).complete  # reached version 0
 
 

@@ -352,6 +352,11 @@ def plan_optimize(
         )
     if foreign:
         notes.append(f"{foreign} file(s) clustered by another implementation left as they are")
+    if avoid is not None and avoid.summary.get("complete") is False:
+        notes.append(
+            f"recent writes read from the newest {avoid.summary.get('commitsRead')} commit(s) "
+            "only: older commits inside the window were not looked at"
+        )
     if avoided:
         notes.append(
             f"{len(avoided)} partition(s) deferred: other writers changed them recently "
