@@ -29,8 +29,10 @@ from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 from txntable.maintenance.zorder_spark import zorder_bin
 
 #: Z-order bins with more input bytes than this run distributed (``zorder_spark``): one task
-#: holding a whole partition needs several times its Parquet bytes in memory
-DISTRIBUTE_ZORDER_ABOVE = 1 << 30
+#: holding a whole partition needs several times its Parquet bytes in memory (1.4 GB for a
+#: 200 MB bin in docs/benchmarks.md), while a distributed task holds one output file; twice the
+#: default target, since below that a distributed bin writes one or two files anyway
+DISTRIBUTE_ZORDER_ABOVE = 256 * 1024 * 1024
 
 
 def run_task(task: dict[str, Any]) -> dict[str, Any]:

@@ -79,9 +79,9 @@ def _sort_indices(values: pa.Array) -> pa.Array:
         raise InvalidPolicyError(f"cannot Z-order by a column of type {values.type}") from exc
 
 
-#: at most this many buckets per column in a bin-wide key: 16 bits already place every row of a
-#: file among 65,536 slices of the column, far finer than any file's share of it
-MAX_BUCKETS = 1 << 16
+#: at most this many buckets per column in a bin-wide key: 4,096 equi-depth slices of a column are
+#: far finer than any output file's share of it, and every task sorts the boundaries with its rows
+MAX_BUCKETS = 1 << 12
 
 
 def column_boundaries(
@@ -114,6 +114,8 @@ def bucketize(
         return pa.array([], pa.uint64())
     if nb == 0:
         return pa.repeat(pa.scalar(0, pa.uint64()), n)
+    if nb <= _FEW_BOUNDARIES and pa.types.is_integer(values.type):  # e.g. keys against splits
+        return _count_boundaries(values, boundaries, right)
     both = pa.table(
         {
             "v": pa.concat_arrays([_orderable(boundaries).cast(values.type), values]),
@@ -133,6 +135,20 @@ def bucketize(
     row = pc.subtract(order.filter(is_value), pa.scalar(nb, pa.uint64()))
     buckets = counted.filter(is_value).cast(pa.uint64())
     return buckets.take(pc.sort_indices(row))  # back to the values' own order
+
+
+#: up to this many boundaries, integers are bucketed by one comparison per boundary (cheaper
+#: than sorting the values)
+_FEW_BOUNDARIES = 64
+
+
+def _count_boundaries(values: pa.Array, boundaries: pa.Array, right: bool) -> pa.Array:
+    compare = pc.greater_equal if right else pc.greater
+    count = pa.repeat(pa.scalar(0, pa.uint64()), len(values))
+    for bound in boundaries.cast(values.type):
+        passed = pc.fill_null(compare(values, bound), True)  # a null counts every boundary
+        count = pc.add(count, passed.cast(pa.uint64()))
+    return count
 
 
 def global_zorder_key(

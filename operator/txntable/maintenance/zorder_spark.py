@@ -97,9 +97,14 @@ class RangePlan:
         return [_from_ipc(b).column(0).combine_chunks() for b in self.boundaries]
 
 
+#: rows cross the shuffle as zstd-compressed IPC: about half the bytes of plain IPC on random
+#: data (Spark's own lz4 gains little on either), for ~0.02 s per 100,000 rows
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
 def _to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
 
@@ -226,7 +231,9 @@ def zorder_bin(spark_context: Any, task: BinTask, max_bytes: int | None = None) 
             .flatMap(lambda part: sample_inputs(task, part, per_input, max_bytes))
             .collect()
         )
+        sampled = time.monotonic()
         plan = plan_ranges(task, samples, io.order_by, max_bytes)
+        planned = time.monotonic()
         if plan is None:  # every row deleted: the inputs go, nothing is written
             return BinResult(task.bin_id, seconds=time.monotonic() - start)
         the_plan = plan
@@ -241,10 +248,14 @@ def zorder_bin(spark_context: Any, task: BinTask, max_bytes: int | None = None) 
             .collect()
         )
         log.info(
-            "Z-order bin %s: %d rows in %d ranges over Spark tasks",
+            "Z-order bin %s: %d rows in %d ranges over Spark tasks; sample %.1f s, plan %.1f s, "
+            "shuffle and write %.1f s",
             task.bin_id,
             sum(d["rows"] for d in done),
             plan.ranges,
+            sampled - start,
+            planned - sampled,
+            time.monotonic() - planned,
         )
         return BinResult(
             task.bin_id,
