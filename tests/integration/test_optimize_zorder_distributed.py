@@ -16,6 +16,7 @@ import json
 import math
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,19 @@ from tests import oracle_read
 from tests.row_tracking_support import delete_rows, with_deletion_vectors
 from txntable.engine import row_tracking as rt
 from txntable.engine.table import Table
-from txntable.maintenance.executor_arrow import ArrowExecutor
+from txntable.maintenance.errors import BinExecutionError
+from txntable.maintenance.executor_arrow import ArrowExecutor, BinIO
 from txntable.maintenance.executor_spark import SparkExecutor
-from txntable.maintenance.optimize import optimize
+from txntable.maintenance.optimize import optimize, plan
 from txntable.maintenance.planner import ZORDER_TAG, OptimizePolicy
-from txntable.maintenance.zorder_spark import RANGE_SHARE_OF_LIMIT
+from txntable.maintenance.zorder_spark import (
+    RANGE_SHARE_OF_LIMIT,
+    _leftovers,
+    plan_ranges,
+    sample_inputs,
+    split_inputs,
+    write_range,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +264,57 @@ def test_arrow_executor_refuses_a_bin_over_the_limit(tmp_path: Path) -> None:
     assert "max_task_input_bytes=1000" in result.skipped[0]["reason"]
     assert Table.open(str(path)).snapshot().version == version
     assert len(data_files(path / "p=big")) == 4
+
+
+def _task_of(table: Table, zorder_by: tuple[str, ...] = ("x",)) -> Any:
+    from txntable.maintenance.optimize import _Run
+
+    run = _Run(
+        table,
+        table.snapshot(),
+        OptimizePolicy(zorder_by=zorder_by),
+        ArrowExecutor(),
+        storage_options={},
+        commit_options=None,
+        start_ms=0,
+    )
+    bins = [b for b in plan(table, OptimizePolicy(zorder_by=zorder_by)).bins]
+    return run.task(bins[0])
+
+
+def test_range_task_stops_receiving_over_the_limit_and_ranges_fit_it(tmp_path: Path) -> None:
+    """Without Spark: the planning and write steps' guards, on a real table's bin."""
+    table = two_partitions(tmp_path / "t", big=4, small=0, n=200)
+    task = _task_of(table)
+    samples = list(sample_inputs(task, range(len(task.inputs)), 50, None))
+    assert sum(n for n, _ in samples) == 800
+    limit = task.input_bytes // 3
+    the_plan = plan_ranges(task, samples, ("x",), limit)
+    assert the_plan is not None
+    assert the_plan.ranges == math.ceil(task.input_bytes / (limit * RANGE_SHARE_OF_LIMIT))
+    assert len(the_plan.splits) == the_plan.ranges - 1
+
+    # one range holding every row: a third of them already passes the limit
+    squeezed = replace(the_plan, splits=(), ranges=1)
+    everything = list(split_inputs(task, range(len(task.inputs)), squeezed))
+    assert {r for r, _ in everything} == {0}
+    with pytest.raises(BinExecutionError, match=r"key range 0 of bin .* over the per-task limit"):
+        list(write_range(task, squeezed, 0, everything))
+    assert len(data_files(tmp_path / "t" / "p=big")) == 4  # refused before writing
+
+    # no live rows: nothing to plan, the inputs just go
+    assert plan_ranges(task, [(0, b) for _, b in samples], ("x",), None) is None
+
+
+def test_leftovers_of_a_failed_run_are_found_by_name(tmp_path: Path) -> None:
+    table = two_partitions(tmp_path / "t", big=2, small=0, n=50)
+    task = _task_of(table)
+    samples = list(sample_inputs(task, range(len(task.inputs)), 50, None))
+    the_plan = plan_ranges(task, samples, ("x",), None)
+    assert the_plan is not None
+    directory = tmp_path / "t" / "p=big"
+    for index in (0, 3):
+        (directory / the_plan.file_name(index)).write_bytes(b"partial")
+    (directory / "part-00003-someone-else.c000.zstd.parquet").write_bytes(b"not ours")
+    found = _leftovers(BinIO(task), the_plan)
+    assert sorted(found) == sorted(f"p=big/{the_plan.file_name(i)}" for i in (0, 3))
