@@ -318,3 +318,21 @@ def test_leftovers_of_a_failed_run_are_found_by_name(tmp_path: Path) -> None:
     (directory / "part-00003-someone-else.c000.zstd.parquet").write_bytes(b"not ours")
     found = _leftovers(BinIO(task), the_plan)
     assert sorted(found) == sorted(f"p=big/{the_plan.file_name(i)}" for i in (0, 3))
+
+
+@pytest.mark.spark
+def test_clustered_table_is_clustered_distributed(tmp_path: Path, spark: Any) -> None:
+    from tests.integration.test_optimize_clustering import clustered_table, log_lines
+    from txntable.maintenance.clustering import LIQUID
+
+    path = tmp_path / "t"
+    table = clustered_table(path, [["x"], ["d"]], commits=8, rows=200)
+    before = oracle_read.read(path)
+    executor = SparkExecutor(spark=spark, distribute_zorder_above=0)
+    result = optimize(table, OptimizePolicy(target_file_size=8 * 1024), executor)
+    assert result.error is None and result.bins_committed == 1, result.to_json()
+    adds = [line["add"] for line in log_lines(path, result.version) if "add" in line]
+    assert len(adds) > 1 and all(a["clusteringProvider"] == LIQUID for a in adds)
+    # one run's names (part-<range>-<run uuid>...): the distributed path wrote them
+    assert len({a["path"].split("-", 2)[2] for a in adds}) == 1
+    assert oracle_read.read(path)["digest"] == before["digest"]
