@@ -62,7 +62,7 @@ def _child(mode: str, path: str, n: int) -> dict[str, Any]:
     import pyarrow as pa
 
     from txntable.engine.snapshot import Snapshot
-    from txntable.engine.storage import open_storage
+    from txntable.engine.storage_factory import open_storage
     from txntable.engine.summary import TableSummary
     from txntable.reconcile.health import observe, observe_summary
 

@@ -32,7 +32,7 @@ from txntable.engine.errors import (
     StorageError,
 )
 from txntable.engine.row_deletes import live_rows
-from txntable.engine.storage import open_storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
 from txntable.engine.vacuum import vacuum

@@ -23,7 +23,8 @@ from txntable.engine.errors import (
 )
 from txntable.engine.snapshot import Snapshot
 from txntable.engine.spark_hash import murmur3_strings, partition_ids
-from txntable.engine.storage import LocalStorage, open_storage
+from txntable.engine.storage import LocalStorage
+from txntable.engine.storage_factory import open_storage
 
 DAY = 24 * 3600 * 1000
 NOW = 1_800_000_000_000

@@ -17,7 +17,7 @@ from txntable.engine.deletion_vectors import (
     z85_uuid,
 )
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.storage import open_storage
+from txntable.engine.storage_factory import open_storage
 
 SPARK_DV = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
 

@@ -23,7 +23,8 @@ from txntable.engine.parquet_options import (
     resolve,
 )
 from txntable.engine.schema import schema_string_from_arrow
-from txntable.engine.storage import MemoryStorage, open_storage
+from txntable.engine.storage import MemoryStorage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.writer import write_data_files
 
 

@@ -25,7 +25,7 @@ from txntable.engine.predicates import (
     typed_partition_values,
 )
 from txntable.engine.schema import Field, parse_schema
-from txntable.engine.storage import open_storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 
 from .txn_support import fast

@@ -20,9 +20,9 @@ import yaml
 from tests.unit.crdtools import EXAMPLES, load_examples
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.s3 import S3Storage
-from txntable.engine.storage import LocalStorage, open_storage
+from txntable.engine.storage import LocalStorage
+from txntable.engine.storage_factory import check_storage_options, open_storage
 from txntable.engine.storage_options import (
-    check_storage_options,
     parse_azure_options,
     parse_s3_options,
     primary_s3_option_names,
@@ -335,7 +335,7 @@ def test_local_tables_report_options_that_do_nothing(tmp_path: Path) -> None:
 def test_absolute_data_file_uris_open_through_the_table_storage(tmp_path: Path) -> None:
     """A data file named by absolute URI is read with the same classes and option names as
     tables (fsspec would take neither delta-rs names nor find an S3 client in the images)."""
-    from txntable.engine.storage import open_uri_input
+    from txntable.engine.storage_factory import open_uri_input
 
     (tmp_path / "a b.parquet").write_bytes(b"PAR1")
     # the URI as paths.decode_path returns it (no percent-encoding left)

@@ -20,7 +20,7 @@ from txntable.engine.errors import (
     ConcurrentAppendException,
     StorageError,
 )
-from txntable.engine.storage import open_storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
 

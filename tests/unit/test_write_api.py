@@ -17,7 +17,7 @@ from txntable.engine.errors import (
     UnsupportedWriterFeatureError,
 )
 from txntable.engine.paths import decode_path
-from txntable.engine.storage import open_storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
 

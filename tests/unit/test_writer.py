@@ -22,7 +22,8 @@ from txntable.engine.schema import (
     to_arrow_schema,
     uses_timestamp_ntz,
 )
-from txntable.engine.storage import MemoryStorage, open_storage
+from txntable.engine.storage import MemoryStorage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.writer import serialize_partition_value, write_data_files
 
 

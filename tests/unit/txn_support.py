@@ -19,7 +19,8 @@ from txntable.engine.actions import (
     RemoveFile,
     serialize_commit,
 )
-from txntable.engine.storage import LocalStorage, Storage, open_storage
+from txntable.engine.storage import LocalStorage, Storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 from txntable.engine.transaction import CommitOptions
 

@@ -6,6 +6,8 @@ that commits need, "create this file only if it does not exist", is part of the 
 local disk implements it with a hard link (exclusive across processes, as delta-rs does), the
 in-memory store with a lock; stores that cannot guarantee exclusivity say so
 (``atomic_put_if_absent = False``) and the commit path refuses to use them for concurrent writers.
+Object stores implement the interface in ``s3`` and ``azure``; ``storage_factory.open_storage``
+picks the store for a URI, so this module never imports its own implementations.
 """
 
 from __future__ import annotations
@@ -19,11 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
-from urllib.parse import unquote, urlsplit
 
-from txntable.engine.errors import InvalidArgumentError, StorageError
+from txntable.engine.errors import StorageError
 from txntable.engine.paths import LOG_DIR
-from txntable.engine.storage_options import AZURE_SCHEMES, unsupported_scheme_error
 
 _DELETE_WORKERS = 16
 
@@ -372,58 +372,3 @@ def _mtime_ms(entry: Mapping[str, Any]) -> int:
         except (TypeError, ValueError):
             continue
     return 0
-
-
-def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = options.get(key, default)
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidArgumentError(f"storage option {key} must be true or false, got {value!r}")
-    return text == "true"
-
-
-def open_uri_input(uri: str, storage_options: Mapping[str, Any] | None = None) -> IO[bytes] | str:
-    """What ``pyarrow.parquet`` can read for an absolute file URI (a data file a log names
-    outside the table root), through the same storage classes and option names as tables:
-    fsspec would neither understand delta-rs option names nor have an S3 client installed.
-    ``uri`` is decoded (as ``paths.decode_path`` returns it): its file name is taken as is."""
-    parent, sep, name = uri.rstrip("/").rpartition("/")
-    if not sep or not name:
-        raise InvalidArgumentError(f"not a file URI: {uri!r}")
-    return open_storage(parent or "/", storage_options).open_input(name)
-
-
-def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a table URI: a local path, ``file://``, ``s3://``/``s3a://``, Azure
-    (``abfss://``, ``abfs://``, ``az://``, ``azure://``) or ``memory://``. Other schemes
-    (``gs://``, ``hdfs://``, ...) are refused with an error that names the supported ones:
-    txntable cannot commit safely there (no put-if-absent)."""
-    if not uri:
-        raise InvalidArgumentError("table URI is empty")
-    options = dict(storage_options or {})
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # 'C:' is a drive
-    if scheme in ("", "file", "local"):
-        # a file: URI is percent-encoded (file:///data/a%20b is "/data/a b"); a plain path is not
-        path = unquote(parts.path) if scheme else uri
-        return LocalStorage(path, fsync=_flag(options, "fsync", default=True))
-    if scheme in ("s3", "s3a"):
-        from txntable.engine.s3 import S3Storage  # boto3 only when needed
-
-        return S3Storage(uri, options)
-    if scheme in AZURE_SCHEMES:
-        from txntable.engine.azure import AzureStorage  # azure-storage-blob only when needed
-
-        return AzureStorage(uri, options)
-    if scheme != "memory":
-        raise unsupported_scheme_error(uri)
-    # fsspec only here: it serves memory:// (tests) alone, and costs every other process ~50 ms
-    import fsspec
-    from fsspec.implementations.memory import MemoryFileSystem
-
-    fs, path = fsspec.core.url_to_fs(uri)
-    if not isinstance(fs, MemoryFileSystem):  # pragma: no cover - fsspec maps memory:// so
-        raise unsupported_scheme_error(uri)
-    return MemoryStorage(fs, path, uri.rstrip("/"))

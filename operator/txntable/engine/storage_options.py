@@ -15,7 +15,7 @@ Every name is sorted into one of three groups, so no option is silently dropped:
 
 Anything else is an error that lists the accepted names. Values of credentials never appear in
 an error, a log line or ``repr``: only option names do. Parsing needs no boto3, so manifests
-can be checked anywhere (``check_storage_options``).
+can be checked anywhere (``storage_factory.check_storage_options``).
 """
 
 from __future__ import annotations
@@ -212,7 +212,8 @@ class S3Settings:
     without_effect: dict[str, str] = field(default_factory=dict)
 
 
-def _bool(name: str, value: Any) -> bool:
+def bool_option(name: str, value: Any) -> bool:
+    """A true/false option as object_store spells it (``true``, ``1``, ``yes``, ``on``, ...)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -297,7 +298,7 @@ def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str])
         return out
 
     def flag(canonical: str) -> bool | None:
-        return _bool(*given[canonical]) if canonical in given else None
+        return bool_option(*given[canonical]) if canonical in given else None
 
     session: dict[str, str] = {}
     for canonical, arg in (
@@ -471,7 +472,8 @@ def report_without_effect(where: str, without_effect: Mapping[str, str]) -> None
     )
 
 
-def _scheme(uri: str) -> str:
+def uri_scheme(uri: str) -> str:
+    """The lower-case scheme of a table URI; ``""`` for a plain path."""
     scheme = urlsplit(uri).scheme
     return scheme.lower() if len(scheme) > 1 else ""  # 'C:' is a drive, not a scheme
 
@@ -479,41 +481,9 @@ def _scheme(uri: str) -> str:
 def unsupported_scheme_error(uri: str) -> StorageError:
     """The error for a URI whose store txntable does not serve, naming the ones it does."""
     return StorageError(
-        f"{_scheme(uri)}:// tables are not supported: commits need an atomic put-if-absent, "
+        f"{uri_scheme(uri)}:// tables are not supported: commits need an atomic put-if-absent, "
         f"which txntable implements for {'; '.join(SUPPORTED_SCHEMES)}"
     )
-
-
-def check_storage_options(uri: str, options: Mapping[str, Any] | None) -> dict[str, str]:
-    """Validate a table's location and storage options without touching the store.
-
-    Returns the options that have no effect (name -> why); raises ``InvalidArgumentError`` for
-    a bad option and ``StorageError`` for a scheme txntable does not serve."""
-    options = dict(options or {})
-    scheme = _scheme(uri)
-    if scheme in ("s3", "s3a"):
-        settings = parse_s3_options(options)
-        from txntable.engine.s3 import parse_s3_uri
-
-        bucket, _ = parse_s3_uri(uri)
-        if settings.bucket is not None and settings.bucket != bucket:
-            raise InvalidArgumentError(
-                f"storage option bucket names {settings.bucket!r}, the URI {bucket!r}"
-            )
-        return dict(settings.without_effect)
-    if scheme in AZURE_SCHEMES:
-        from txntable.engine.azure import azure_target
-
-        settings_az = parse_azure_options(options)
-        azure_target(uri, settings_az)  # the account and container must be known
-        return dict(settings_az.without_effect)
-    if scheme in ("", "file", "local"):
-        if "fsync" in options:
-            _bool("fsync", options["fsync"])
-        return {k: "local disk takes only fsync" for k in options if k != "fsync"}
-    if scheme == "memory":
-        return {k: "the in-memory store takes no options" for k in options}
-    raise unsupported_scheme_error(uri)
 
 
 # ------------------------------------------------------------------------------- Azure
@@ -673,7 +643,7 @@ def parse_azure_options(
         return out
 
     def flag(canonical: str) -> bool:
-        return _bool(*given[canonical]) if canonical in given else False
+        return bool_option(*given[canonical]) if canonical in given else False
 
     account = text("account_name")
     endpoint = text("endpoint")

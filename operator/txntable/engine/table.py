@@ -18,7 +18,8 @@ from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from txntable.engine.segment import Commit, list_all_commits
 from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import Storage, open_storage
+from txntable.engine.storage import Storage
+from txntable.engine.storage_factory import open_storage
 
 if TYPE_CHECKING:
     import pyarrow as pa

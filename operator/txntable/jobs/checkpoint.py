@@ -35,7 +35,8 @@ from txntable.engine.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.retention import parse_interval_ms
 from txntable.engine.segment import LogSegment, build_segment
 from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, from_struct_column
-from txntable.engine.storage import LocalStorage, Storage, open_storage
+from txntable.engine.storage import LocalStorage, Storage
+from txntable.engine.storage_factory import open_storage
 from txntable.engine.table import Table
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 

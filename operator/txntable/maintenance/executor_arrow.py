@@ -38,7 +38,8 @@ from txntable.engine.paths import decode_path, encode_path, has_scheme, partitio
 from txntable.engine.physical import PhysicalLayout, conform_table
 from txntable.engine.row_tracking import preserved_columns
 from txntable.engine.stats import StatsConfig, stats_for_table
-from txntable.engine.storage import LocalStorage, Storage, open_storage, open_uri_input
+from txntable.engine.storage import LocalStorage, Storage
+from txntable.engine.storage_factory import open_storage, open_uri_input
 from txntable.engine.writer import data_file_name
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.planner import ZORDER_TAG
