@@ -133,3 +133,23 @@ def test_demo_refuses_manifests_with_a_misspelled_kind(
     assert code == 2
     assert "did you mean CompactionPolicy" in capsys.readouterr().err
     assert not (tmp_path / "t").exists() and not (tmp_path / "runs").exists()
+
+
+def test_run_local_refuses_invalid_manifests_with_every_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifests = tmp_path / "m"
+    manifests.mkdir()
+    (manifests / "m.yaml").write_text(LOCAL.format(location=tmp_path / "t"))
+    (manifests / "n.yaml").write_text(
+        "apiVersion: txntable.io/v1alpha1\nkind: CompactionPolicy\nmetadata: {name: p}\n"
+        "spec: {minFileSize: 2Gi, targetFileSize: 1Gi, triggers: {smallFiles: 2}}\n"
+    )
+    runs = tmp_path / "runs"
+    code = cli(["run", "--local", str(manifests), "--once", "--runs-dir", str(runs)])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "did you mean CompactionPolicy" in captured.err and "minFileSize" in captured.err
+    assert captured.err.rstrip().splitlines()[-1].startswith("error: 2 invalid manifest(s)")
+    assert captured.out == ""  # no table was reconciled
+    assert not runs.exists()

@@ -4,12 +4,15 @@ Reads the TxnTable / CompactionPolicy / CheckpointPolicy manifests in DIR, then 
 table on a timer exactly as the Kopf handlers do (``handlers.operate``), launching Spark in local
 mode through the local launcher. Statuses live in memory and are printed when they change.
 ``--once`` stops when the work has converged: no run in flight and nothing started in a tick.
+An invalid manifest stops the command before anything runs: every error of every manifest on
+stderr, then exit status 2, as the API server would refuse the object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -177,8 +180,14 @@ def reconcile_loop(
 
 def run(args: argparse.Namespace) -> int:
     manifests = load_manifests(Path(args.local))
-    for error in manifests.errors:
-        print(f"invalid manifest: {error}")
+    if manifests.errors:
+        # as ``kubectl apply`` refuses an invalid object: nothing runs on a partial set of
+        # manifests (a dropped policy would silently leave its tables unmaintained)
+        for error in manifests.errors:
+            print(f"invalid manifest: {error}", file=sys.stderr)
+        raise CliError(
+            f"{len(manifests.errors)} invalid manifest(s) in {args.local}; nothing was reconciled"
+        )
     if not manifests.tables:
         raise CliError(f"no valid TxnTable manifest in {args.local}")
     operator = make_operator(Path(args.runs_dir), Config.from_env())
