@@ -63,6 +63,7 @@ from txntable.launch import (
 from txntable.launch.errors import LaunchError, PermanentLaunchError
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
+from txntable.observability.run_report import planning_note
 from txntable.reconcile.decide import (
     ActiveRun,
     Decision,
@@ -467,6 +468,11 @@ class Operator:
         detail = run.message or (str(result.get("error") or "") if result else "")
         if run.kind == "vacuum" and result and isinstance(result.get("vacuum"), Mapping):
             message = (message + "; " if message else "") + _vacuum_note(result["vacuum"])
+        # partitions deferred for other writers' recent work, rewritten bytes dropped
+        note = planning_note(result)
+        if note:
+            message = (message + "; " if message else "") + note
+            detail = (detail + "; " if detail else "") + note
         said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
         events.append(
             Event(
