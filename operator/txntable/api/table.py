@@ -36,6 +36,8 @@ COLUMN_TYPE_PATTERN: Final = (
     r"^(string|long|integer|short|byte|float|double|boolean|binary|date|timestamp"
     r"|timestamp_ntz|decimal\(([1-9]|[12][0-9]|3[0-8]),([0-9]|[12][0-9]|3[0-8])\))$"
 )
+#: An SQS queue URL as AWS (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME) or an emulator prints it.
+SQS_QUEUE_URL_PATTERN: Final = r"^https?://[^/\s]+/[^\s]+$"
 MSG_LOCATION_IMMUTABLE: Final = (
     "location is immutable: create a new TxnTable to manage another table"
 )
@@ -66,6 +68,13 @@ class StorageSpec:
     def check(self, path: str) -> None:
         """Mirror of the CEL rule: no option key may name a credential."""
         reject_secret_keys(self.options, f"{path}.options")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotificationsSpec:
+    """Where the table's storage announces new objects, so commits wake the controller."""
+
+    sqs_queue_url: str | None = spec_field(None, pattern=SQS_QUEUE_URL_PATTERN, max_length=1024)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +119,7 @@ class TxnTableSpec:
     checkpoint_policy_ref: LocalObjectReference | None = spec_field(None)
     suspend: bool = spec_field(False)
     observe_interval: int = spec_field(kind=DURATION, text_default=d.OBSERVE_INTERVAL)
+    notifications: NotificationsSpec | None = spec_field(None)
 
     def check_update(self, old: TxnTableSpec, path: str) -> None:
         """Mirror of the transition rule ``self == oldSelf`` on ``location``."""
@@ -130,6 +140,29 @@ class TableProtocol:
     min_writer_version: int = spec_field(minimum=1)
     reader_features: tuple[str, ...] = spec_field((), max_items=64, max_length=128)
     writer_features: tuple[str, ...] = spec_field((), max_items=64, max_length=128)
+
+
+class ObservationMode(StrEnum):
+    """How the controller learns of new commits."""
+
+    EVENTS = "Events"
+    POLLING = "Polling"
+
+
+class EventSource(StrEnum):
+    """What announces new commits when observation is event-driven."""
+
+    LOG_PROBE = "LogProbe"
+    SQS = "SQS"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservationStatus:
+    """Whether commits wake the controller or it polls, and why it polls."""
+
+    mode: ObservationMode = spec_field()
+    source: EventSource | None = spec_field(None)
+    message: str | None = spec_field(None, max_length=1024)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +190,7 @@ class TxnTableStatus:
     last_checkpoint: RunRecord | None = spec_field(None)
     last_vacuum: RunRecord | None = spec_field(None)
     last_vacuum_time: datetime | None = spec_field(None)
+    observation: ObservationStatus | None = spec_field(None)
 
     def to_status(self) -> dict[str, Any]:
         """The JSON object for the status subresource (unset fields omitted)."""
