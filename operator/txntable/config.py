@@ -31,6 +31,12 @@ class Config:
     watch_namespaces: str = ""
     #: Seconds between observations of a table's log (each tick lists only new commits).
     observe_interval_seconds: float = 30.0
+    #: Seconds between existence checks of a local table's next commit file (one stat, no
+    #: Kubernetes call); a commit found wakes the table's observation. 0: local tables are polled.
+    event_probe_interval_seconds: float = 1.0
+    #: Quiet seconds after a commit event before the table is observed, so a burst of commits
+    #: is one observation (a steady stream is observed at least every 10 debounce periods).
+    event_debounce_seconds: float = 1.0
     #: Global limit on maintenance runs in flight, across all tables.
     max_concurrent_runs: int = 4
     #: Default launch backend when a policy does not name one.
@@ -57,6 +63,10 @@ class Config:
     def __post_init__(self) -> None:
         if self.observe_interval_seconds <= 0:
             raise ConfigError(f"{PREFIX}OBSERVE_INTERVAL_SECONDS must be > 0")
+        if self.event_probe_interval_seconds < 0:
+            raise ConfigError(f"{PREFIX}EVENT_PROBE_INTERVAL_SECONDS must be >= 0")
+        if self.event_debounce_seconds < 0:
+            raise ConfigError(f"{PREFIX}EVENT_DEBOUNCE_SECONDS must be >= 0")
         if self.max_concurrent_runs < 1:
             raise ConfigError(f"{PREFIX}MAX_CONCURRENT_RUNS must be >= 1")
         if self.default_backend not in BACKENDS:

@@ -139,6 +139,8 @@ def test_crds_create_false_renders_none(chart: helm_python.Chart) -> None:
 MAPPING: dict[str, tuple[str, Any, str]] = {
     "TXNTABLE_WATCH_NAMESPACES": ("watch.namespaces", ["a", "b"], "a,b"),
     "TXNTABLE_OBSERVE_INTERVAL_SECONDS": ("config.observeIntervalSeconds", 7.5, "7.5"),
+    "TXNTABLE_EVENT_PROBE_INTERVAL_SECONDS": ("config.eventProbeIntervalSeconds", 0.5, "0.5"),
+    "TXNTABLE_EVENT_DEBOUNCE_SECONDS": ("config.eventDebounceSeconds", 2, "2"),
     "TXNTABLE_MAX_CONCURRENT_RUNS": ("config.maxConcurrentRuns", 9, "9"),
     "TXNTABLE_DEFAULT_BACKEND": ("config.defaultBackend", "job", "job"),
     "TXNTABLE_SPARK_IMAGE": ("spark.image.repository", "x/spark", "ghcr.io/x/spark:0.1.0"),
