@@ -50,6 +50,8 @@ ANNOTATION_SCHEDULED_TIME: Final = f"{GROUP}/scheduled-time"
 ANNOTATION_ATTEMPT: Final = f"{GROUP}/attempt"
 ANNOTATION_TABLE: Final = f"{GROUP}/table-name"
 ANNOTATION_POLICY: Final = f"{GROUP}/policy-name"
+#: A run's Spark resources and where they came from (``launch.sizing.Sizing``, JSON)
+ANNOTATION_SIZING: Final = f"{GROUP}/sizing"
 
 # Finalizer the controller puts on tables it watches.
 FINALIZER: Final = f"{GROUP}/finalizer"

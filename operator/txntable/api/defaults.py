@@ -43,3 +43,6 @@ EXECUTOR_INSTANCES: Final = 2
 EXECUTOR_CORES: Final = 1
 EXECUTOR_MEMORY: Final = "2Gi"
 RUN_TIMEOUT: Final = "2h"
+#: ceilings of plan-sized runs and of the memory retry (CompactionPolicy spec.spark.autoSize)
+AUTO_SIZE_MAX_INSTANCES: Final = 10
+AUTO_SIZE_MAX_MEMORY: Final = "16Gi"

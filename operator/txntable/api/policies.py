@@ -265,6 +265,23 @@ class ParquetWriteSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AutoSize:
+    """Executors and memory sized from each run's plan (``launch.sizing``, ADR 0007), and the
+    ceilings every compaction run stays within, the retry after running out of memory too."""
+
+    enabled: bool = spec_field(False)
+    max_executor_instances: int = spec_field(d.AUTO_SIZE_MAX_INSTANCES, minimum=1, maximum=1000)
+    max_executor_memory: int = spec_field(kind=SIZE, minimum=1, text_default=d.AUTO_SIZE_MAX_MEMORY)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionSparkTemplate(SparkTemplate):
+    """The Spark template of compaction runs: the shared one plus plan-based sizing."""
+
+    auto_size: AutoSize = spec_field(factory=AutoSize)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CompactionPolicySpec:
     """How and when to OPTIMIZE (bin-pack, optionally Z-order) the selected tables."""
 
@@ -285,7 +302,7 @@ class CompactionPolicySpec:
     avoid_recent_writes: AvoidRecentWrites = spec_field(factory=AvoidRecentWrites)
     vacuum: VacuumSettings = spec_field(factory=VacuumSettings)
     parquet: ParquetWriteSettings = spec_field(factory=ParquetWriteSettings)
-    spark: SparkTemplate = spec_field(factory=SparkTemplate)
+    spark: CompactionSparkTemplate = spec_field(factory=CompactionSparkTemplate)
     successful_runs_history_limit: int = spec_field(
         d.SUCCESSFUL_RUNS_HISTORY_LIMIT, minimum=0, maximum=100
     )
