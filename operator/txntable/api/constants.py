@@ -53,5 +53,9 @@ ANNOTATION_POLICY: Final = f"{GROUP}/policy-name"
 #: A run's Spark resources and where they came from (``launch.sizing.Sizing``, JSON)
 ANNOTATION_SIZING: Final = f"{GROUP}/sizing"
 
+# Annotation on a TxnTable: the planId (status.plan.planId) a user approves to run, for a
+# CompactionPolicy with spec.requireApproval.
+ANNOTATION_APPROVE_PLAN: Final = f"{GROUP}/approve-plan"
+
 # Finalizer the controller puts on tables it watches.
 FINALIZER: Final = f"{GROUP}/finalizer"

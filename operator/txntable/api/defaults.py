@@ -28,6 +28,11 @@ FAILED_RUNS_HISTORY_LIMIT: Final = 1
 VACUUM_INTERVAL: Final = "24h"
 #: reclaimable bytes that make such a table due (spec.vacuum.minReclaimableBytes): any
 VACUUM_MIN_RECLAIMABLE: Final = "1"
+#: our compaction runs whose conflicts are weighed (spec.avoidRecentWrites.backOff.runs)
+CONFLICT_RUNS: Final = 5
+#: the first and the longest conflict back-off (spec.avoidRecentWrites.backOff)
+CONFLICT_INITIAL_DELAY: Final = "30m"
+CONFLICT_MAX_DELAY: Final = "12h"
 
 # CheckpointPolicy
 COMMIT_INTERVAL: Final = 10

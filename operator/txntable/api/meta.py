@@ -22,7 +22,7 @@ U = TypeVar("U")
 
 @dataclass(frozen=True)
 class ObjectMeta:
-    """Name, namespace, generation, uid and labels of a custom resource."""
+    """Name, namespace, generation, uid, labels and annotations of a custom resource."""
 
     name: str
     namespace: str | None = None
@@ -30,6 +30,7 @@ class ObjectMeta:
     uid: str | None = None
     resource_version: str | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def from_dict(cls, obj: object) -> ObjectMeta:
@@ -46,6 +47,8 @@ class ObjectMeta:
         if errors:
             raise InvalidSpecError.combine(errors)
         name, labels = typing.cast(str, name), typing.cast(dict[Any, Any], labels)
+        annotations = obj.get("annotations")
+        notes = annotations if isinstance(annotations, dict) else {}
         generation = obj.get("generation")
         return cls(
             name=name,
@@ -54,6 +57,7 @@ class ObjectMeta:
             uid=_opt_str(obj.get("uid")),
             resource_version=_opt_str(obj.get("resourceVersion")),
             labels=MappingProxyType({str(k): str(v) for k, v in labels.items()}),
+            annotations=MappingProxyType({str(k): str(v) for k, v in notes.items()}),
         )
 
 

@@ -176,12 +176,27 @@ class AvoidWrites(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConflictBackOff:
+    """Back off a table whose writers keep beating our runs: when, over our newest ``runs``
+    compaction runs, the share of planned bins dropped for conflicts or of commit attempts
+    retried reaches ``conflict_percent`` (None: off), the next run waits ``initial_delay``,
+    doubling per conflicting run in a row up to ``max_delay`` (seconds)."""
+
+    conflict_percent: int | None = spec_field(None, minimum=1, maximum=100)
+    runs: int = spec_field(d.CONFLICT_RUNS, minimum=1, maximum=20)
+    initial_delay: int = spec_field(kind=DURATION, text_default=d.CONFLICT_INITIAL_DELAY)
+    max_delay: int = spec_field(kind=DURATION, text_default=d.CONFLICT_MAX_DELAY)
+
+
+@dataclass(frozen=True, kw_only=True)
 class AvoidRecentWrites:
     """Conflict-aware planning: defer partitions other writers changed ``within`` this long
-    (seconds; None: off), counting only commits that removed files (``Removes``) or any."""
+    (seconds; None: off), counting only commits that removed files (``Removes``) or any; and
+    back off the table when our runs keep conflicting (``back_off``)."""
 
     within: int | None = spec_field(None, kind=DURATION)
     writes: AvoidWrites = spec_field(AvoidWrites.REMOVES)
+    back_off: ConflictBackOff = spec_field(factory=ConflictBackOff)
 
     def job_args(self) -> list[str]:
         """The optimize job's flags (none when off)."""
@@ -298,6 +313,7 @@ class CompactionPolicySpec:
     maintenance_windows: tuple[MaintenanceWindow, ...] = spec_field((), max_items=16)
     concurrency_policy: ConcurrencyPolicy = spec_field(ConcurrencyPolicy.FORBID)
     suspend: bool = spec_field(False)
+    require_approval: bool = spec_field(False)
     commit: CommitSettings = spec_field(factory=CommitSettings)
     avoid_recent_writes: AvoidRecentWrites = spec_field(factory=AvoidRecentWrites)
     vacuum: VacuumSettings = spec_field(factory=VacuumSettings)

@@ -166,6 +166,56 @@ class ObservationStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlannedPartition:
+    """One partition of the next compaction run's plan (``values`` as a predicate)."""
+
+    partition: str = spec_field(max_length=1024)
+    bins: int = spec_field(minimum=0)
+    files: int = spec_field(minimum=0)
+    bytes: int = spec_field(minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanStatus:
+    """What the next compaction run would do, computed from the observed log
+    (``reconcile.plan``); ``plan_id`` changes only when that work changes."""
+
+    plan_id: str = spec_field(min_length=1, max_length=64)
+    bins: int = spec_field(minimum=0)
+    files: int = spec_field(minimum=0)
+    input_bytes: int = spec_field(minimum=0)
+    largest_bin_bytes: int = spec_field(minimum=0)
+    deferred_bins: int = spec_field(0, minimum=0)
+    partitions: tuple[PlannedPartition, ...] = spec_field((), max_items=5)
+    vacuum_files: int | None = spec_field(None, minimum=0)
+    vacuum_bytes: int | None = spec_field(None, minimum=0)
+    estimated_seconds: int | None = spec_field(None, minimum=0)
+    exact: bool = spec_field(True)
+    note: str | None = spec_field(None, max_length=2048)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConflicts:
+    """What one finished compaction run lost to other writers (from its result line)."""
+
+    run_name: str = spec_field(min_length=1, max_length=253)
+    bins_planned: int = spec_field(minimum=0)
+    bins_dropped: int = spec_field(minimum=0)
+    commit_attempts: int = spec_field(0, minimum=0)
+    commit_retries: int = spec_field(0, minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConflictStatus:
+    """Our recent compaction runs' conflicts (newest first) and the back-off they cause
+    (``CompactionPolicy.spec.avoidRecentWrites.backOff``)."""
+
+    runs: tuple[RunConflicts, ...] = spec_field((), max_items=20)
+    percent: int | None = spec_field(None, minimum=0, maximum=100)
+    back_off_until: datetime | None = spec_field(None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class TxnTableStatus:
     """Observed state of one table, read from its transaction log."""
 
@@ -191,6 +241,8 @@ class TxnTableStatus:
     last_vacuum: RunRecord | None = spec_field(None)
     last_vacuum_time: datetime | None = spec_field(None)
     observation: ObservationStatus | None = spec_field(None)
+    plan: PlanStatus | None = spec_field(None)
+    conflicts: ConflictStatus | None = spec_field(None)
 
     def to_status(self) -> dict[str, Any]:
         """The JSON object for the status subresource (unset fields omitted)."""
