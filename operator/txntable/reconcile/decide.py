@@ -82,10 +82,11 @@ class ActiveRun:
 @dataclass(frozen=True, slots=True)
 class Retry:
     """The back-off after a failed run: the next launch is attempt ``attempt``, not before
-    ``not_before`` (computed by the caller from the failure count and the policy)."""
+    ``not_before`` (computed by the caller from the failure count and the policy); None: not
+    until what ``message`` names changes (a run out of memory at the policy's ceiling)."""
 
     attempt: int
-    not_before: datetime
+    not_before: datetime | None
     message: str
 
 
@@ -122,6 +123,8 @@ def _wait(why: Why, message: str) -> Decision:
 
 def _backing_off(work: Work, kind: str) -> Decision | None:
     retry = work.retries.get(kind)
+    if retry is not None and retry.not_before is None:
+        return _wait(Why.BACKING_OFF, retry.message)
     if retry is None or work.now >= retry.not_before:
         return None
     when = retry.not_before.replace(microsecond=0).isoformat()
