@@ -123,9 +123,11 @@ def _wait(why: Why, message: str) -> Decision:
 
 def _backing_off(work: Work, kind: str) -> Decision | None:
     retry = work.retries.get(kind)
-    if retry is not None and retry.not_before is None:
+    if retry is None:
+        return None
+    if retry.not_before is None:
         return _wait(Why.BACKING_OFF, retry.message)
-    if retry is None or work.now >= retry.not_before:
+    if work.now >= retry.not_before:
         return None
     when = retry.not_before.replace(microsecond=0).isoformat()
     return _wait(Why.BACKING_OFF, f"{retry.message}; attempt {retry.attempt} not before {when}")
