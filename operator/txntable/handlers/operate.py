@@ -76,7 +76,7 @@ from txntable.reconcile.decide import (
     outcome_of,
     vacuumed,
 )
-from txntable.reconcile.health import TableHealth, observe_summary
+from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept
 from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
@@ -199,6 +199,23 @@ class Operator:
             return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
         return engine_table, observe_summary(summary, min_file_size), None
 
+    def _unswept(
+        self,
+        key: str,
+        health: TableHealth,
+        policy: CompactionPolicy | None,
+        vacuum_time: datetime,
+    ) -> TableHealth:
+        """``health`` without the bytes the VACUUM begun at ``vacuum_time`` deleted (their
+        tombstones stay in the log until a checkpoint). A dry-run policy deleted nothing."""
+        vacuum = policy.spec.vacuum if policy is not None else None
+        summary = self._summaries.get(key)
+        if summary is None or (vacuum is not None and vacuum.dry_run):
+            return health
+        retention = vacuum.retention if vacuum is not None else None
+        cutoff = swept_before(health.file_retention_ms, retention, vacuum_time)
+        return health if cutoff is None else without_swept(health, summary, cutoff)
+
     # -- the tick ------------------------------------------------------------------------
     def reconcile(
         self,
@@ -218,9 +235,6 @@ class Operator:
         ckpt = resolve(table, checkpoint_policies, "checkpoint")
         min_size = comp.policy.spec.min_file_size if comp.policy else DEFAULT_MIN_FILE_SIZE
         engine_table, health, failure = self._observe(key, table, options, min_size)
-        if self.metrics is not None and health is not None and engine_table is not None:
-            self.metrics.observe_table(ns, table.metadata.name, health)
-            self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
         events: list[Event] = []
         runs = self._runs(table, comp.policy, ckpt.policy, events)
         last_c, last_k, last_v = self._records(key, table, runs, engine_table, events)
@@ -229,6 +243,11 @@ class Operator:
             runs,
             compaction_vacuums=bool(comp.policy and comp.policy.spec.vacuum.enabled),
         )
+        if health is not None and vacuum_time is not None:
+            health = self._unswept(key, health, comp.policy, vacuum_time)
+        if self.metrics is not None and health is not None and engine_table is not None:
+            self.metrics.observe_table(ns, table.metadata.name, health)
+            self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
         # Decide on what this tick learned, not on the status written before it.
         table = replace(
             table,

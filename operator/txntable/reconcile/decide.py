@@ -35,15 +35,12 @@ from txntable.api.types import (
     RunRecord,
     TxnTable,
 )
-from txntable.reconcile.health import TableHealth
+from txntable.reconcile.health import TableHealth, swept_before
 from txntable.reconcile.schedule import parse_cron, parse_window, zone
 
 #: Without a previous run, a cron fire time counts as due when it is at most this old
 #: (CronJob's startingDeadlineSeconds): creating a policy never replays a day of schedules.
 STARTING_DEADLINE = timedelta(hours=1)
-#: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when deciding that
-#: the last VACUUM already had every removed file past its retention.
-REMOVAL_CLOCK_SLACK = timedelta(hours=1)
 
 
 class Why(StrEnum):
@@ -318,14 +315,9 @@ def _swept(policy: CompactionPolicy, health: TableHealth, last: datetime) -> boo
     """Whether the VACUUM that started at ``last`` already found every tombstone in the log past
     its retention (the longer of the table's and the policy's): then it deleted their files and
     nothing became reclaimable since. Unknown figures say no."""
-    keep_ms, newest = health.file_retention_ms, health.newest_removal_ms
-    if keep_ms is None or newest is None:
-        return False
-    keep = max(
-        timedelta(milliseconds=keep_ms), timedelta(seconds=policy.spec.vacuum.retention or 0)
-    )
-    cutoff = last - keep - REMOVAL_CLOCK_SLACK
-    return newest < cutoff.timestamp() * 1000
+    newest = health.newest_removal_ms
+    cutoff = swept_before(health.file_retention_ms, policy.spec.vacuum.retention, last)
+    return newest is not None and cutoff is not None and newest < cutoff
 
 
 def decide_checkpoint(

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +24,10 @@ from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
 from txntable.engine.features import check_writable
 from txntable.engine.segment import CheckpointRef
 from txntable.engine.summary import TableSummary
+
+#: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when judging which
+#: removed files a VACUUM already had past its retention.
+REMOVAL_CLOCK_SLACK = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,13 +217,45 @@ def _removals(
     return {"file_retention_ms": keep_ms, "newest_removal_ms": newest}
 
 
+def swept_before(keep_ms: int | None, vacuum_retention_s: int | None, last: datetime) -> int | None:
+    """The deletionTimestamp (ms) before which every removed file was past the retention of a
+    VACUUM that started at ``last``, with the table's ``keep_ms`` and a VACUUM ``retention`` of
+    its own (the longer wins), less ``REMOVAL_CLOCK_SLACK``: that VACUUM deleted those files,
+    though their tombstones stay in the log until a checkpoint expires them (PROTOCOL.md,
+    "Add File and Remove File"). None when the table's retention is unknown."""
+    if keep_ms is None:
+        return None
+    keep = max(timedelta(milliseconds=keep_ms), timedelta(seconds=vacuum_retention_s or 0))
+    return int((last - keep - REMOVAL_CLOCK_SLACK).timestamp() * 1000)
+
+
+def without_swept(
+    health: TableHealth, summary: TableSummary, swept_before_ms: int, *, now_ms: int | None = None
+) -> TableHealth:
+    """``health`` with the files the last VACUUM already deleted (tombstones stamped before
+    ``swept_before_ms``, see ``swept_before``) taken out of ``reclaimable_bytes``, so the figure
+    (and the alert on it) falls when a VACUUM ran, not when a checkpoint drops the tombstones."""
+    tombs = summary.tombstones
+    reclaimable = _reclaimable(
+        summary.configuration,
+        tombs.column("deletion_timestamp"),
+        tombs.column("size"),
+        now_ms,
+        swept_before_ms=swept_before_ms,
+    )
+    return replace(health, reclaimable_bytes=reclaimable)
+
+
 def _reclaimable(
     configuration: Mapping[str, str],
     deletion_timestamps: pa.ChunkedArray,
     sizes: pa.ChunkedArray,
     now_ms: int | None,
+    *,
+    swept_before_ms: int | None = None,
 ) -> int:
-    """Bytes of tombstones older than the table's file retention (what VACUUM may delete)."""
+    """Bytes of tombstones older than the table's file retention (what VACUUM may delete), less
+    those stamped before ``swept_before_ms`` (deleted by the last VACUUM)."""
     if not len(sizes):
         return 0
     try:
@@ -233,7 +269,10 @@ def _reclaimable(
     if keep_ms is None:
         return 0
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    old = pc.less(pc.fill_null(deletion_timestamps, now), now - keep_ms)
+    stamps = pc.fill_null(deletion_timestamps, now)
+    old = pc.less(stamps, now - keep_ms)
+    if swept_before_ms is not None:
+        old = pc.and_(old, pc.greater_equal(stamps, swept_before_ms))
     return int(pc.sum(pc.filter(sizes, old)).as_py() or 0)
 
 
