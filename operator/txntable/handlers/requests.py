@@ -12,6 +12,7 @@ from txntable.api.types import CheckpointPolicy, CompactionPolicy, SparkTemplate
 from txntable.config import Config
 from txntable.launch import Backend, Resources, RunKind, RunRequest
 from txntable.launch.errors import PermanentLaunchError
+from txntable.launch.sizing import Sizing
 from txntable.reconcile.decide import Decision
 
 _OPS = {
@@ -49,9 +50,12 @@ def _backend(template: SparkTemplate, config: Config) -> Backend:
     return Backend.parse(template.backend.value if template.backend else config.default_backend)
 
 
-def _master(backend: Backend, template: SparkTemplate) -> str:
+def _master(backend: Backend, template: SparkTemplate, sizing: Sizing | None = None) -> str:
     if backend is Backend.LOCAL:
-        return f"local[{template.executor.instances * template.executor.cores}]"
+        slots = (
+            sizing.parallelism if sizing else template.executor.instances * template.executor.cores
+        )
+        return f"local[{slots}]"
     return ""  # spark-submit / the Spark Operator configures the master
 
 
@@ -64,6 +68,7 @@ def _base(
     decision: Decision,
     config: Config,
     args: list[str],
+    sizing: Sizing | None = None,
 ) -> RunRequest:
     if decision.scheduled_time is None:
         raise PermanentLaunchError("a launch decision carries its scheduled time")
@@ -81,7 +86,7 @@ def _base(
         table_uri=table.spec.location,
         scheduled_time=decision.scheduled_time,
         attempt=decision.attempt,
-        args=(*args, "--master", _master(backend, template)),
+        args=(*args, "--master", _master(backend, template, sizing)),
         storage_options=dict(table.spec.storage.options),
         secret_ref=secret.name if secret else None,
         image=template.image or config.spark_image,
@@ -89,18 +94,30 @@ def _base(
             template.image_pull_policy.value if template.image_pull_policy else "IfNotPresent"
         ),
         service_account=template.service_account_name or config.spark_service_account,
-        driver=Resources(cores=template.driver.cores, memory=template.driver.memory),
-        executor=Resources(cores=template.executor.cores, memory=template.executor.memory),
-        executor_instances=template.executor.instances,
-        spark_conf=dict(template.spark_conf),
+        driver=Resources(
+            cores=template.driver.cores,
+            memory=sizing.driver_memory if sizing else template.driver.memory,
+        ),
+        executor=Resources(
+            cores=sizing.executor_cores if sizing else template.executor.cores,
+            memory=sizing.executor_heap if sizing else template.executor.memory,
+        ),
+        executor_instances=sizing.executor_instances if sizing else template.executor.instances,
+        spark_conf={**(sizing.spark_conf() if sizing else {}), **template.spark_conf},
         deadline_seconds=template.timeout or None,
+        sizing=sizing,
     )
 
 
 def compaction_request(
-    table: TxnTable, policy: CompactionPolicy, decision: Decision, config: Config
+    table: TxnTable,
+    policy: CompactionPolicy,
+    decision: Decision,
+    config: Config,
+    sizing: Sizing | None = None,
 ) -> RunRequest:
-    """The OPTIMIZE run for ``decision``."""
+    """The OPTIMIZE run for ``decision``, with the resources of ``sizing`` when given
+    (``handlers.run_sizing``), else the policy's ``spec.spark`` as written."""
     spec = policy.spec
     args = [
         table.spec.location,
@@ -144,6 +161,7 @@ def compaction_request(
         decision=decision,
         config=config,
         args=args,
+        sizing=sizing,
     )
     return _with_run_id(req)
 

@@ -26,7 +26,14 @@ from txntable.launch.base import Launcher, check_adoptable
 from txntable.launch.errors import LaunchError, PermanentLaunchError, RunNotFoundError
 from txntable.launch.kube_calls import call, dig, parse_time, serialize, status_code
 from txntable.launch.names import label_value
-from txntable.launch.run import Backend, RunRequest, RunState, RunStatus, last_json_line
+from txntable.launch.run import (
+    Backend,
+    RunRequest,
+    RunState,
+    RunStatus,
+    last_json_line,
+    out_of_memory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +141,13 @@ class _ClusterLauncher(Launcher):
                 text = None
             if text:
                 st = _with(st, result=last_json_line(text))
+            if st.state is RunState.FAILED and not st.out_of_memory:
+                st = _with(st, out_of_memory=bool(out_of_memory(text) or self._pods_oom(obj)))
         return st
+
+    def _pods_oom(self, obj: Mapping[str, Any]) -> bool:
+        """Whether a pod of the run was killed for its memory (only Jobs need to look)."""
+        return False
 
     def delete(self, namespace: str, name: str) -> None:
         what = f"delete {self.kind_name} {namespace}/{name}"
@@ -172,6 +185,7 @@ class _ClusterLauncher(Launcher):
             finished=finished if state.finished else None,
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
+            out_of_memory=state is RunState.FAILED and bool(out_of_memory(message)),
         )
 
     def _read_log(self, namespace: str, pod: str, container: str) -> str | None:
@@ -332,12 +346,29 @@ class JobLauncher(_ClusterLauncher):
             return RunState.PENDING, f"{failed} pod(s) failed; the Job retries", started, None
         return RunState.PENDING, "", started, None
 
-    def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
+    def _pods_oom(self, obj: Mapping[str, Any]) -> bool:
+        """A container of the Job's pods terminated ``OOMKilled`` (or with exit code 137)."""
+        try:
+            pods = self._pods(obj)
+        except LaunchError as exc:
+            log.debug("no pods to tell an OOM kill: %s", exc)
+            return False
+        for pod in pods:
+            for cs in dig(pod, "status", "containerStatuses") or []:
+                if not isinstance(cs, Mapping):
+                    continue
+                for key in ("state", "lastState"):
+                    ended = dig(cs, key, "terminated") or {}
+                    if ended.get("reason") == "OOMKilled" or ended.get("exitCode") == 137:
+                        return True
+        return False
+
+    def _pods(self, obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         core = self.core_api
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace")), str(meta.get("name"))
         if core is None:
-            return None
+            return []
         pods = serialize(
             core,
             call(
@@ -349,7 +380,11 @@ class JobLauncher(_ClusterLauncher):
                 ),
             ),
         )
-        items = [p for p in pods.get("items") or [] if isinstance(p, Mapping)]
+        return [p for p in pods.get("items") or [] if isinstance(p, Mapping)]
+
+    def _driver_log(self, obj: Mapping[str, Any]) -> str | None:
+        namespace = str(dig(obj, "metadata", "namespace"))
+        items = self._pods(obj)
         if not items:
             return None
         newest = max(items, key=lambda p: str(dig(p, "metadata", "creationTimestamp") or ""))

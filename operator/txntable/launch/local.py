@@ -37,7 +37,15 @@ from txntable.api.constants import LABEL_TABLE
 from txntable.launch.base import Launcher, check_adoptable
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError
 from txntable.launch.names import check_dns_label, label_value
-from txntable.launch.run import Backend, RunKind, RunRequest, RunState, RunStatus, last_json_line
+from txntable.launch.run import (
+    Backend,
+    RunKind,
+    RunRequest,
+    RunState,
+    RunStatus,
+    last_json_line,
+    out_of_memory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +274,18 @@ class LocalLauncher(Launcher):
         errors = [ln for ln in _tail(run_dir / "stderr.log").splitlines() if ln.strip()]
         detail = exit_info.get("error") or (errors[-1].strip() if errors else "")
         message = f"exit code {code}" + (f": {detail}" if detail else "")
+        # the kernel's OOM killer sends SIGKILL (-9; 137 through a shell); a deadline kill
+        # says so in ``error``; Python's MemoryError and the JVM's OutOfMemoryError in stderr
+        oom = not exit_info.get("error") and (
+            code in (-9, 137) or out_of_memory("\n".join(errors[-50:]))
+        )
         return replace(
-            base, state=RunState.FAILED, result=result, finished=finished, message=message[:1024]
+            base,
+            state=RunState.FAILED,
+            result=result,
+            finished=finished,
+            message=message[:1024],
+            out_of_memory=bool(oom),
         )
 
     def delete(self, namespace: str, name: str) -> None:

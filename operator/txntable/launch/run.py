@@ -21,6 +21,7 @@ from txntable.api.constants import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_POLICY,
     ANNOTATION_SCHEDULED_TIME,
+    ANNOTATION_SIZING,
     ANNOTATION_TABLE,
     LABEL_KIND,
     LABEL_MANAGED_BY,
@@ -31,6 +32,7 @@ from txntable.api.constants import (
 )
 from txntable.launch.errors import PermanentLaunchError
 from txntable.launch.names import check_dns_label, check_dns_subdomain, label_value, run_name
+from txntable.launch.sizing import Sizing
 
 # Environment every job process receives (non-secret; credentials come from the Secret).
 ENV_RUN_ID: Final = "TXNTABLE_RUN_ID"
@@ -156,6 +158,9 @@ class RunRequest:
     ttl_seconds: int = 86_400
     #: Wall-clock limit of the run (Job ``activeDeadlineSeconds``); None = no limit.
     deadline_seconds: int | None = None
+    #: How ``driver``/``executor``/``spark_conf`` were sized (``launch.sizing``), kept on the
+    #: run object as an annotation; None for runs sized by the policy alone (checkpoints).
+    sizing: Sizing | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, RunKind):
@@ -212,12 +217,15 @@ class RunRequest:
     @property
     def annotations(self) -> dict[str, str]:
         """Full names and the identity a label cannot hold (labels are cut at 63 chars)."""
-        return {
+        out = {
             ANNOTATION_TABLE: self.table,
             ANNOTATION_POLICY: self.policy,
             ANNOTATION_SCHEDULED_TIME: self.scheduled_time.isoformat(),
             ANNOTATION_ATTEMPT: str(self.attempt),
         }
+        if self.sizing is not None:
+            out[ANNOTATION_SIZING] = self.sizing.to_annotation()
+        return out
 
     @property
     def job_env(self) -> dict[str, str]:
@@ -274,6 +282,9 @@ class RunStatus:
     annotations: Mapping[str, str] = field(default_factory=dict)
     #: True when ``launch`` found the run already there (409) and adopted it.
     adopted: bool = False
+    #: True when the run failed because a container or process ran out of memory
+    #: (``out_of_memory``): the controller retries it once with more memory.
+    out_of_memory: bool = False
 
     @property
     def attempt(self) -> int:
@@ -285,6 +296,11 @@ class RunStatus:
     @property
     def kind(self) -> str | None:
         return self.labels.get(LABEL_KIND)
+
+    @property
+    def sizing(self) -> Sizing | None:
+        """The resources the run was launched with, when it recorded them."""
+        return Sizing.from_annotation(self.annotations.get(ANNOTATION_SIZING))
 
     @property
     def policy(self) -> str | None:
@@ -304,3 +320,19 @@ def last_json_line(text: str) -> dict[str, Any] | None:
         if isinstance(value, dict):
             return value
     return None
+
+
+#: What backends and runtimes say when a container or process runs out of memory: the
+#: kubelet's ``OOMKilled`` (exit code 137 = killed by SIGKILL), the JVM's
+#: ``java.lang.OutOfMemoryError``, YARN/Spark's "Container killed ... memory", Python's
+#: ``MemoryError`` (Spark's ``ExecutorLostFailure`` reasons quote the kubelet's).
+OOM_PATTERN: Final = re.compile(
+    r"OOMKilled|OutOfMemoryError|\bMemoryError\b|Container killed[^\n]*memory"
+    r"|(exit ?code|ExitCode)[:= ]*137\b|exit code -9\b|killed by signal 9\b"
+)
+
+
+def out_of_memory(*texts: str | None) -> bool:
+    """Whether any of ``texts`` (a backend's message, a log tail) says the run ran out of
+    memory (``OOM_PATTERN``)."""
+    return any(text and OOM_PATTERN.search(text) for text in texts)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,9 @@ class BinResult:
     rows: int = 0
     seconds: float = 0.0
     error: str | None = None
+    #: the worker process's peak resident memory (bytes) once the bin was done: the memory a
+    #: task slot needed (the controller sizes later runs by it, ``launch.sizing``); 0 unknown
+    peak_memory: int = 0
 
     @property
     def ok(self) -> bool:
@@ -105,6 +109,7 @@ class BinResult:
             rows=int(obj.get("rows") or 0),
             seconds=float(obj.get("seconds") or 0.0),
             error=obj.get("error"),
+            peak_memory=int(obj.get("peak_memory") or 0),
         )
 
 
@@ -326,6 +331,7 @@ def rewrite_bin(task: BinTask) -> BinResult:
             written=tuple(written),
             rows=data.num_rows,
             seconds=time.monotonic() - start,
+            peak_memory=peak_memory(),
         )
     except Exception as exc:  # a worker reports, the orchestrator decides
         return BinResult(
@@ -333,7 +339,19 @@ def rewrite_bin(task: BinTask) -> BinResult:
             written=tuple(written),
             seconds=time.monotonic() - start,
             error=error_line(exc),
+            peak_memory=peak_memory(),
         )
+
+
+def peak_memory() -> int:
+    """This process's peak resident memory in bytes (``ru_maxrss``; 0 where unknown). In a
+    Spark Python worker it is the most any task of that worker needed, the worker included."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Linux/macOS
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
 
 
 def error_line(exc: BaseException) -> str:

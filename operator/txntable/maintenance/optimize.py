@@ -129,6 +129,10 @@ class OptimizeResult:
     #: partitions the plan left alone because other writers changed them recently
     #: (``DeferredPartition.to_json``); None when the policy avoids nothing
     deferred_partitions: list[dict[str, Any]] | None = None
+    #: the highest peak memory (bytes) a rewrite task's process reported, and the input bytes
+    #: of the largest bin rewritten: what the controller sizes the next run's executors by
+    peak_task_memory: int = 0
+    largest_bin_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -160,6 +164,9 @@ class OptimizeResult:
             out["parquet"] = self.parquet
         if self.deferred_partitions is not None:
             out["deferredPartitions"] = self.deferred_partitions
+        if self.peak_task_memory:
+            out["peakTaskMemoryBytes"] = self.peak_task_memory
+            out["largestBinBytes"] = self.largest_bin_bytes
         return out
 
 
@@ -417,6 +424,8 @@ class _Run:
         self._bin_bytes.update({b.bin_id: b.total_bytes for b in batch})
         self._bin_partitions.update({b.bin_id: b.partition_values for b in batch})
         results = self.executor.run([self.task(b) for b in batch])
+        result.peak_task_memory = max([result.peak_task_memory, *(r.peak_memory for r in results)])
+        result.largest_bin_bytes = max([result.largest_bin_bytes, *(b.total_bytes for b in batch)])
         for r in results:
             if not r.ok:
                 self._skip([r], f"rewrite failed: {r.error}", result)
