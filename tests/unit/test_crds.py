@@ -80,6 +80,22 @@ def test_names_scope_version_and_subresources(kind: str) -> None:
     assert version["subresources"] == {"status": {}}
 
 
+def test_the_category_shadows_no_resource_name() -> None:
+    # kubectl expands a category before it resolves a resource: a category spelt like a plural,
+    # singular or short name would turn ``kubectl describe txntable NAME`` into all three kinds
+    names = {
+        n
+        for crd in CRDS.values()
+        for n in (
+            crd["spec"]["names"]["plural"],
+            crd["spec"]["names"]["singular"],
+            crd["spec"]["names"]["kind"].lower(),
+            *crd["spec"]["names"]["shortNames"],
+        )
+    }
+    assert c.CATEGORY not in names
+
+
 def test_short_names_are_unique() -> None:
     shorts = [s for crd in CRDS.values() for s in crd["spec"]["names"]["shortNames"]]
     assert len(shorts) == len(set(shorts))

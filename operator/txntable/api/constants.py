@@ -11,7 +11,9 @@ from typing import Final
 GROUP: Final = "txntable.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
-CATEGORY: Final = "txntable"
+#: Not "txntable": kubectl expands a category before a resource name, so a category equal to
+#: the singular of TxnTable would turn `kubectl get txntable NAME` into a get of all three kinds.
+CATEGORY: Final = "txntable-all"
 
 KIND_TABLE: Final = "TxnTable"
 KIND_COMPACTION_POLICY: Final = "CompactionPolicy"

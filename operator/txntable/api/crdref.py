@@ -23,7 +23,7 @@ HEADER = """# Custom resource reference
      tests/unit/test_crdref.py fails when this file is stale. -->
 
 API group `txntable.io`, version `v1alpha1`. All kinds are namespaced, have a status
-subresource and belong to the category `txntable` (`kubectl get txntable` lists them all).
+subresource and belong to the category `txntable-all` (`kubectl get txntable-all` lists them all).
 Sizes are Kubernetes quantities (`128Mi`, `1Gi`) or integers of bytes; durations are written
 `90s`, `15m`, `1h30m`, `30d`. Credentials are only ever referenced (`spec.storage.secretRef`);
 option keys that look like credentials are rejected.
