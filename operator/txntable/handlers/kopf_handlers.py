@@ -8,12 +8,14 @@ to re-run. Settings are applied once at start-up; clients live in the memo, neve
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import os
+import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from txntable.api.constants import (
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
 from txntable.config import Config
+from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.operate import Operator
 from txntable.handlers.secret_cache import SecretCache, SecretData
@@ -78,6 +81,18 @@ class State:
     secrets: SecretCache | None = None
     #: per table: the resourceVersion of the Secret its cached table was opened with
     secret_versions: dict[str, str | None] = field(default_factory=dict)
+    #: commit events (handlers.commit_events) and, per table, how its daemon is woken
+    events: CommitEvents | None = None
+    wakers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=dict)
+    #: per table: held while it is reconciled (the timer and the commit-events daemon)
+    locks: dict[str, threading.Lock] = field(default_factory=dict)
+
+    def wake(self, key: str) -> None:
+        """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
+        found = self.wakers.get(key)
+        if found is not None:
+            loop, event = found
+            loop.call_soon_threadsafe(event.set)
 
 
 def _api_client() -> Any:
@@ -142,6 +157,12 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     state.secrets = SecretCache(lambda ns, name: _read_secret(api_client, ns, name))
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); only /metrics here.
     state.servers = [MetricsServer(registry, config.metrics_port).start()]
+    state.events = CommitEvents(
+        state.wake,
+        probe_interval=config.event_probe_interval_seconds,
+        debounce=config.event_debounce_seconds,
+        on_event=metrics.commit_event,
+    ).start()
     memo.state = state
 
 
@@ -162,6 +183,8 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     state: State | None = getattr(memo, "state", None)
     for server in state.servers if state else ():
         server.stop()
+    if state is not None and state.events is not None:
+        state.events.close()
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -380,27 +403,86 @@ def validate(*, body: kopf.Body, old: Any, patch: kopf.Patch, **_: Any) -> None:
 )
 def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
     """Observe the table's log, follow and start runs, and write the status if it changed."""
-    compaction_index: kopf.Index[str, dict[str, Any]] = kwargs["compaction_policies"]
-    checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
+    _drop_legacy_finalizer(body, patch)
+    new = _reconcile_table(body, memo, kwargs, woken=False)
+    if new is not None:
+        patch.status.update(new)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL_TABLE, id="commit-events", cancellation_timeout=10.0)
+async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwargs: Any) -> None:
+    """Reconcile the table as soon as its commits are announced (handlers.commit_events),
+    debounced; the ``reconcile`` timer stays the fallback. Status goes through the API."""
+    state = _state(memo)
+    meta = body.get("metadata", {})
+    namespace, name = meta.get("namespace", "default"), meta.get("name")
+    key = meta.get("uid") or f"{namespace}/{name}"
+    wake = asyncio.Event()
+    state.wakers[key] = (asyncio.get_running_loop(), wake)
+    try:
+        while not stopped:
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=5.0)
+            except TimeoutError:
+                continue  # look at ``stopped`` again
+            wake.clear()
+            new = await asyncio.to_thread(_reconcile_table, body, memo, kwargs, woken=True)
+            if new is not None and not stopped:
+                await asyncio.to_thread(_patch_status, state.api_client, namespace, name, new)
+    finally:
+        state.wakers.pop(key, None)
+
+
+def _patch_status(api_client: Any, namespace: str, name: str, status: dict[str, Any]) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        client.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL_TABLE, name, {"status": status}
+        )
+    except ApiException as exc:  # the timer writes it at its next tick
+        log.warning("status of %s/%s not written (%s)", namespace, name, exc.status)
+
+
+def _reconcile_table(
+    body: kopf.Body, memo: kopf.Memo, kwargs: dict[str, Any], *, woken: bool
+) -> dict[str, Any] | None:
+    """One reconcile of the table; the status to write, or None when it has not changed.
+    A ``woken`` call (commit events) skips the observe-interval gate of the timer."""
     state = _state(memo)
     started = time.monotonic()
-    _drop_legacy_finalizer(body, patch)
     try:
         table = TxnTable.from_manifest(dict(body))
     except InvalidSpecError as exc:
         new = _invalid_status(body, exc)
-        if _changed(body.get("status") or {}, new):
-            patch.status.update(new)
-        return
+        return new if _changed(body.get("status") or {}, new) else None
     key = table.metadata.uid or f"{table.metadata.namespace}/{table.metadata.name}"
+    with state.locks.setdefault(key, threading.Lock()):
+        return _reconcile_locked(state, body, table, key, kwargs, woken=woken, started=started)
+
+
+def _reconcile_locked(
+    state: State,
+    body: kopf.Body,
+    table: TxnTable,
+    key: str,
+    kwargs: dict[str, Any],
+    *,
+    woken: bool,
+    started: float,
+) -> dict[str, Any] | None:
+    compaction_index: kopf.Index[str, dict[str, Any]] = kwargs["compaction_policies"]
+    checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
     interval = max(table.spec.observe_interval, 0)
-    if time.monotonic() - state.last_tick.get(key, -1e9) < interval:
-        return
+    if not woken and time.monotonic() - state.last_tick.get(key, -1e9) < interval:
+        return None
     state.last_tick[key] = time.monotonic()
     namespace = table.metadata.namespace or "default"
     comp = _parse_all(compaction_index.get(namespace), CompactionPolicy.from_manifest)
     ckpt = _parse_all(checkpoint_index.get(namespace), CheckpointPolicy.from_manifest)
     others = sum(n for k, n in state.active_runs.items() if k != key)
+    options = _secret_options(state, key, table)
     state.liveness.begin(key, time.monotonic())
     try:
         with state.metrics.timed("table") if state.metrics else nullcontext():
@@ -408,7 +490,7 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
                 table,
                 comp,
                 ckpt,
-                storage_options=_secret_options(state, key, table),
+                storage_options=options,
                 active_total=others,
             )
     finally:
@@ -419,10 +501,22 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     state.active_runs[key] = tick.active_runs
     for event in tick.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-    new = tick.status.to_status()
-    if _changed(body.get("status") or {}, new):
-        patch.status.update(new)
-    log.debug("reconciled %s in %.3fs", key, time.monotonic() - started)
+    status = tick.status
+    if state.events is not None:
+        notifications = table.spec.notifications
+        state.events.watch(
+            key,
+            table.spec.location,
+            version=status.version,
+            sqs_queue_url=notifications.sqs_queue_url if notifications else None,
+            storage_options=dict(table.spec.storage.options) | options,
+        )
+        status = replace(status, observation=state.events.status(key))
+        if state.metrics is not None:
+            state.metrics.observation_mode(namespace, table.metadata.name, status.observation)
+    new = status.to_status()
+    log.debug("reconciled %s in %.3fs (%s)", key, time.monotonic() - started, woken)
+    return new if _changed(body.get("status") or {}, new) else None
 
 
 def _changed(current: Any, new: dict[str, Any]) -> bool:
@@ -459,3 +553,6 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     state.active_runs.pop(key, None)
     state.last_tick.pop(key, None)
     state.secret_versions.pop(key, None)
+    state.locks.pop(key, None)
+    if state.events is not None:
+        state.events.unwatch(key)

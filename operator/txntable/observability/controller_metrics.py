@@ -124,6 +124,11 @@ class ControllerMetrics:
         )
         self.writable = gauge("writable", "1 when txntable can write the table's protocol.")
         self.observed = gauge("observed_timestamp_seconds", "Unix time of the last observation.")
+        self.conflict_backoff = gauge(
+            "conflict_backoff_seconds",
+            "Seconds until the next compaction run may start because our recent runs kept "
+            "conflicting with other writers (0: no back-off; spec.avoidRecentWrites.backOff).",
+        )
         self.log_commits = Counter(
             "txntable_log_commits_total",
             "Commits seen landing in the table's log, by operation, engine family and whether "
@@ -242,6 +247,18 @@ class ControllerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.commit_events = Counter(
+            "txntable_commit_events_total",
+            "Commits announced by an event source (LogProbe, SQS) before the debounce.",
+            ["source"],
+            registry=r,
+        )
+        self.event_driven = Gauge(
+            "txntable_table_event_driven",
+            "1 when the table's commits wake its observation, 0 when it is polled.",
+            t,
+            registry=r,
+        )
         self.last_reconcile = Gauge(
             "txntable_last_reconcile_timestamp_seconds",
             "Unix time the last reconcile finished without error.",
@@ -255,11 +272,12 @@ class ControllerMetrics:
             self.log_retries, self.runs, self.run_duration, self.last_success, self.failure_streak,
             self.files_removed, self.files_added, self.bytes_removed, self.bytes_added,
             self.vacuum_files, self.vacuum_bytes, self.run_attempts, self.run_retries,
-            self.run_commits, self.run_conflicts,
+            self.run_commits, self.run_conflicts, self.event_driven,
         ]  # fmt: skip
         self._operations = OperationLabels()
         self._log_position: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
+        self._per_table.append(self.conflict_backoff)
 
     # -- table health ----------------------------------------------------------------------
     def observe_table(self, namespace: str, name: str, health: HealthLike) -> None:
@@ -283,6 +301,10 @@ class ControllerMetrics:
             _remove(self.last_checkpoint, labels)
         self.writable.labels(*labels).set(1 if health.writable else 0)
         self.observed.labels(*labels).set(time.time())
+
+    def observe_conflict_backoff(self, namespace: str, name: str, seconds: float) -> None:
+        """Set how long the conflict back-off still holds the table's compaction (0: none)."""
+        self.conflict_backoff.labels(namespace, name).set(max(0.0, seconds))
 
     # -- commits in the log ----------------------------------------------------------------
     def observe_log_commits(
@@ -412,6 +434,15 @@ class ControllerMetrics:
             self.reconcile_finished(kind, time.monotonic() - started, error=True)
             raise
         self.reconcile_finished(kind, time.monotonic() - started, error=False)
+
+    def commit_event(self, source: Any) -> None:
+        """An event source announced a commit (``source``: an ``EventSource`` or its name)."""
+        self.commit_events.labels(str(getattr(source, "value", source))).inc()
+
+    def observation_mode(self, namespace: str, name: str, observation: Any) -> None:
+        """Whether the table is event-driven (``observation.mode == "Events"``) or polled."""
+        mode = getattr(getattr(observation, "mode", None), "value", None)
+        self.event_driven.labels(namespace, name).set(1 if mode == "Events" else 0)
 
     def forget_table(self, namespace: str, name: str) -> None:
         """Drop every series of a deleted table."""
