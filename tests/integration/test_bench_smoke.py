@@ -66,3 +66,28 @@ def test_vacuum_benchmark_runs_and_both_engines_delete_the_same_files() -> None:
     for engine in ("ours", "deltalake"):
         assert result["samples"][engine][0]["deleted"] == result["deleted_expected"]
     assert "| ours |" in vacuum.render(result)
+
+
+def test_scale_benchmark_runs_the_controller_and_counts_its_requests(tmp_path: Path) -> None:
+    from bench import scale
+    from bench.controller_memory import TINY
+
+    row = scale.measure(4, 2.0, tmp_path, big=1, big_spec=TINY, window_intervals=2, lag_sample=4)
+    assert (row["tables"], row["big_tables"], row["big_files"]) == (4, 1, TINY.active_files)
+    # every table was observed, so each had its status patched at least once, counted by verb
+    patches = sum(n for what, n in row["warmup_requests"].items() if what.startswith("patch "))
+    assert patches >= 4, row["warmup_requests"]
+    assert all(len(what.split()) == 2 for what in row["requests"]), row["requests"]
+    assert len(row["lag_s"]) == 4 and len(row["lag_big_s"]) == 1
+    assert row["rss_mb"] > 0 and row["peak_rss_mb"] >= row["rss_mb"] and row["cpu_s"] >= 0
+    markdown = scale.render(
+        {
+            "rows": [row],
+            "window_intervals": 2,
+            "machine": scale._machine(),
+            "measured": "now",
+            "code": "abc",
+            "wall_s": 1.0,
+        }
+    )
+    assert f"| 4 (1 of {TINY.active_files:,} files) |" in markdown
