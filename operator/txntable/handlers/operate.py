@@ -51,6 +51,7 @@ from txntable.engine.schema import to_arrow_type
 from txntable.engine.storage import Storage
 from txntable.engine.summary import TableSummary
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
+from txntable.handlers.run_sizing import RunSizer, running_note
 from txntable.launch import (
     Backend,
     Backoff,
@@ -129,6 +130,8 @@ class Operator:
     )
     #: Per table: the record made for each finished run already adopted, by run name.
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
+    #: Per table: what sizes its compaction runs (peaks seen, the newest finished run, OOMs).
+    sizer: RunSizer = field(default_factory=RunSizer)
 
     # -- observation --------------------------------------------------------------------
     def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
@@ -168,6 +171,7 @@ class Operator:
         self._tables.pop(key, None)
         self._summaries.pop(key, None)
         self._recorded.pop(key, None)
+        self.sizer.forget(key)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -269,6 +273,10 @@ class Operator:
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
+        if comp.policy is not None:  # out of memory with all the policy allows: no retry
+            attempt = retries["optimize"].attempt if "optimize" in retries else 0
+            if (held := self.sizer.hold(key, comp.policy, attempt)) is not None:
+                retries["optimize"] = held
         active = tuple(
             ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
         )
@@ -372,6 +380,9 @@ class Operator:
             except LaunchError as exc:
                 events.append(Event("Warning", "RunListFailed", str(exc)))
                 continue
+            found = self.sizer.detail(
+                table.metadata.uid or f"{ns}/{table.metadata.name}", ns, launcher, found
+            )
             runs.extend(found)
             limits = [p for p in (comp, ckpt) if p is not None]
             if limits:
@@ -454,6 +465,7 @@ class Operator:
                         microsecond=0
                     ),
                     version=previous.version if previous else None,
+                    message=running_note(newest) if kind == "optimize" else None,
                 )
         return records[0], records[1], records[2]
 
@@ -493,6 +505,11 @@ class Operator:
             message = (message + "; " if message else "") + note
             detail = (detail + "; " if detail else "") + note
         said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
+        if run.out_of_memory and outcome is RunOutcome.FAILED:
+            message = (message + "; " if message else "") + "out of memory"
+            events.append(
+                Event("Warning", "RunOutOfMemory", f"{kind_word} run {run.name} ran out of memory")
+            )
         events.append(
             Event(
                 "Normal" if outcome is not RunOutcome.FAILED else "Warning",
@@ -517,8 +534,11 @@ class Operator:
         decision: Decision,
         events: list[Event],
     ) -> str | None:
+        ns = table.metadata.namespace or "default"
+        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
+        sizing = self.sizer.size(key, policy, self._summaries.get(key))
         try:
-            req = compaction_request(table, policy, decision, self.config)
+            req = compaction_request(table, policy, decision, self.config, sizing)
             launcher = self.launchers(req.backend)
             for old in decision.replace_runs:
                 launcher.delete(req.namespace, old)
@@ -535,8 +555,13 @@ class Operator:
             log.info("compaction %s already finished (%s)", req.name, status.state.value)
             return None
         verb = "adopted" if status.adopted else "started"
+        sized = f"; {sizing.reason}" if sizing.reason and not status.adopted else ""
         events.append(
-            Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
+            Event(
+                "Normal",
+                "RunStarted",
+                f"compaction {req.name} {verb}: {decision.message}{sized}"[:1024],
+            )
         )
         log.info("compaction %s %s (%s)", req.name, verb, decision.message)
         return req.name
