@@ -50,8 +50,8 @@ from txntable.engine.errors import (
 from txntable.engine.schema import to_arrow_type
 from txntable.engine.storage import Storage
 from txntable.engine.summary import TableSummary
+from txntable.handlers.foresight import Foresight
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
-from txntable.handlers.run_sizing import RunSizer, running_note
 from txntable.launch import (
     Backend,
     Backoff,
@@ -78,6 +78,7 @@ from txntable.reconcile.decide import (
     vacuumed,
 )
 from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept
+from txntable.reconcile.plan import plan_status
 from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
@@ -130,8 +131,8 @@ class Operator:
     )
     #: Per table: the record made for each finished run already adopted, by run name.
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
-    #: Per table: what sizes its compaction runs (peaks seen, the newest finished run, OOMs).
-    sizer: RunSizer = field(default_factory=RunSizer)
+    #: Per table: the next compaction run's plan and the throughput it is estimated from.
+    foresight: Foresight = field(default_factory=Foresight)
 
     # -- observation --------------------------------------------------------------------
     def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
@@ -171,7 +172,7 @@ class Operator:
         self._tables.pop(key, None)
         self._summaries.pop(key, None)
         self._recorded.pop(key, None)
-        self.sizer.forget(key)
+        self.foresight.forget(key)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -263,6 +264,15 @@ class Operator:
                 last_vacuum_time=vacuum_time,
             ),
         )
+        summary = self._summaries.get(key)
+        plan = (
+            self.foresight.plan(key, comp.policy, summary, runs, now)
+            if comp.policy is not None and summary is not None and health is not None
+            else None
+        )
+        conflicts = self.foresight.conflicts(
+            table, comp.policy, runs, last_c, now, metrics=self.metrics
+        )
         cooldown = comp.policy.spec.triggers.cooldown if comp.policy else 0
         retries = {
             kind: retry
@@ -273,10 +283,6 @@ class Operator:
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
-        if comp.policy is not None:  # out of memory with all the policy allows: no retry
-            attempt = retries["optimize"].attempt if "optimize" in retries else 0
-            if (held := self.sizer.hold(key, comp.policy, attempt)) is not None:
-                retries["optimize"] = held
         active = tuple(
             ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
         )
@@ -287,8 +293,14 @@ class Operator:
         launched: list[str] = []
         if health is not None and engine_table is not None:
             work = Work(now, active, active_total, self.config.max_concurrent_runs, retries)
+            work = replace(work, conflicts=conflicts.hold, plan_id=plan.plan_id if plan else None)
             if comp.policy is not None:
                 comp_decision = decide_compaction(table, comp.policy, health, work)
+                said = self.foresight.announcement(
+                    comp_decision, table.status.conditions, work.plan_id
+                )
+                if said is not None:
+                    events.append(Event("Normal", *said))
                 name = (
                     self._start_compaction(table, comp.policy, comp_decision, events)
                     if comp_decision.launch
@@ -353,6 +365,8 @@ class Operator:
             vacuum_decision=vac_decision,
             last_vacuum=last_v,
             last_vacuum_time=vacuum_time,
+            plan=plan_status(plan) if plan is not None else None,
+            conflicts=conflicts.status,
         )
         return Tick(table_status(table, outcome), tuple(events), tuple(launched), len(active))
 
@@ -380,9 +394,6 @@ class Operator:
             except LaunchError as exc:
                 events.append(Event("Warning", "RunListFailed", str(exc)))
                 continue
-            found = self.sizer.detail(
-                table.metadata.uid or f"{ns}/{table.metadata.name}", ns, launcher, found
-            )
             runs.extend(found)
             limits = [p for p in (comp, ckpt) if p is not None]
             if limits:
@@ -465,7 +476,6 @@ class Operator:
                         microsecond=0
                     ),
                     version=previous.version if previous else None,
-                    message=running_note(newest) if kind == "optimize" else None,
                 )
         return records[0], records[1], records[2]
 
@@ -505,11 +515,6 @@ class Operator:
             message = (message + "; " if message else "") + note
             detail = (detail + "; " if detail else "") + note
         said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
-        if run.out_of_memory and outcome is RunOutcome.FAILED:
-            message = (message + "; " if message else "") + "out of memory"
-            events.append(
-                Event("Warning", "RunOutOfMemory", f"{kind_word} run {run.name} ran out of memory")
-            )
         events.append(
             Event(
                 "Normal" if outcome is not RunOutcome.FAILED else "Warning",
@@ -534,11 +539,8 @@ class Operator:
         decision: Decision,
         events: list[Event],
     ) -> str | None:
-        ns = table.metadata.namespace or "default"
-        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
-        sizing = self.sizer.size(key, policy, self._summaries.get(key))
         try:
-            req = compaction_request(table, policy, decision, self.config, sizing)
+            req = compaction_request(table, policy, decision, self.config)
             launcher = self.launchers(req.backend)
             for old in decision.replace_runs:
                 launcher.delete(req.namespace, old)
@@ -555,13 +557,8 @@ class Operator:
             log.info("compaction %s already finished (%s)", req.name, status.state.value)
             return None
         verb = "adopted" if status.adopted else "started"
-        sized = f"; {sizing.reason}" if sizing.reason and not status.adopted else ""
         events.append(
-            Event(
-                "Normal",
-                "RunStarted",
-                f"compaction {req.name} {verb}: {decision.message}{sized}"[:1024],
-            )
+            Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
         )
         log.info("compaction %s %s (%s)", req.name, verb, decision.message)
         return req.name

@@ -5,9 +5,11 @@ Inputs are plain values (the table resource, its policy, the observed health, th
 the clock); the output is a ``Decision`` whose reason and message end up in a status condition, so
 a user can always see why nothing happened. Guards are checked in a fixed order, the first that
 applies wins: suspension, protocol, work in flight, the global run limit, maintenance windows,
-the back-off after a failed run, cooldown, then the triggers. A launch after a failed run is the
-next attempt (``Decision.attempt``): its run gets a new name, so it is never mistaken for the
-finished run it retries.
+the back-off after a failed run, the conflict back-off (``reconcile.conflicts``), cooldown, then
+the triggers; a due compaction under a policy with ``requireApproval`` then waits until the
+table's annotation ``txntable.io/approve-plan`` names the current plan (``Work.plan_id``). A
+launch after a failed run is the next attempt (``Decision.attempt``): its run gets a new name, so
+it is never mistaken for the finished run it retries.
 
 A VACUUM-only run (``decide_vacuum``) is for a table the compaction leaves alone: every compaction
 run of a policy with ``spec.vacuum.enabled`` ends with VACUUM, so the VACUUM-only run waits while
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.types import (
     CheckpointMode,
     CheckpointPolicy,
@@ -58,6 +61,8 @@ class Why(StrEnum):
     NOT_DUE = "NotDue"
     BACKING_OFF = "BackingOff"
     DISABLED = "Disabled"
+    CONFLICT_BACK_OFF = "ConflictBackOff"
+    AWAITING_APPROVAL = "AwaitingApproval"
 
 
 class Placement(StrEnum):
@@ -88,6 +93,15 @@ class Retry:
 
 
 @dataclass(frozen=True, slots=True)
+class Hold:
+    """Compaction held back until ``not_before`` for a reason other than a failed run (the
+    conflict back-off of ``reconcile.conflicts``)."""
+
+    not_before: datetime
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Work:
     """The work in flight and the clock, as seen at one reconcile tick."""
 
@@ -97,6 +111,10 @@ class Work:
     max_concurrent_runs: int = 4
     #: Back-off after a failed run, per run kind ("optimize" | "checkpoint" | "vacuum").
     retries: dict[str, Retry] = field(default_factory=dict)
+    #: Compaction held back because our recent runs kept conflicting (None: not held).
+    conflicts: Hold | None = None
+    #: The current plan's id (``status.plan.planId``), for ``spec.requireApproval``.
+    plan_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,17 +236,26 @@ def decide_compaction(
     held = _backing_off(work, "optimize")
     if held is not None:
         return held
+    hold = work.conflicts
+    if hold is not None and now < hold.not_before:
+        when = hold.not_before.replace(microsecond=0).isoformat()
+        return _wait(Why.CONFLICT_BACK_OFF, f"{hold.message}; not before {when}")
     attempt = _attempt(work, "optimize")
     due = _schedule_due(policy, last, now)
     if due is not None:
-        return Decision(
-            True,
-            Why.TRIGGERED,
-            f"schedule fired at {due.isoformat()}",
-            due,
-            "schedule",
-            replace,
-            attempt=attempt,
+        return _approved(
+            table,
+            policy,
+            work,
+            Decision(
+                True,
+                Why.TRIGGERED,
+                f"schedule fired at {due.isoformat()}",
+                due,
+                "schedule",
+                replace,
+                attempt=attempt,
+            ),
         )
     cooldown = timedelta(seconds=policy.spec.triggers.cooldown)
     finished = last.completion_time or last.start_time if last else None
@@ -237,7 +264,33 @@ def decide_compaction(
         return _wait(Why.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
     if finished is not None and now - finished < cooldown:
         return _wait(Why.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
-    return Decision(True, Why.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt)
+    launch = Decision(
+        True, Why.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt
+    )
+    return _approved(table, policy, work, launch)
+
+
+def _approved(table: TxnTable, policy: CompactionPolicy, work: Work, launch: Decision) -> Decision:
+    """``launch``, unless the policy requires approval and the table's annotation
+    ``txntable.io/approve-plan`` does not name the current plan (an earlier plan's id does
+    not approve a changed one)."""
+    if not policy.spec.require_approval:
+        return launch
+    given = table.metadata.annotations.get(ANNOTATION_APPROVE_PLAN)
+    wanted = work.plan_id
+    if wanted is not None and given == wanted:
+        return launch
+    if wanted is None:
+        return _wait(
+            Why.AWAITING_APPROVAL,
+            f"{launch.message}; the policy requires approval and no plan is known yet",
+        )
+    earlier = f" ({ANNOTATION_APPROVE_PLAN}={given} approved an earlier plan)" if given else ""
+    return _wait(
+        Why.AWAITING_APPROVAL,
+        f"{launch.message}; plan {wanted} awaits approval: annotate the TxnTable with "
+        f"{ANNOTATION_APPROVE_PLAN}={wanted}{earlier}",
+    )
 
 
 _KIND_WORDS = {"optimize": "compaction", "vacuum": "vacuum", "checkpoint": "checkpoint"}

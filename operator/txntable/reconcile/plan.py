@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.api.policies import CompactionPolicySpec
+from txntable.api.table import PlannedPartition, PlanStatus
 from txntable.engine import retention
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.predicates import bind, typed_partition_values
@@ -54,6 +56,9 @@ TOP_PARTITIONS = 5
 RATE_RUNS = 5
 #: Characters of ``plan_id`` (hex of a SHA-256).
 PLAN_ID_LENGTH = 12
+#: Bounds of the status view (the CRD's maxLength).
+PARTITION_TEXT_LENGTH = 1024
+NOTE_LENGTH = 2048
 
 PartitionKey = tuple[str | None, ...]
 
@@ -369,3 +374,62 @@ def _plan_id(
     }
     text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:PLAN_ID_LENGTH]
+
+
+# -- the policy in, the status out --------------------------------------------------------------
+def optimize_policy(spec: CompactionPolicySpec, where: str | None) -> OptimizePolicy:
+    """The planner's policy for a CompactionPolicy (``where``: its partition filters as one
+    predicate), as the optimize job builds it from the run's flags."""
+    within = spec.avoid_recent_writes.within
+    return OptimizePolicy(
+        target_file_size=spec.target_file_size,
+        min_file_size=spec.min_file_size,
+        min_input_files=spec.min_input_files,
+        max_bytes=spec.max_bytes_per_run,
+        where=where,
+        zorder_by=tuple(spec.z_order_by),
+        dv_purge_ratio=spec.deletion_vector_purge_percent / 100,
+        avoid_recent_writes_ms=within * 1000 if within else None,
+        avoid_writes=spec.avoid_recent_writes.writes.value.lower(),
+    )
+
+
+def _partition_text(values: tuple[tuple[str, str | None], ...]) -> str:
+    """A partition as a predicate of the engine's SQL subset (``p = 'a' AND q IS NULL``)."""
+    parts = []
+    for name, value in values:
+        column = name if name.isidentifier() else "`" + name.replace("`", "``") + "`"
+        if value is None:
+            parts.append(f"{column} IS NULL")
+        else:
+            quoted = value.replace("\\", "\\\\").replace("'", "\\'")
+            parts.append(f"{column} = '{quoted}'")
+    text = " AND ".join(parts)
+    return text if len(text) <= PARTITION_TEXT_LENGTH else text[: PARTITION_TEXT_LENGTH - 3] + "..."
+
+
+def plan_status(plan: CompactionPlan) -> PlanStatus:
+    """The small view of ``plan`` kept in ``TxnTable.status.plan`` (no version, no time: it
+    changes only when the work, the estimate or the notes change)."""
+    note = "; ".join(plan.notes)
+    if len(note) > NOTE_LENGTH:
+        note = note[: NOTE_LENGTH - 3] + "..."
+    return PlanStatus(
+        plan_id=plan.plan_id,
+        bins=plan.bins,
+        files=plan.input_files,
+        input_bytes=plan.input_bytes,
+        largest_bin_bytes=plan.largest_bin_bytes,
+        deferred_bins=plan.deferred_bins,
+        partitions=tuple(
+            PlannedPartition(
+                partition=_partition_text(w.values), bins=w.bins, files=w.files, bytes=w.bytes
+            )
+            for w in plan.top_partitions()
+        ),
+        vacuum_files=plan.vacuum.files if plan.vacuum else None,
+        vacuum_bytes=plan.vacuum.bytes if plan.vacuum else None,
+        estimated_seconds=plan.estimated_seconds,
+        exact=plan.exact,
+        note=note or None,
+    )

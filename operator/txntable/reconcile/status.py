@@ -15,6 +15,8 @@ from txntable.api.conditions import Condition, ConditionType, Reason, set_condit
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
+    ConflictStatus,
+    PlanStatus,
     RunRecord,
     TablePhase,
     TableProtocol,
@@ -56,6 +58,9 @@ class Outcome:
     vacuum_decision: Decision | None = None
     last_vacuum: RunRecord | None = None
     last_vacuum_time: datetime | None = None
+    #: the next compaction run's plan (``reconcile.plan``) and our runs' conflicts
+    plan: PlanStatus | None = None
+    conflicts: ConflictStatus | None = None
 
 
 def _policy_message(res: Resolution[Any]) -> tuple[bool, str, str]:
@@ -132,6 +137,8 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
         last_checkpoint=out.last_checkpoint,
         last_vacuum=out.last_vacuum or current.last_vacuum,
         last_vacuum_time=_latest(current.last_vacuum_time, out.last_vacuum_time),
+        plan=out.plan,
+        conflicts=out.conflicts,
     )
     if health is not None:
         status = replace(

@@ -1,0 +1,191 @@
+"""What the controller tells before it acts: the next compaction run's plan and the conflict
+back-off, kept per table between reconciles.
+
+``Operator.reconcile`` asks ``Foresight`` once per tick. The plan (``reconcile.plan``) is
+recomputed from the table's summary only when the log, the policy or the learnt throughput
+changed, or ``PLAN_REFRESH`` passed (removed files age past the retention with no commit), so a
+tick of an idle table costs no planning and writes no status. Conflict figures of our finished
+runs come from their result lines and are kept in ``status.conflicts`` (they outlive the runs'
+history limits and a controller restart); the back-off they call for is ``reconcile.conflicts``.
+Events for a compaction held by approval or by the back-off are posted once: when the Compacting
+condition did not already say so (for approval: for the same planId).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from txntable.api.conditions import Condition, ConditionType
+from txntable.api.types import CompactionPolicy, ConflictStatus, RunRecord, TxnTable
+from txntable.engine.errors import EngineError
+from txntable.engine.summary import TableSummary
+from txntable.handlers.requests import predicate
+from txntable.launch import RunState, RunStatus
+from txntable.maintenance.errors import MaintenanceError
+from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
+from txntable.reconcile.decide import Decision, Hold, Why
+from txntable.reconcile.plan import (
+    CompactionPlan,
+    RunRate,
+    learn_rate,
+    optimize_policy,
+    plan_from_summary,
+)
+
+if TYPE_CHECKING:
+    from txntable.observability.controller_metrics import ControllerMetrics
+
+log = logging.getLogger(__name__)
+
+#: A table's plan is recomputed at least this often (its VACUUM figures follow the clock).
+PLAN_REFRESH = timedelta(minutes=10)
+
+_Signature = tuple[int, int, str, int | None, str | None, RunRate | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Conflicts:
+    """This tick's conflict figures: the status to write and the hold for the decision."""
+
+    status: ConflictStatus | None
+    hold: Hold | None
+    #: seconds until the hold ends (0: none), for the metric
+    seconds: float = 0.0
+
+
+@dataclass
+class Foresight:
+    """Per table: the last plan (with what it was computed from) and the learnt throughput."""
+
+    _plans: dict[str, tuple[_Signature, datetime, CompactionPlan]] = field(default_factory=dict)
+    _rates: dict[str, RunRate] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._plans.pop(key, None)
+            self._rates.pop(key, None)
+
+    # -- the plan ------------------------------------------------------------------------
+    def plan(
+        self,
+        key: str,
+        policy: CompactionPolicy,
+        summary: TableSummary,
+        runs: Sequence[RunStatus],
+        now: datetime,
+    ) -> CompactionPlan | None:
+        """The next compaction run's plan on ``summary`` (None when the policy cannot be
+        planned on this table, e.g. a filter on a column it does not have)."""
+        rate = learn_rate(_throughput(runs), self._rates.get(key))
+        meta = policy.metadata
+        signature: _Signature = (
+            summary.version,
+            id(summary),
+            meta.name,
+            meta.generation,
+            meta.resource_version if meta.generation is None else None,
+            rate,
+        )
+        with self._lock:
+            if rate is not None:
+                self._rates[key] = rate
+            known = self._plans.get(key)
+        if known is not None and known[0] == signature and now - known[1] < PLAN_REFRESH:
+            return known[2]
+        spec = policy.spec
+        try:
+            made = plan_from_summary(
+                summary,
+                optimize_policy(spec, predicate(spec.partition_filters)),
+                vacuum=spec.vacuum.enabled,
+                vacuum_retention_ms=spec.vacuum.retention * 1000 if spec.vacuum.retention else None,
+                now_ms=int(now.timestamp() * 1000),
+                rate=rate,
+            )
+        except (EngineError, MaintenanceError) as exc:
+            log.info("no plan for %s under policy %s: %s", key, meta.name, exc)
+            with self._lock:
+                self._plans.pop(key, None)
+            return None
+        with self._lock:
+            self._plans[key] = (signature, now, made)
+        return made
+
+    # -- conflicts -----------------------------------------------------------------------
+    def conflicts(
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy | None,
+        runs: Sequence[RunStatus],
+        last: RunRecord | None,
+        now: datetime,
+        *,
+        metrics: ControllerMetrics | None = None,
+    ) -> Conflicts:
+        """Our runs' conflict figures (the status's, with newly finished runs in front) and
+        the back-off ``policy`` asks for now."""
+        finished = sorted(
+            (r for r in runs if r.kind == "optimize" and r.state.finished),
+            key=lambda r: (r.created or r.started or now, r.name),
+            reverse=True,
+        )
+        new = [
+            f
+            for r in finished
+            if r.state is RunState.SUCCEEDED and (f := figures_of(r.name, r.result)) is not None
+        ]
+        known = table.status.conflicts.runs if table.status.conflicts else ()
+        figures = remember(known, new)
+        settings = policy.spec.avoid_recent_writes.back_off if policy is not None else None
+        ended = (last.completion_time or last.start_time) if last is not None else None
+        held = conflict_hold(figures, settings, ended) if settings is not None else None
+        active = held is not None and now < held.until
+        seconds = (held.until - now).total_seconds() if held is not None and active else 0.0
+        if metrics is not None:
+            ns = table.metadata.namespace or "default"
+            metrics.observe_conflict_backoff(ns, table.metadata.name, seconds)
+        return Conflicts(
+            status=conflict_status(figures, settings, held if active else None),
+            hold=Hold(held.until, held.message) if held is not None and active else None,
+            seconds=seconds,
+        )
+
+    # -- events ----------------------------------------------------------------------------
+    @staticmethod
+    def announcement(
+        decision: Decision | None, conditions: Sequence[Condition], plan_id: str | None
+    ) -> tuple[str, str] | None:
+        """(reason, message) of the event to post for ``decision`` when it holds a compaction
+        back for approval or conflicts and the Compacting condition did not say so yet."""
+        if decision is None or decision.why not in (Why.AWAITING_APPROVAL, Why.CONFLICT_BACK_OFF):
+            return None
+        prior = next((c for c in conditions if c.type == ConditionType.COMPACTING), None)
+        if prior is not None and prior.reason == decision.why:
+            if decision.why is Why.CONFLICT_BACK_OFF:
+                return None
+            if plan_id is not None and f"plan {plan_id} " in prior.message:
+                return None
+        return str(decision.why), decision.message
+
+
+def _throughput(runs: Sequence[RunStatus]) -> list[tuple[int, float]]:
+    """(input bytes, seconds) of finished compaction runs with a result, newest first."""
+    out: list[tuple[int, float]] = []
+    done = [r for r in runs if r.kind == "optimize" and r.state is RunState.SUCCEEDED and r.result]
+    for run in sorted(
+        done, key=lambda r: (r.finished or r.created or _EPOCH, r.name), reverse=True
+    ):
+        result = run.result or {}
+        size, seconds = result.get("numBytesRemoved"), result.get("seconds")
+        if isinstance(size, int) and isinstance(seconds, int | float):
+            out.append((size, float(seconds)))
+    return out
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
