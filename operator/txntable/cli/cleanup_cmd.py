@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from txntable.cli.errors import CliError
+from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
@@ -31,7 +33,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from txntable.engine.cleanup import cleanup_expired_logs
 
-    retention_ms = parse_interval_ms(args.retention) if args.retention else None
+    try:
+        retention_ms = parse_interval_ms(args.retention) if args.retention else None
+    except InvalidArgumentError as exc:  # a bad flag value is bad usage (exit 2), as argparse's
+        raise CliError(f"--retention: {exc}") from None
     snapshot = open_table(args).snapshot()
     result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=retention_ms)
     if args.json:

@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from txntable.cli.errors import CliError
+from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
 
@@ -58,7 +60,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from txntable.maintenance.errors import MaintenanceError
 
-    retention_ms = parse_interval_ms(args.retention) if args.retention else None
+    try:
+        retention_ms = parse_interval_ms(args.retention) if args.retention else None
+    except InvalidArgumentError as exc:  # a bad flag value is bad usage (exit 2), as argparse's
+        raise CliError(f"--retention: {exc}") from None
     snapshot = open_table(args).snapshot()
     try:
         result = _vacuum(args, snapshot, retention_ms)

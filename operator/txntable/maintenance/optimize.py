@@ -180,7 +180,10 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteO
     except InvalidArgumentError as exc:
         raise InvalidPolicyError(str(exc)) from None
     if policy.where:
-        bound = bind(policy.where, snapshot.fields, snapshot.partition_columns)
+        try:
+            bound = bind(policy.where, snapshot.fields, snapshot.partition_columns)
+        except InvalidArgumentError as exc:  # a malformed predicate: bad input, as below
+            raise InvalidPolicyError(f"OPTIMIZE --where: {exc}") from None
         if bound.data:
             cols = sorted({c for conjunct in bound.data for c in conjunct.columns()})
             raise InvalidPolicyError(
