@@ -52,6 +52,7 @@ from txntable.engine.storage import Storage
 from txntable.engine.summary import TableSummary
 from txntable.handlers.foresight import Foresight
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
+from txntable.handlers.run_sizing import RunSizer, running_note
 from txntable.launch import (
     Backend,
     Backoff,
@@ -133,6 +134,8 @@ class Operator:
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
     #: Per table: the next compaction run's plan and the throughput it is estimated from.
     foresight: Foresight = field(default_factory=Foresight)
+    #: Per table: what sizes its compaction runs (peaks seen, the newest finished run, OOMs).
+    sizer: RunSizer = field(default_factory=RunSizer)
 
     # -- observation --------------------------------------------------------------------
     def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
@@ -173,6 +176,7 @@ class Operator:
         self._summaries.pop(key, None)
         self._recorded.pop(key, None)
         self.foresight.forget(key)
+        self.sizer.forget(key)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -283,6 +287,10 @@ class Operator:
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
+        if comp.policy is not None:  # out of memory with all the policy allows: no retry
+            attempt = retries["optimize"].attempt if "optimize" in retries else 0
+            if (held := self.sizer.hold(key, comp.policy, attempt)) is not None:
+                retries["optimize"] = held
         active = tuple(
             ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
         )
@@ -394,6 +402,9 @@ class Operator:
             except LaunchError as exc:
                 events.append(Event("Warning", "RunListFailed", str(exc)))
                 continue
+            found = self.sizer.detail(
+                table.metadata.uid or f"{ns}/{table.metadata.name}", ns, launcher, found
+            )
             runs.extend(found)
             limits = [p for p in (comp, ckpt) if p is not None]
             if limits:
@@ -476,6 +487,7 @@ class Operator:
                         microsecond=0
                     ),
                     version=previous.version if previous else None,
+                    message=running_note(newest) if kind == "optimize" else None,
                 )
         return records[0], records[1], records[2]
 
@@ -515,6 +527,11 @@ class Operator:
             message = (message + "; " if message else "") + note
             detail = (detail + "; " if detail else "") + note
         said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
+        if run.out_of_memory and outcome is RunOutcome.FAILED:
+            message = (message + "; " if message else "") + "out of memory"
+            events.append(
+                Event("Warning", "RunOutOfMemory", f"{kind_word} run {run.name} ran out of memory")
+            )
         events.append(
             Event(
                 "Normal" if outcome is not RunOutcome.FAILED else "Warning",
@@ -539,8 +556,11 @@ class Operator:
         decision: Decision,
         events: list[Event],
     ) -> str | None:
+        ns = table.metadata.namespace or "default"
+        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
+        sizing = self.sizer.size(key, policy, self._summaries.get(key))
         try:
-            req = compaction_request(table, policy, decision, self.config)
+            req = compaction_request(table, policy, decision, self.config, sizing)
             launcher = self.launchers(req.backend)
             for old in decision.replace_runs:
                 launcher.delete(req.namespace, old)
@@ -557,8 +577,13 @@ class Operator:
             log.info("compaction %s already finished (%s)", req.name, status.state.value)
             return None
         verb = "adopted" if status.adopted else "started"
+        sized = f"; {sizing.reason}" if sizing.reason and not status.adopted else ""
         events.append(
-            Event("Normal", "RunStarted", f"compaction {req.name} {verb}: {decision.message}")
+            Event(
+                "Normal",
+                "RunStarted",
+                f"compaction {req.name} {verb}: {decision.message}{sized}"[:1024],
+            )
         )
         log.info("compaction %s %s (%s)", req.name, verb, decision.message)
         return req.name

@@ -99,6 +99,8 @@ class Sizing:
     task_memory: int = 0
     #: why these figures, in a sentence for status
     reason: str = ""
+    #: the policy's memory ceiling when these figures were made (0: unknown)
+    ceiling: int = 0
 
     @property
     def executor_memory(self) -> int:
@@ -121,6 +123,7 @@ class Sizing:
                 "driver": self.driver_memory,
                 "from": self.sized_from.value,
                 "task": self.task_memory,
+                "ceiling": self.ceiling,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -141,6 +144,7 @@ class Sizing:
                 driver_memory=int(doc["driver"]),
                 sized_from=SizedFrom(doc["from"]),
                 task_memory=int(doc.get("task") or 0),
+                ceiling=int(doc.get("ceiling") or 0),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -172,6 +176,7 @@ def fixed(limits: Limits, instances: int) -> Sizing:
         driver_memory=limits.driver_memory,
         sized_from=SizedFrom.POLICY,
         reason="the policy's executors (spec.spark.executor)",
+        ceiling=limits.max_memory,
     )
 
 
@@ -226,6 +231,7 @@ def size_run(plan: PlanFigures, limits: Limits, past: PastPeak | None = None) ->
         sized_from=SizedFrom.PLAN,
         task_memory=need,
         reason="; ".join([reason, *notes]),
+        ceiling=limits.max_memory,
     )
 
 
@@ -251,6 +257,7 @@ def memory_retry(
         memory_overhead=overhead,
         driver_memory=driver,
         sized_from=SizedFrom.MEMORY_RETRY,
+        ceiling=max_memory,
         reason=(
             f"retry after running out of memory: executors {_mib(failed.executor_memory)} -> "
             f"{_mib(heap + overhead)}, driver {_mib(failed.driver_memory)} -> {_mib(driver)} "

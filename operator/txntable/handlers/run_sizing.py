@@ -1,0 +1,218 @@
+"""The Spark resources of a table's next compaction run, and the one retry after an OOM.
+
+``RunSizer`` keeps, per table, what sizing learns from finished runs: the newest finished
+compaction run (read once in detail through ``Launcher.status``, which for cluster runs is the
+only way to its result line and, for Jobs, to its pods' ``OOMKilled``) and the highest task peak
+memory a run reported. From them and the policy it answers two questions of the controller:
+
+* ``hold``: after a run that ran out of memory, may another start? A first OOM is retried once
+  with more memory (``launch.sizing.memory_retry``); a memory retry that ran out of memory too,
+  or a first run that had the ceiling already, is not retried: the table waits, with the reason
+  in its status, until the policy's ceiling (``spec.spark.autoSize.maxExecutorMemory``) is
+  raised past the one that run was sized under (then one more memory retry starts).
+* ``size``: the next run's ``Sizing``: the memory retry after an OOM; with
+  ``spec.spark.autoSize.enabled``, sized from the plan (``reconcile.plan.plan_from_summary``) and
+  the peaks seen; otherwise the policy's figures as written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from txntable.api.types import CompactionPolicy
+from txntable.engine.errors import EngineError
+from txntable.engine.summary import TableSummary
+from txntable.handlers.requests import predicate
+from txntable.launch import Launcher, RunState, RunStatus
+from txntable.launch.errors import LaunchError
+from txntable.launch.sizing import (
+    Limits,
+    PastPeak,
+    PlanFigures,
+    SizedFrom,
+    Sizing,
+    fixed,
+    memory_retry,
+    size_run,
+)
+from txntable.maintenance.errors import MaintenanceError
+from txntable.maintenance.planner import OptimizePolicy
+from txntable.reconcile.decide import Retry
+from txntable.reconcile.plan import plan_from_summary
+
+log = logging.getLogger(__name__)
+
+KIND = "optimize"
+
+
+def limits(policy: CompactionPolicy) -> Limits:
+    """The policy's executor figures and ceilings (``spec.spark``)."""
+    spark = policy.spec.spark
+    return Limits(
+        executor_cores=spark.executor.cores,
+        executor_heap=spark.executor.memory,
+        driver_memory=spark.driver.memory,
+        max_instances=spark.auto_size.max_executor_instances,
+        max_memory=spark.auto_size.max_executor_memory,
+    )
+
+
+def policy_sizing(policy: CompactionPolicy) -> Sizing:
+    """The policy's figures as written (``autoSize`` off, or no plan)."""
+    return fixed(limits(policy), policy.spec.spark.executor.instances)
+
+
+def optimize_policy(policy: CompactionPolicy) -> OptimizePolicy:
+    """What the job plans with, from the CompactionPolicy (the flags ``requests`` passes)."""
+    spec = policy.spec
+    within = spec.avoid_recent_writes.within
+    return OptimizePolicy(
+        target_file_size=spec.target_file_size,
+        min_file_size=spec.min_file_size,
+        min_input_files=spec.min_input_files,
+        max_bytes=spec.max_bytes_per_run,
+        where=predicate(spec.partition_filters),
+        zorder_by=tuple(spec.z_order_by),
+        dv_purge_ratio=spec.deletion_vector_purge_percent / 100,
+        avoid_recent_writes_ms=within * 1000 if within is not None else None,
+    )
+
+
+def plan_figures(summary: TableSummary | None, policy: CompactionPolicy) -> PlanFigures | None:
+    """Bins, input bytes and largest bin of the next run, from the controller's summary."""
+    if summary is None:
+        return None
+    try:
+        plan = plan_from_summary(summary, optimize_policy(policy))
+    except (EngineError, MaintenanceError, ValueError) as exc:
+        log.debug("no plan to size the run by: %s", exc)
+        return None
+    return PlanFigures(
+        input_bytes=plan.input_bytes, bins=plan.bins, largest_bin_bytes=plan.largest_bin_bytes
+    )
+
+
+def peak_of(result: Mapping[str, object] | None) -> PastPeak | None:
+    """The task peak a run's result line reported (``peakTaskMemoryBytes``), if any."""
+    if not result:
+        return None
+    peak, largest = result.get("peakTaskMemoryBytes"), result.get("largestBinBytes")
+    if not isinstance(peak, int) or peak <= 0:
+        return None
+    largest_bin = largest if isinstance(largest, int) else 0
+    return PastPeak(task_memory_bytes=peak, largest_bin_bytes=largest_bin)
+
+
+def _mib(n: int) -> str:
+    return f"{-(-n // (1024 * 1024))} MiB"
+
+
+def running_note(run: RunStatus) -> str | None:
+    """What status says of a running compaction run that was sized (``lastCompaction.message``)."""
+    sizing = run.sizing
+    if sizing is None or sizing.sized_from is SizedFrom.POLICY:
+        return None
+    what = "memory retry" if sizing.sized_from is SizedFrom.MEMORY_RETRY else "sized from the plan"
+    return (
+        f"{what}: {sizing.executor_instances} executor(s) x {sizing.executor_cores} core(s), "
+        f"{_mib(sizing.executor_memory)} each, driver {_mib(sizing.driver_memory)}"
+    )
+
+
+@dataclass
+class _Known:
+    newest: RunStatus | None = None
+    peak: PastPeak | None = None
+
+
+@dataclass
+class RunSizer:
+    """Per table: the newest finished compaction run and the highest task peak seen."""
+
+    _known: dict[str, _Known] = field(default_factory=dict)
+
+    def forget(self, key: str) -> None:
+        self._known.pop(key, None)
+
+    def detail(
+        self, key: str, namespace: str, launcher: Launcher, runs: Sequence[RunStatus]
+    ) -> list[RunStatus]:
+        """``runs`` with the newest finished compaction run read in detail (once per run): its
+        result line and whether it ran out of memory, which a listing may not carry."""
+        out = list(runs)
+        done = [r for r in out if r.kind == KIND and r.state.finished]
+        if not done:
+            return out
+        newest = max(done, key=lambda r: (r.created or r.started or _EPOCH, r.name))
+        known = self._known.setdefault(key, _Known())
+        if known.newest is None or known.newest.name != newest.name:
+            detailed = newest
+            if newest.result is None or (
+                newest.state is RunState.FAILED and not newest.out_of_memory
+            ):
+                try:
+                    detailed = launcher.status(namespace, newest.name)
+                except LaunchError as exc:
+                    log.debug("no detail of run %s: %s", newest.name, exc)
+            known.newest = detailed
+            seen = peak_of(detailed.result)
+            if seen is not None and (
+                known.peak is None or seen.task_memory_bytes >= known.peak.task_memory_bytes
+            ):
+                known.peak = seen
+        return [known.newest if r.name == newest.name and known.newest else r for r in out]
+
+    def _failed_oom(self, key: str) -> RunStatus | None:
+        known = self._known.get(key)
+        run = known.newest if known else None
+        if run is not None and run.state is RunState.FAILED and run.out_of_memory:
+            return run
+        return None
+
+    def _retry_of(self, run: RunStatus, policy: CompactionPolicy) -> tuple[Sizing, Sizing | None]:
+        """What the OOM'd ``run`` had, and the memory retry after it (None: none can help)."""
+        had = run.sizing or policy_sizing(policy)
+        ceiling = limits(policy).max_memory
+        if had.sized_from is SizedFrom.MEMORY_RETRY and ceiling <= had.ceiling:
+            return had, None  # retried once already: only a ceiling raised since earns another
+        return had, memory_retry(had, ceiling)
+
+    def hold(self, key: str, policy: CompactionPolicy, attempt: int) -> Retry | None:
+        """A back-off without end when the newest compaction run ran out of memory and no
+        retry can give it more (``decide`` shows the message as BackingOff)."""
+        run = self._failed_oom(key)
+        if run is None:
+            return None
+        had, retry = self._retry_of(run, policy)
+        if retry is not None:
+            return None
+        again = " again after its memory retry" if had.sized_from is SizedFrom.MEMORY_RETRY else ""
+        return Retry(
+            attempt,
+            None,
+            f"compaction run {run.name} ran out of memory{again} (executors of "
+            f"{_mib(had.executor_memory)}, a driver of {_mib(had.driver_memory)}; "
+            f"spec.spark.autoSize.maxExecutorMemory {_mib(limits(policy).max_memory)}): not "
+            "retried until that ceiling is raised",
+        )
+
+    def size(self, key: str, policy: CompactionPolicy, summary: TableSummary | None) -> Sizing:
+        """The next compaction run's resources (module docstring)."""
+        run = self._failed_oom(key)
+        if run is not None:
+            _, retry = self._retry_of(run, policy)
+            if retry is not None:
+                return retry
+        if not policy.spec.spark.auto_size.enabled:
+            return policy_sizing(policy)
+        figures = plan_figures(summary, policy)
+        if figures is None or figures.bins == 0:
+            return policy_sizing(policy)
+        known = self._known.get(key)
+        return size_run(figures, limits(policy), known.peak if known else None)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
