@@ -30,6 +30,7 @@ MODULES = [
     "bench.startup",
     "bench.scale",
     "bench.hot_partitions",
+    "bench.task_memory",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
