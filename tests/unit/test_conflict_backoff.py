@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.unit.test_failed_runs import MemoryLauncher, fragmented
 from txntable.api.table import RunConflicts
-from txntable.api.types import CompactionPolicy, ConflictBackOff, TxnTable
+from txntable.api.types import CompactionPolicy, ConflictBackOff, TxnTable, TxnTableStatus
 from txntable.config import Config
 from txntable.handlers.operate import Operator, Tick
 from txntable.launch import RunState
@@ -229,5 +229,6 @@ def test_the_figures_outlive_the_run_objects_and_a_restart(tmp_path: Path) -> No
     )
     tick = c.tick(ended + timedelta(minutes=5))
     assert tick.status.conflicts is not None and tick.status.conflicts.runs[0].bins_dropped == 2
+    assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status
     assert c.compacting()[0] == "ConflictBackOff"
     assert c.launcher.launched[-1:] == c.launcher.launched[:1]  # nothing new launched

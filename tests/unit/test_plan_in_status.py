@@ -19,7 +19,7 @@ import pyarrow as pa
 from tests.unit.test_failed_runs import MemoryLauncher
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.meta import ObjectMeta
-from txntable.api.types import CompactionPolicy, TxnTable
+from txntable.api.types import CompactionPolicy, TxnTable, TxnTableStatus
 from txntable.config import Config
 from txntable.engine import Table
 from txntable.engine.summary import TableSummary
@@ -103,6 +103,7 @@ def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
     assert plan.estimated_seconds is None  # no run has reported its throughput yet
     rendered = tick.status.to_status()["plan"]
     assert rendered["planId"] == plan.plan_id and rendered["inputBytes"] == plan.input_bytes
+    assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status  # as Kopf reads it
     # an idle table: the same status at the next ticks (nothing to patch)
     assert c.tick(60).status == tick.status
     assert c.tick(11 * 60).status == tick.status  # past the plan's refresh: recomputed, same
