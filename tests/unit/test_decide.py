@@ -13,6 +13,7 @@ from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, RunRecord, TxnTable
 from txntable.reconcile.decide import (
     ActiveRun,
+    Hold,
     Placement,
     Retry,
     Why,
@@ -564,3 +565,47 @@ def test_vacuum_settings_defaults_and_bad_values() -> None:
         vacuuming(interval="daily")
     with pytest.raises(InvalidSpecError, match="minReclaimableBytes"):
         vacuuming(minReclaimableBytes=0)
+
+
+def _approved(plan_id: str | None) -> TxnTable:
+    tbl = table()
+    notes = {} if plan_id is None else {"txntable.io/approve-plan": plan_id}
+    return replace(tbl, metadata=replace(tbl.metadata, annotations=notes))
+
+
+@pytest.mark.parametrize(
+    ("approval", "plan_id", "schedule", "launch", "words"),
+    [
+        (None, "aaaaaaaaaaaa", False, False, "txntable.io/approve-plan=aaaaaaaaaaaa"),
+        ("bbbbbbbbbbbb", "aaaaaaaaaaaa", False, False, "approved an earlier plan"),
+        ("aaaaaaaaaaaa", "aaaaaaaaaaaa", False, True, "small files"),
+        ("aaaaaaaaaaaa", None, False, False, "no plan is known yet"),
+        (None, "aaaaaaaaaaaa", True, False, "schedule fired"),
+        ("aaaaaaaaaaaa", "aaaaaaaaaaaa", True, True, "schedule fired"),
+    ],
+    ids=["unapproved", "earlier-plan", "approved", "no-plan", "schedule-unapproved", "schedule"],
+)
+def test_require_approval_holds_a_due_compaction(
+    approval: str | None, plan_id: str | None, schedule: bool, launch: bool, words: str
+) -> None:
+    triggers = {"schedule": "0 2 * * *"} if schedule else {"smallFiles": 10}
+    policy = compaction(requireApproval=True, triggers=triggers)
+    decision = decide_compaction(_approved(approval), policy, HEALTH, work(plan_id=plan_id))
+    assert decision.launch is launch, decision.message
+    assert decision.why is (Why.TRIGGERED if launch else Why.AWAITING_APPROVAL)
+    assert words in decision.message
+
+
+def test_approval_waits_only_for_a_due_compaction() -> None:
+    policy = compaction(requireApproval=True)
+    quiet = decide_compaction(_approved(None), policy, replace(HEALTH, small_files=5), work())
+    assert quiet.why is Why.NOT_DUE  # nothing due: nothing to approve
+
+
+def test_a_conflict_hold_defers_the_compaction_until_it_ends() -> None:
+    hold = Hold(NOW + timedelta(minutes=5), "our last 3 compaction run(s) lost 75%")
+    held = decide_compaction(table(), compaction(), HEALTH, work(conflicts=hold))
+    assert (held.launch, held.why) == (False, Why.CONFLICT_BACK_OFF)
+    assert "lost 75%" in held.message and "not before 2026-11-22T02:35:00" in held.message
+    over = Hold(NOW - timedelta(seconds=1), "old")
+    assert decide_compaction(table(), compaction(), HEALTH, work(conflicts=over)).launch
