@@ -31,6 +31,7 @@ MODULES = [
     "bench.scale",
     "bench.hot_partitions",
     "bench.task_memory",
+    "bench.commit_events",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
