@@ -257,10 +257,23 @@ def _group(summary: TableSummary, selected: pa.Array | None) -> dict[PartitionKe
         files = files.filter(pc.take(selected, files.column("partition")))
     keys = _normalised(summary)
     out: dict[PartitionKey, list[int]] = {}
-    parts = files.column("partition").to_pylist()
-    sizes = files.column("size").to_pylist()
-    for pid, size in zip(parts, sizes, strict=True):
-        out.setdefault(keys[pid], []).append(int(size))
+    if not files.num_rows:
+        return out
+    # sorted by partition id, so each partition is one slice (no Python step per file)
+    order = pc.sort_indices(files, sort_keys=[("partition", "ascending")])
+    parts = pc.take(files.column("partition"), order)
+    sizes = pc.take(files.column("size"), order).to_pylist()
+    starts = [
+        0,
+        *(e + 1 for e in pc.indices_nonzero(pc.not_equal(parts[1:], parts[:-1])).to_pylist()),
+    ]
+    ids = pc.take(parts, pa.array(starts, pa.int64())).to_pylist()
+    for pid, start, end in zip(ids, starts, [*starts[1:], len(sizes)], strict=True):
+        key = keys[pid]
+        if key in out:  # "" and null are one partition to the planner
+            out[key].extend(sizes[start:end])
+        else:
+            out[key] = sizes[start:end]
     return out
 
 
