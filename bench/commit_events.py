@@ -31,7 +31,7 @@ NAME = "commit_events"
 BURST = 50
 
 
-class _Stop(Exception):
+class _StopLoopError(Exception):
     pass
 
 
@@ -138,13 +138,15 @@ def _loop(
 
     launcher = _launcher_cls()()
     operator = Operator(config=Config(), launchers=lambda _backend: launcher)
-    hub = CommitEvents(lambda _k: None, probe_interval=1.0, debounce=1.0).start() if events else None
+    hub = (
+        CommitEvents(lambda _k: None, probe_interval=1.0, debounce=1.0).start() if events else None
+    )
     ticks: list[float] = []
 
     def on_tick(_table: Any, _tick: Any) -> None:
         ticks.append(time.monotonic())
         if stop.is_set():
-            raise _Stop
+            raise _StopLoopError
 
     def body() -> None:
         try:
@@ -156,7 +158,7 @@ def _loop(
                 on_tick=on_tick,
                 events=hub,
             )
-        except _Stop:
+        except _StopLoopError:
             pass
         finally:
             if hub is not None:

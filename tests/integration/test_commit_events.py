@@ -262,3 +262,76 @@ def test_a_failing_queue_falls_back_to_polling(endpoint: str) -> None:
         )
     finally:
         events.close()
+
+
+# -- the local controller loop ---------------------------------------------------------------
+
+
+def test_local_loop_compacts_after_a_burst_without_waiting_for_the_poll(tmp_path: Path) -> None:
+    """With two minutes between polls, the LogProbe brings the second observation that sees
+    the burst and launches compaction (a real local run, stopped afterwards); were it broken,
+    the poll would, and no wake-up would be counted."""
+    from txntable.api.policies import CompactionPolicy
+    from txntable.api.table import TxnTable
+    from txntable.cli.run_cmd import Manifests, make_operator, reconcile_loop
+    from txntable.config import Config
+    from txntable.launch import LocalLauncher
+
+    location = str(tmp_path / "t")
+    table = Table.create(location, SCHEMA)
+    meta = {"namespace": "default", "generation": 1}
+    manifests = Manifests(
+        tables=[
+            TxnTable.from_manifest(
+                {
+                    "apiVersion": "txntable.io/v1alpha1",
+                    "kind": "TxnTable",
+                    "metadata": {"name": "t", "uid": "u-t", **meta},
+                    "spec": {"location": location, "compactionPolicyRef": {"name": "p"}},
+                }
+            )
+        ],
+        compaction=[
+            CompactionPolicy.from_manifest(
+                {
+                    "apiVersion": "txntable.io/v1alpha1",
+                    "kind": "CompactionPolicy",
+                    "metadata": {"name": "p", "uid": "u-p", **meta},
+                    "spec": {
+                        "minFileSize": "8Mi",
+                        "minInputFiles": 2,
+                        "triggers": {"smallFiles": 10, "cooldown": "1s"},
+                        "spark": {"backend": "Local"},
+                    },
+                }
+            )
+        ],
+    )
+    runs = tmp_path / "runs"
+    operator = make_operator(runs, Config())
+    events = CommitEvents(lambda _k: None, probe_interval=0.1, debounce=1.0).start()
+    seen: list[Any] = []
+
+    class LaunchedError(Exception):
+        pass
+
+    def on_tick(_table: TxnTable, tick: Any) -> None:
+        seen.append(tick)
+        if len(seen) == 1:  # after the first observation: the burst
+            _append(table, 12)
+        if tick.launched:
+            raise LaunchedError
+
+    try:
+        with pytest.raises(LaunchedError):
+            reconcile_loop(
+                manifests, operator, once=False, interval=120, on_tick=on_tick, events=events
+            )
+    finally:
+        events.close()
+        for name in (n for t in seen for n in t.launched):
+            LocalLauncher(runs).delete("default", name)
+    assert seen[0].status.observation.mode is ObservationMode.EVENTS
+    assert seen[0].status.observation.source is EventSource.LOG_PROBE
+    assert seen[-1].launched and seen[-1].status.version == 12
+    assert events.stats.wakeups >= 1  # the burst woke the table (once, unless it paused)

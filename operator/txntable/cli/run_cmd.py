@@ -6,13 +6,17 @@ mode through the local launcher. Statuses live in memory and are printed when th
 ``--once`` stops when the work has converged: no run in flight and nothing started in a tick.
 An invalid manifest stops the command before anything runs: every error of every manifest on
 stderr, then exit status 2, as the API server would refuse the object.
+Commit events (``handlers.commit_events``) wake a table between ticks, as in the cluster, unless
+``--no-events``; ticks count the polling rounds only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +30,7 @@ from txntable.config import Config
 # command registers this one, and building the parser must stay cheap.
 if TYPE_CHECKING:
     from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+    from txntable.handlers.commit_events import CommitEvents
     from txntable.handlers.operate import Operator, Tick
 
 
@@ -39,6 +44,11 @@ def register(sub: Any) -> None:
         "--runs-dir", default=".txntable-runs", help="where local runs keep their state"
     )
     parser.add_argument("--json", action="store_true", help="print statuses as JSON lines")
+    parser.add_argument(
+        "--no-events",
+        action="store_true",
+        help="poll every --interval only; by default commits wake their table (LogProbe, SQS)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -151,17 +161,42 @@ def reconcile_loop(
     interval: float,
     max_ticks: int = 0,
     on_tick: Callable[[TxnTable, Tick], None] | None = None,
+    events: CommitEvents | None = None,
 ) -> list[TxnTable]:
-    """Reconcile every table each ``interval`` seconds, as the controller's timer does.
+    """Reconcile every table each ``interval`` seconds, as the controller's timer does, and a
+    table as soon as ``events`` wakes it (its ``on_wake`` is set here), as its daemon does.
 
-    Returns the tables with their last status once converged (``once``) or after ``max_ticks``.
+    Returns the tables with their last status once converged (``once``) or after ``max_ticks``
+    polling rounds.
     """
     tables = list(manifests.tables)
+    woken: set[str] = set()
+    wake = threading.Event()
+    guard = threading.Lock()
+
+    def on_wake(key: str) -> None:
+        with guard:
+            woken.add(key)
+        wake.set()
+
+    if events is not None:
+        events.on_wake = on_wake
+    last: dict[str, float] = {}
+    busy: dict[str, bool] = {}
     ticks = 0
     while True:
-        ticks += 1
-        busy = False
+        with guard:
+            now_woken = set(woken)
+            woken.clear()
+        wake.clear()
+        polled = False
         for i, table in enumerate(tables):
+            key = _key(table)
+            due = time.monotonic() - last.get(key, -math.inf) >= interval
+            if not due and key not in now_woken:
+                continue
+            polled = polled or due
+            last[key] = time.monotonic()
             # as in the cluster: a table sees only the policies of its own namespace
             ns = _namespace(table)
             tick = operator.reconcile(
@@ -169,13 +204,30 @@ def reconcile_loop(
                 [p for p in manifests.compaction if _namespace(p) == ns],
                 [p for p in manifests.checkpoint if _namespace(p) == ns],
             )
+            if events is not None:
+                tick = replace(tick, status=_observed(events, key, table, tick))
             tables[i] = replace(table, status=tick.status)
             if on_tick is not None:
                 on_tick(table, tick)
-            busy = busy or bool(tick.launched) or tick.active_runs > 0
-        if (once and not busy) or (max_ticks and ticks >= max_ticks):
+            busy[key] = bool(tick.launched) or tick.active_runs > 0
+        ticks += polled
+        if polled and ((once and not any(busy.values())) or (max_ticks and ticks >= max_ticks)):
             return tables
-        time.sleep(interval)
+        next_poll = min(last.values(), default=time.monotonic()) + interval
+        wake.wait(timeout=max(0.0, next_poll - time.monotonic()))
+
+
+def _observed(events: CommitEvents, key: str, table: TxnTable, tick: Tick) -> Any:
+    """The tick's status with its observation mode, after telling ``events`` the version."""
+    notifications = table.spec.notifications
+    events.watch(
+        key,
+        table.spec.location,
+        version=tick.status.version,
+        sqs_queue_url=notifications.sqs_queue_url if notifications else None,
+        storage_options=table.spec.storage.options,
+    )
+    return replace(tick.status, observation=events.status(key))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -201,12 +253,27 @@ def run(args: argparse.Namespace) -> int:
             print(line, flush=True)
             printed[_key(table)] = line
 
-    reconcile_loop(
-        manifests,
-        operator,
-        once=args.once,
-        interval=args.interval,
-        max_ticks=args.max_ticks,
-        on_tick=show,
-    )
+    events = None
+    if not args.no_events:
+        from txntable.handlers.commit_events import CommitEvents
+
+        config = Config.from_env()
+        events = CommitEvents(
+            lambda _key: None,  # reconcile_loop sets its own
+            probe_interval=config.event_probe_interval_seconds,
+            debounce=config.event_debounce_seconds,
+        ).start()
+    try:
+        reconcile_loop(
+            manifests,
+            operator,
+            once=args.once,
+            interval=args.interval,
+            max_ticks=args.max_ticks,
+            on_tick=show,
+            events=events,
+        )
+    finally:
+        if events is not None:
+            events.close()
     return 0
