@@ -85,9 +85,9 @@ class SqsQueue(SqsLike):
             return len(self._routes)
 
     def close(self) -> None:
+        """Stop reading; the thread ends after the receive in flight (never waited for here:
+        a handler that drops the last table of a queue must not block for a long poll)."""
         self._stopped.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.wait_seconds + 5)
 
     # -- reading -------------------------------------------------------------------------------
     def _loop(self) -> None:
