@@ -514,13 +514,29 @@ def _reconcile_locked(
         status = replace(status, observation=state.events.status(key))
         if state.metrics is not None:
             state.metrics.observation_mode(namespace, table.metadata.name, status.observation)
-    new = status.to_status()
+    new = _merge_patch(body.get("status") or {}, status.to_status())
     log.debug("reconciled %s in %.3fs (%s)", key, time.monotonic() - started, woken)
     return new if _changed(body.get("status") or {}, new) else None
 
 
 def _changed(current: Any, new: dict[str, Any]) -> bool:
     return any(current.get(k) != v for k, v in new.items())
+
+
+def _merge_patch(current: Any, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` as a JSON merge patch over ``current`` (how status is patched): a field the new
+    status no longer has (``status.plan`` once no policy applies, ``backOffUntil`` once a
+    back-off ended, a finished run's message) is sent as null, which deletes it; else the
+    patch would keep it."""
+    if not isinstance(current, dict):
+        return new
+    out: dict[str, Any] = dict(new)
+    for k, old in current.items():
+        if k not in new:
+            out[k] = None
+        elif isinstance(old, dict) and isinstance(new[k], dict):
+            out[k] = _merge_patch(old, new[k])
+    return out
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")
