@@ -63,8 +63,6 @@ LAG_SAMPLE = 40
 NAMESPACE = "bench"
 #: the big tables' source: 100,000 live files, 100 partitions, checkpoint + 10 commits
 BIG = TableSpec()
-#: seconds between moves of kmock's request history into the benchmark's count (``Emulator``)
-TRIM_EVERY = 0.5
 #: seconds between load-average samples
 LOAD_EVERY = 5.0
 
@@ -87,6 +85,24 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _counting_emulator(verbs: list[str]) -> Any:
+    """A kmock ``KubernetesEmulator`` that appends each request's ``verb resource`` to ``verbs``
+    and forgets the request once answered (see ``Emulator`` for why)."""
+    from kmock import KubernetesEmulator
+
+    class CountingEmulator(KubernetesEmulator):
+        async def _handle(self, request: Any) -> Any:
+            verbs.append(_verb(request))
+            try:
+                return await super()._handle(request)
+            finally:
+                # routed and answered: out of the history (kmock's Root and its reactions)
+                for history in (self._requests, *(r._requests for r in self._payloads)):
+                    history[:] = [r for r in history if r is not request]
+
+    return CountingEmulator()
+
+
 class Emulator:
     """kmock's KubernetesEmulator served on a local port from a background event loop.
 
@@ -97,9 +113,9 @@ class Emulator:
     that whole history (``request in view`` walks the list through the view's filters): its
     cost per request grows with the requests served so far. With 300 tables that saturated a
     core and made its replies time out (the controller's list calls were retried, inflating the
-    count). So ``trim`` moves the history out every ``TRIM_EVERY`` seconds, keeping only each
-    request's ``verb resource`` here. That is safe: kmock appends a request and routes it with
-    no await in between, so a request is routed before any trim can run.
+    count). So the emulator here (``_counting_emulator``) notes each request's ``verb resource``
+    in ``verbs`` as it arrives and drops the request from kmock's history once it is answered:
+    the history holds only the requests in progress (mostly the controller's watches).
     """
 
     def __init__(self) -> None:
@@ -108,38 +124,23 @@ class Emulator:
         self._stop: asyncio.Event | None = None
         self.kmock: Any = None
         self.url = ""
-        #: ``verb resource`` of every request served, in order (see ``trim``)
+        #: ``verb resource`` of every request served, in order of arrival
         self.verbs: list[str] = []
         self._thread = threading.Thread(target=self._main, daemon=True)
-
-    def trim(self) -> None:
-        """Move the requests kmock has recorded into ``verbs`` (on the loop only)."""
-        served = self.kmock._requests  # kmock's history (dsl.Root), as routing reads it
-        self.verbs.extend(_verb(r) for r in served)
-        served.clear()
-        for reaction in self.kmock._payloads:
-            reaction._requests.clear()
-
-    async def _trim_forever(self) -> None:
-        while True:
-            await asyncio.sleep(TRIM_EVERY)
-            self.trim()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(self._serve())
 
     async def _serve(self) -> None:
-        from kmock import KubernetesEmulator, Server
+        from kmock import Server
 
         self._stop = asyncio.Event()
-        async with KubernetesEmulator() as kmock, Server(kmock) as server:
+        async with _counting_emulator(self.verbs) as kmock, Server(kmock) as server:
             self.kmock = kmock
             self.url = str(server.url).rstrip("/")
-            trimming = asyncio.create_task(self._trim_forever())
             self._ready.set()
             await self._stop.wait()
-            trimming.cancel()
 
     def __enter__(self) -> Emulator:
         self._thread.start()
@@ -166,12 +167,10 @@ def _seed(emu: Emulator, objects: dict[tuple[str, str | None, str], dict[str, An
 
 
 def _request_count(emu: Emulator) -> int:
-    emu.trim()
     return len(emu.verbs)
 
 
 def _requests_by_verb(emu: Emulator, first: int, last: int) -> dict[str, int]:
-    emu.trim()
     return dict(collections.Counter(emu.verbs[first:last]))
 
 
