@@ -422,7 +422,9 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     try:
         while not stopped:
             try:
-                await asyncio.wait_for(wake.wait(), timeout=5.0)
+                # a thousand idle daemons wake ~17 times a second in all; a stopping one is
+                # cancelled by Kopf after cancellation_timeout if it sleeps here
+                await asyncio.wait_for(wake.wait(), timeout=60.0)
             except TimeoutError:
                 continue  # look at ``stopped`` again
             wake.clear()
