@@ -58,7 +58,7 @@ def _child(engine: str, mode: str, path: str) -> dict[str, Any]:
     if engine == "ours-system":  # the same code; the parent set ARROW_DEFAULT_MEMORY_POOL
         engine = "ours"
     if engine == "ours":
-        from txntable.engine.checkpoint_write import write_checkpoint
+        from txntable.engine.checkpoint.write import write_checkpoint
         from txntable.engine.table import Table
 
         def load() -> Any:

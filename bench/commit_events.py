@@ -79,7 +79,7 @@ class _Counts:
         self.reads = 0
 
     def install(self) -> Any:
-        from txntable.engine import storage
+        from txntable.engine.storage import base as storage
 
         cls = storage.LocalStorage
         orig_list, orig_read = cls.list_dir, cls.read

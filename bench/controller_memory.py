@@ -1,7 +1,7 @@
 """Memory of observing big tables: what the controller keeps per table, and one load's peak.
 
 The controller used to keep a full ``Snapshot`` per TxnTable; it now keeps a ``TableSummary``
-(``txntable.engine.summary``). Every row runs in a fresh interpreter (a process's peak RSS
+(``txntable.engine.read.summary``). Every row runs in a fresh interpreter (a process's peak RSS
 cannot be reset) on the read-path benchmark's 100,000-file table (``bench.gen``, a delta-rs
 checkpoint plus 10 commits):
 
@@ -61,9 +61,9 @@ def _child(mode: str, path: str, n: int) -> dict[str, Any]:
         return {"after_import_mb": before, "peak_mb": _vm_hwm_mb(), "files": count}
     import pyarrow as pa
 
-    from txntable.engine.snapshot import Snapshot
-    from txntable.engine.storage_factory import open_storage
-    from txntable.engine.summary import TableSummary
+    from txntable.engine.read.snapshot import Snapshot
+    from txntable.engine.read.summary import TableSummary
+    from txntable.engine.storage.factory import open_storage
     from txntable.reconcile.health import observe, observe_summary
 
     storage = open_storage(path)

@@ -88,9 +88,9 @@ def _batch(start: int, n: int) -> pa.Table:
 
 def generate(spec: Spec, out_dir: Path = OUT_DIR) -> Path:
     """The pristine table for ``spec`` (built once, then reused)."""
-    from txntable.engine.actions import AddFile, Metadata, Protocol, serialize_commit
-    from txntable.engine.paths import encode_path
-    from txntable.engine.stats import stats_from_parquet
+    from txntable.engine.model.actions import AddFile, Metadata, Protocol, serialize_commit
+    from txntable.engine.model.stats import stats_from_parquet
+    from txntable.engine.storage.paths import encode_path
 
     final = out_dir / spec.key
     if (final / ".complete").exists():
@@ -170,8 +170,8 @@ def _rows(path: Path) -> int:
 
 
 def _ours(path: Path, executor: Any, parquet: Any = None) -> dict[str, Any]:
-    from txntable.engine.parquet_options import ParquetSettings
     from txntable.engine.table import Table
+    from txntable.engine.write.parquet_options import ParquetSettings
     from txntable.maintenance.optimize import optimize
     from txntable.maintenance.planner import OptimizePolicy
 
@@ -333,7 +333,7 @@ VARIANTS: list[tuple[str, str, int | None, int | None, str | None]] = [
 def run_compression(spec: SizesSpec, out_dir: Path = OUT_DIR) -> dict[str, Any]:
     """Output bytes and time of deltalake's compact and of ours with every ``VARIANTS`` entry,
     each on its own copy of the realistic table, in one run."""
-    from txntable.engine.parquet_options import ParquetSettings
+    from txntable.engine.write.parquet_options import ParquetSettings
     from txntable.maintenance.executor_arrow import ArrowExecutor
 
     pristine = generate_realistic(spec, out_dir)

@@ -93,7 +93,7 @@ def generate(root: Path, partitions: int, per_partition: int) -> Path:
     info = json.dumps({"commitInfo": {"timestamp": old_ms, "operation": "DELETE"}})
     (log / f"{1:020d}.json").write_text("\n".join([info, *removes]) + "\n")
     sys.path.insert(0, str(ROOT / "operator"))
-    from txntable.engine.checkpoint_write import write_checkpoint
+    from txntable.engine.checkpoint.write import write_checkpoint
     from txntable.engine.table import Table
 
     write_checkpoint(Table.open(str(path)).snapshot())

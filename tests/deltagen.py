@@ -18,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import LocalStorage
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import LocalStorage
 
 SCHEMA_STRING = json.dumps(
     {

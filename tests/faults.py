@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from txntable.engine.errors import StorageError
-from txntable.engine.storage import FileExistsInStoreError, FileInfo, Storage
+from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
 
 FAIL_BEFORE = "fail-before"  # raise StorageError; nothing written
 LOST_RESPONSE = "lost-response"  # write lands, then raise StorageError (timeout)

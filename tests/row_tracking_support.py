@@ -13,7 +13,7 @@ from typing import Any
 
 from pyroaring import BitMap
 
-from txntable.engine.actions import AddFile, Protocol
+from txntable.engine.model.actions import AddFile, Protocol
 from txntable.engine.table import Table
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

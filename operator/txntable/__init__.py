@@ -31,11 +31,11 @@ __all__ = [
 
 #: public name -> the module that defines it
 _LAZY = {
-    "CommitOptions": "txntable.engine.transaction",
-    "CommitResult": "txntable.engine.transaction",
-    "Snapshot": "txntable.engine.snapshot",
+    "CommitOptions": "txntable.engine.commit.transaction",
+    "CommitResult": "txntable.engine.commit.transaction",
+    "Snapshot": "txntable.engine.read.snapshot",
     "Table": "txntable.engine.table",
-    "Transaction": "txntable.engine.transaction",
+    "Transaction": "txntable.engine.commit.transaction",
     "ConcurrentModificationException": "txntable.engine.errors",
     "EngineError": "txntable.engine.errors",
 }

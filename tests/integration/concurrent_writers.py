@@ -18,11 +18,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from txntable.engine.commit.transaction import CommitOptions, Transaction
 from txntable.engine.errors import ConcurrentModificationException
-from txntable.engine.paths import decode_path
+from txntable.engine.storage.paths import decode_path
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions, Transaction
-from txntable.engine.writer import write_data_files
+from txntable.engine.write.writer import write_data_files
 
 SCHEMA = pa.schema([("id", pa.int64()), ("writer", pa.string()), ("p", pa.string())])
 PARTITIONS = ("a", "b", "c")

@@ -25,11 +25,11 @@ from tests.integration.test_checkpoint_interop import (
     _drop_commits_before,
     _ours,
 )
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.cleanup import cleanup_expired_logs
-from txntable.engine.retention import DAY_MS
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import LocalStorage
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.retention import DAY_MS
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import LocalStorage
 from txntable.engine.testhooks import MARKER_ENV, PAUSE_ENV
 
 pytestmark = pytest.mark.integration

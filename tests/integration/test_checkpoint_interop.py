@@ -18,9 +18,9 @@ import pytest
 from tests import deltagen as g
 from tests.conftest import TESTDATA
 from txntable.cli.main import main
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import LocalStorage
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import LocalStorage
 
 pytestmark = pytest.mark.integration
 

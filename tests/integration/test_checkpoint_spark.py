@@ -25,10 +25,10 @@ from tests.integration.test_checkpoint_interop import (
     _drop_commits_before,
     _ours,
 )
-from txntable.engine.checkpoint_write import write_checkpoint, write_checkpoint_state
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.spark_hash import murmur3_strings, partition_ids
-from txntable.engine.storage import LocalStorage
+from txntable.engine.checkpoint.spark_hash import murmur3_strings, partition_ids
+from txntable.engine.checkpoint.write import write_checkpoint, write_checkpoint_state
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import LocalStorage
 from txntable.jobs.checkpoint import main, reconstruct_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

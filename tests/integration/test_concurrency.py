@@ -24,11 +24,11 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.integration.concurrent_writers import SCHEMA, rewrite_once
-from txntable.engine.actions import CommitInfo, parse_commit
+from txntable.engine.commit.transaction import Transaction
 from txntable.engine.errors import ConcurrentDeleteReadException
-from txntable.engine.paths import decode_path
+from txntable.engine.model.actions import CommitInfo, parse_commit
+from txntable.engine.storage.paths import decode_path
 from txntable.engine.table import Table
-from txntable.engine.transaction import Transaction
 
 pytestmark = pytest.mark.integration
 
@@ -226,7 +226,7 @@ def test_rewrite_that_read_deleted_files_fails_and_delete_after_rewrite_rereads(
     # (2) the rewrite commits between the delete's read and its commit: the delete re-reads
     for i in range(4):
         table.append(pa.table({"id": [200 + i], "writer": ["t"], "p": ["a"]}, schema=SCHEMA))
-    from txntable.engine import write_api
+    from txntable.engine.write import api as write_api
 
     original = write_api._writable_snapshot
     calls = {"n": 0}

@@ -21,21 +21,22 @@ import pytest
 
 from tests import oracle_read
 from tests.faults import FAIL_BEFORE, FaultyStorage
-from txntable.engine import row_deletes, write_api
-from txntable.engine import row_tracking as rt
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.deletion_vectors import deleted_rows, dv_file
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.commit import row_tracking as rt
+from txntable.engine.commit.transaction import CommitOptions
 from txntable.engine.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
     InvalidCommitError,
     StorageError,
 )
-from txntable.engine.row_deletes import live_rows
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.model.deletion_vectors import deleted_rows, dv_file
+from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
 from txntable.engine.vacuum import vacuum
+from txntable.engine.write import api as write_api
+from txntable.engine.write import row_deletes
+from txntable.engine.write.row_deletes import live_rows
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy
@@ -406,7 +407,7 @@ def test_deltalake_rewriting_after_our_delete_keeps_our_rows_deleted(tmp_path: P
 _DELETER = """
 import os, sys, time
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
+from txntable.engine.commit.transaction import CommitOptions
 path, row, go = sys.argv[1], sys.argv[2], sys.argv[3]
 table = Table.open(path)
 print("ready", flush=True)

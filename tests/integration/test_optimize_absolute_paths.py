@@ -11,8 +11,8 @@ import pytest
 
 from tests.integration.optimize_helpers import fragmented_table
 from tests.oracle_read import read
+from txntable.engine.commit.transaction import Transaction
 from txntable.engine.table import Table
-from txntable.engine.transaction import Transaction
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy

@@ -263,7 +263,7 @@ def test_column_mapped_table_is_clustered_by_physical_names(tmp_path: Path, mode
     """deltalake writes a column-mapped table; the clustering domain names physical columns."""
     from deltalake import write_deltalake
 
-    from txntable.engine.features import reader_features, writer_features
+    from txntable.engine.model.features import reader_features, writer_features
 
     path = tmp_path / "t"
     rng = random.Random(5)

@@ -23,9 +23,9 @@ from deltalake import write_deltalake
 
 from tests import oracle_read
 from tests.integration.optimize_helpers import batch
-from txntable.engine.paths import decode_path, encode_path
-from txntable.engine.physical import FIELD_ID_KEY
-from txntable.engine.schema import parse_schema
+from txntable.engine.model.physical import FIELD_ID_KEY
+from txntable.engine.model.schema import parse_schema
+from txntable.engine.storage.paths import decode_path, encode_path
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.executor_spark import SparkExecutor

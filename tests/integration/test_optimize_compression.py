@@ -17,8 +17,8 @@ import pytest
 
 from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
-from txntable.engine.parquet_options import CODEC_PROPERTY
 from txntable.engine.table import Table
+from txntable.engine.write.parquet_options import CODEC_PROPERTY
 from txntable.jobs.optimize import add_arguments, execute
 
 pytestmark = pytest.mark.integration
@@ -135,7 +135,7 @@ def test_an_invalid_setting_is_one_error_line_and_changes_nothing(
 
 @pytest.mark.spark
 def test_spark_tasks_write_with_the_runs_settings(tmp_path: Path, spark: Any) -> None:
-    from txntable.engine.parquet_options import ParquetSettings
+    from txntable.engine.write.parquet_options import ParquetSettings
     from txntable.maintenance.executor_spark import SparkExecutor
     from txntable.maintenance.optimize import optimize
     from txntable.maintenance.planner import OptimizePolicy

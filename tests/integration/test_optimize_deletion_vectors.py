@@ -17,8 +17,8 @@ import pytest
 from pyroaring import BitMap
 
 from tests import oracle_read
-from txntable.engine.actions import AddFile, Protocol
-from txntable.engine.deletion_vectors import deleted_rows
+from txntable.engine.model.actions import AddFile, Protocol
+from txntable.engine.model.deletion_vectors import deleted_rows
 from txntable.engine.table import Table
 from txntable.maintenance.batch import inputs_unchanged
 from txntable.maintenance.executor_arrow import ArrowExecutor

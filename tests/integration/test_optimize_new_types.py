@@ -23,7 +23,7 @@ import pytest
 
 from tests import oracle_read
 from txntable.engine.errors import UnsupportedWriterFeatureError
-from txntable.engine.stats import stats_for_table
+from txntable.engine.model.stats import stats_for_table
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize

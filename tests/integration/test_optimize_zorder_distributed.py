@@ -26,7 +26,7 @@ import pytest
 
 from tests import oracle_read
 from tests.row_tracking_support import delete_rows, with_deletion_vectors
-from txntable.engine import row_tracking as rt
+from txntable.engine.commit import row_tracking as rt
 from txntable.engine.table import Table
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.executor_arrow import ArrowExecutor, BinIO

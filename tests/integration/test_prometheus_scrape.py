@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from txntable.engine import CommitOptions, Table, Transaction
 from txntable.engine.errors import ConcurrentModificationException
-from txntable.engine.writer import write_data_files
+from txntable.engine.write.writer import write_data_files
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import ObservabilityServer

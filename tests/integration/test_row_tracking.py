@@ -22,8 +22,8 @@ import pytest
 
 from tests import oracle_read
 from tests.row_tracking_support import delete_rows, with_deletion_vectors
-from txntable.engine import row_tracking as rt
-from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.commit import row_tracking as rt
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
@@ -38,7 +38,7 @@ _APPENDER = """
 import sys, time, json, os
 import pyarrow as pa
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
+from txntable.engine.commit.transaction import CommitOptions
 path, worker, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("s", pa.string())])
 table = Table.open(path)

@@ -29,8 +29,8 @@ from deltalake import DeltaTable
 from tests.faults import LANDED_EXISTS, FaultyStorage
 from tests.integration.concurrent_writers import SCHEMA
 from txntable.engine.errors import UnsafeCommitStorageError
-from txntable.engine.s3 import S3Storage
-from txntable.engine.storage import FileExistsInStoreError
+from txntable.engine.storage.base import FileExistsInStoreError
+from txntable.engine.storage.s3 import S3Storage
 from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration
@@ -322,7 +322,7 @@ def test_optimize_reads_files_named_by_absolute_s3_uri(
     from dataclasses import replace
 
     from tests import oracle_read
-    from txntable.engine.transaction import Transaction
+    from txntable.engine.commit.transaction import Transaction
     from txntable.maintenance.executor_arrow import ArrowExecutor
     from txntable.maintenance.optimize import optimize
     from txntable.maintenance.planner import OptimizePolicy

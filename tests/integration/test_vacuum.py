@@ -21,8 +21,8 @@ from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.soak.writer import SCHEMA, ids_of
 from txntable.cli.main import main as cli
-from txntable.engine.deletion_vectors import z85_uuid
 from txntable.engine.errors import InvalidArgumentError
+from txntable.engine.model.deletion_vectors import z85_uuid
 from txntable.engine.table import Table
 from txntable.engine.vacuum import vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor

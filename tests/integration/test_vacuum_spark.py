@@ -27,7 +27,7 @@ from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.integration.test_s3_moto import _batch, _new_table, _options, endpoint  # noqa: F401 - a fixture
 from txntable.cli.main import main as cli
-from txntable.engine.storage import LocalStorage
+from txntable.engine.storage.base import LocalStorage
 from txntable.engine.table import Table
 from txntable.engine.vacuum import VacuumRules, vacuum
 from txntable.maintenance.errors import MaintenanceError

@@ -293,8 +293,8 @@ class Soak:
 
     def check(self, *, final: bool = False) -> None:
         from txntable.engine.errors import EngineError
-        from txntable.engine.snapshot import Snapshot
-        from txntable.engine.storage import LocalStorage
+        from txntable.engine.read.snapshot import Snapshot
+        from txntable.engine.storage.base import LocalStorage
 
         violations = self.report.violations
         self.report.invariant_checks += 1
@@ -361,7 +361,7 @@ class Soak:
 
     def _check_resurrection(self, storage: Any) -> None:
         from txntable.engine.errors import EngineError
-        from txntable.engine.snapshot import Snapshot
+        from txntable.engine.read.snapshot import Snapshot
 
         try:
             live = set(Snapshot.load(storage).files().column("path").to_pylist())

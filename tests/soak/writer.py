@@ -37,10 +37,10 @@ def _ack(fh: object, seq: int, version: int | None) -> None:
 
 
 def run_ours(args: argparse.Namespace, rng: random.Random, ack: object) -> None:
+    from txntable.engine.commit.transaction import CommitOptions, Transaction
     from txntable.engine.errors import EngineError
     from txntable.engine.table import Table
-    from txntable.engine.transaction import CommitOptions, Transaction
-    from txntable.engine.writer import write_data_files
+    from txntable.engine.write.writer import write_data_files
 
     skew = args.clock_skew_ms
 

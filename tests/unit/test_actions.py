@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TESTDATA
-from txntable.engine.actions import (
+from txntable.engine.errors import CorruptLogError, InvalidActionError
+from txntable.engine.model.actions import (
     AddFile,
     CommitInfo,
     DeletionVector,
@@ -19,7 +20,6 @@ from txntable.engine.actions import (
     parse_commit,
     serialize_commit,
 )
-from txntable.engine.errors import CorruptLogError, InvalidActionError
 
 
 def _log_json_files() -> list[Path]:

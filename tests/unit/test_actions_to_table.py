@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import TESTDATA, reference_tables
-from txntable.engine.actions import AddFile, DeletionVector, RemoveFile, parse_commit
-from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, actions_to_table
+from txntable.engine.model.actions import AddFile, DeletionVector, RemoveFile, parse_commit
+from txntable.engine.read.state import ADD_SCHEMA, REMOVE_SCHEMA, actions_to_table
 
 
 def _oracle(actions: list[AddFile | RemoveFile], schema: pa.Schema) -> pa.Table:

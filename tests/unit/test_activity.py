@@ -14,14 +14,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from txntable.engine.actions import AddFile, CommitInfo, RemoveFile
-from txntable.engine.activity import RecentActivity, read_recent_activity
-from txntable.engine.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.commit.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.commit.isolation import IsolationLevel
 from txntable.engine.errors import ConcurrentDeleteReadException, InvalidArgumentError
-from txntable.engine.isolation import IsolationLevel
-from txntable.engine.predicates import bind
-from txntable.engine.schema import parse_schema
-from txntable.engine.storage import LocalStorage
+from txntable.engine.model.actions import AddFile, CommitInfo, RemoveFile
+from txntable.engine.model.predicates import bind
+from txntable.engine.model.schema import parse_schema
+from txntable.engine.read.activity import RecentActivity, read_recent_activity
+from txntable.engine.storage.base import LocalStorage
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.optimize import avoidance
 from txntable.maintenance.planner import Avoidance, OptimizePolicy, plan_optimize

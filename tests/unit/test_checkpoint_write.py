@@ -14,17 +14,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import deltagen as g
-from txntable.engine import last_checkpoint, retention
-from txntable.engine.checkpoint_write import write_checkpoint, write_checkpoint_state
+from txntable.engine.checkpoint import retention
+from txntable.engine.checkpoint.spark_hash import murmur3_strings, partition_ids
+from txntable.engine.checkpoint.write import write_checkpoint, write_checkpoint_state
 from txntable.engine.errors import (
     CorruptLogError,
     InvalidArgumentError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.spark_hash import murmur3_strings, partition_ids
-from txntable.engine.storage import LocalStorage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.read import last_checkpoint
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import LocalStorage
+from txntable.engine.storage.factory import open_storage
 
 DAY = 24 * 3600 * 1000
 NOW = 1_800_000_000_000
@@ -312,7 +313,7 @@ def test_v2_checkpoint_tables_get_a_single_v2_spec_file(tmp_path: Path) -> None:
 
 
 def test_snapshot_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from txntable.engine import checkpoint_build
+    from txntable.engine.checkpoint import build as checkpoint_build
 
     root = g.simple_log(tmp_path / "t", 4)
     real = checkpoint_build.add_column

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests import deltagen as g
-from txntable.engine import retention
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.cleanup import cleanup_expired_logs, day_cutoff, plan_log_cleanup
-from txntable.engine.hooks import checkpoint_hook, should_checkpoint
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import FileInfo, LocalStorage
+from txntable.engine.checkpoint import retention
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs, day_cutoff, plan_log_cleanup
+from txntable.engine.checkpoint.hooks import checkpoint_hook, should_checkpoint
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import FileInfo, LocalStorage
 from txntable.engine.table import Table
 
 DAY = retention.DAY_MS

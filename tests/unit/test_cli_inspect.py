@@ -12,7 +12,7 @@ import pytest
 from tests import deltagen as g
 from tests.conftest import TESTDATA
 from txntable.cli.main import main
-from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.table import Table
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.unit.test_planner import MB, files_table
-from txntable.engine.actions import DomainMetadata, Protocol
-from txntable.engine.schema import Field
+from txntable.engine.model.actions import DomainMetadata, Protocol
+from txntable.engine.model.schema import Field
 from txntable.maintenance.clustering import (
     CLUSTERING_DOMAIN,
     LIQUID,

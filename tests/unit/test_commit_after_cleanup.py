@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.unit.txn_support import add, fast, log_versions, new_table
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.errors import ConcurrentModificationException, TransactionTooOldError
-from txntable.engine.storage import LocalStorage
+from txntable.engine.storage.base import LocalStorage
 from txntable.engine.table import Table
 
 

@@ -143,7 +143,7 @@ def test_the_job_accepts_the_flags_the_policy_gives() -> None:
 
 def test_the_policy_codecs_are_the_engines() -> None:
     from txntable.api.policies import ParquetCodec
-    from txntable.engine.parquet_options import CODECS
+    from txntable.engine.write.parquet_options import CODECS
 
     assert tuple(c.value for c in ParquetCodec) == CODECS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from txntable.engine.actions import SetTransaction
+from txntable.engine.commit.transaction import Transaction
 from txntable.engine.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -24,7 +24,7 @@ from txntable.engine.errors import (
     ConcurrentTransactionException,
     MetadataChangedException,
 )
-from txntable.engine.transaction import Transaction
+from txntable.engine.model.actions import SetTransaction
 
 from .txn_support import add, fast, metadata, new_table, read_commit, remove, removes_of
 

@@ -8,7 +8,8 @@ import pytest
 from pyroaring import BitMap64
 
 from tests.conftest import TESTDATA
-from txntable.engine.deletion_vectors import (
+from txntable.engine.errors import InvalidArgumentError
+from txntable.engine.model.deletion_vectors import (
     deleted_rows,
     vector_file_bytes,
     write_vectors,
@@ -16,8 +17,7 @@ from txntable.engine.deletion_vectors import (
     z85_encode,
     z85_uuid,
 )
-from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.storage.factory import open_storage
 
 SPARK_DV = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
 

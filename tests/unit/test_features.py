@@ -7,13 +7,13 @@ import json
 import pytest
 
 from tests.conftest import TESTDATA
-from txntable.engine.actions import Metadata, Protocol
 from txntable.engine.errors import (
     UnsupportedFeatureError,
     UnsupportedReaderFeatureError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.features import (
+from txntable.engine.model.actions import Metadata, Protocol
+from txntable.engine.model.features import (
     check_readable,
     check_writable,
     reader_features,

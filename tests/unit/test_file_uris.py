@@ -9,10 +9,10 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from txntable.engine.actions import AddFile, Metadata, Protocol
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, actions_to_table
-from txntable.engine.storage import LocalStorage, MemoryStorage, Storage
+from txntable.engine.model.actions import AddFile, Metadata, Protocol
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.read.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, actions_to_table
+from txntable.engine.storage.base import LocalStorage, MemoryStorage, Storage
 
 PATHS = [
     "date=2024-01-01/part-0.parquet",

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from txntable.engine.actions import (
-    AddCDCFile,
-    DomainMetadata,
-    Protocol,
-    SetTransaction,
-)
-from txntable.engine.errors import ConcurrentAppendException, InvalidArgumentError
-from txntable.engine.isolation import (
+from txntable.engine.commit.isolation import (
     IsolationLevel,
     level_to_use,
     operation_changes_data,
     table_isolation_level,
 )
-from txntable.engine.transaction import Transaction
+from txntable.engine.commit.transaction import Transaction
+from txntable.engine.errors import ConcurrentAppendException, InvalidArgumentError
+from txntable.engine.model.actions import (
+    AddCDCFile,
+    DomainMetadata,
+    Protocol,
+    SetTransaction,
+)
 
 from .txn_support import add, fast, log_versions, metadata, new_table, raw_commit, remove
 

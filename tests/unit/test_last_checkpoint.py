@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.conftest import TESTDATA
-from txntable.engine import last_checkpoint
-from txntable.engine.last_checkpoint import checksum, parse, render
+from txntable.engine.read import last_checkpoint
+from txntable.engine.read.last_checkpoint import checksum, parse, render
 
 # PROTOCOL.md, section "JSON checksum": the worked example and its checksum.
 PROTOCOL_EXAMPLE = (

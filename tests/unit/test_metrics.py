@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from txntable.engine.commit.transaction import Transaction
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendException,
     InvalidCommitError,
 )
 from txntable.engine.table import Table
-from txntable.engine.transaction import Transaction
 from txntable.observability.metrics import EngineMetrics
 
 from .txn_support import add, fast, metadata, remove, storage_for

@@ -10,7 +10,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txntable.engine.actions import parse_commit
+from txntable.engine.model.actions import parse_commit
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
@@ -61,8 +61,8 @@ def test_optimize_in_memory_storage() -> None:
 
 
 def test_read_predicate_covers_exactly_the_touched_partitions() -> None:
-    from txntable.engine.predicates import bind
-    from txntable.engine.schema import parse_schema
+    from txntable.engine.model.predicates import bind
+    from txntable.engine.model.schema import parse_schema
     from txntable.maintenance.batch import MAX_PREDICATE_PARTITIONS, read_predicate
     from txntable.maintenance.planner import Bin
 

@@ -13,19 +13,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from txntable.engine.actions import Metadata
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.parquet_options import (
+from txntable.engine.model.actions import Metadata
+from txntable.engine.model.schema import schema_string_from_arrow
+from txntable.engine.storage.base import MemoryStorage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.write.parquet_options import (
     CODEC_PROPERTY,
     ParquetSettings,
     ParquetWriteOptions,
     dictionary_columns,
     resolve,
 )
-from txntable.engine.schema import schema_string_from_arrow
-from txntable.engine.storage import MemoryStorage
-from txntable.engine.storage_factory import open_storage
-from txntable.engine.writer import write_data_files
+from txntable.engine.write.writer import write_data_files
 
 
 def test_defaults_are_zstd_1_with_auto_dictionary() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from txntable.engine.paths import (
+from txntable.engine.storage.paths import (
     HIVE_NULL,
     LogFileKind,
     classic_checkpoint_name,

@@ -10,13 +10,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from txntable.engine.actions import Protocol
 from txntable.engine.errors import (
     InvalidActionError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.features import check_writable
-from txntable.engine.physical import (
+from txntable.engine.model.actions import Protocol
+from txntable.engine.model.features import check_writable
+from txntable.engine.model.physical import (
     FIELD_ID_KEY,
     PhysicalLayout,
     column_mapping_mode,

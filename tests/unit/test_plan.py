@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from txntable.engine import Table
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.clustering import CLUSTERING_DOMAIN
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize

@@ -22,7 +22,7 @@ from txntable.api.meta import ObjectMeta
 from txntable.api.types import CompactionPolicy, TxnTable, TxnTableStatus
 from txntable.config import Config
 from txntable.engine import Table
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.handlers.operate import Operator, Tick
 from txntable.reconcile.plan import optimize_policy, plan_from_summary
 

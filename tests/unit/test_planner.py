@@ -8,7 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from txntable.engine.state import ADD_SCHEMA
+from txntable.engine.read.state import ADD_SCHEMA
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.planner import (
     ZORDER_TAG,

@@ -8,11 +8,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from txntable.engine.actions import AddFile, CommitInfo, Metadata
-from txntable.engine.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.commit.conflicts import PendingCommit, WinningCommit, check_conflicts
+from txntable.engine.commit.isolation import IsolationLevel
 from txntable.engine.errors import ConcurrentAppendException, InvalidArgumentError
-from txntable.engine.isolation import IsolationLevel
-from txntable.engine.predicates import (
+from txntable.engine.model.actions import AddFile, CommitInfo, Metadata
+from txntable.engine.model.predicates import (
     TRUE,
     And,
     Compare,
@@ -24,8 +24,8 @@ from txntable.engine.predicates import (
     parse_predicate,
     typed_partition_values,
 )
-from txntable.engine.schema import Field, parse_schema
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.model.schema import Field, parse_schema
+from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
 
 from .txn_support import fast
@@ -165,7 +165,7 @@ def test_unparseable_winner_partition_values_count_as_a_conflict() -> None:
 def test_scan_prunes_by_typed_partition_values_and_records_what_it_read() -> None:
     import pyarrow.compute as pc
 
-    from txntable.engine.actions import Metadata as Meta
+    from txntable.engine.model.actions import Metadata as Meta
 
     schema = json.dumps(
         {

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
-from txntable.engine.storage import FileExistsInStoreError, LocalStorage, Storage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.storage.base import FileExistsInStoreError, LocalStorage, Storage
+from txntable.engine.storage.factory import open_storage
 
 
 def _race(storage: Storage, writers: int = 16) -> list[int]:

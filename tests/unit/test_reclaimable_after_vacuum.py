@@ -21,7 +21,7 @@ from tests.unit.test_failed_runs import MemoryLauncher
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.handlers.operate import Operator
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.reconcile.health import observe_summary, swept_before, without_swept

@@ -10,10 +10,10 @@ import pytest
 
 from tests import deltagen as g
 from tests.conftest import TESTDATA, reference_tables
-from txntable.engine.actions import AddFile, RemoveFile, parse_commit
 from txntable.engine.errors import CorruptLogError, InvalidActionError
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import FsspecStorage
+from txntable.engine.model.actions import AddFile, RemoveFile, parse_commit
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import FsspecStorage
 from txntable.engine.table import Table
 
 fingerprint, load, log = g.fingerprint, g.load, g.log

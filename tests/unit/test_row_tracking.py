@@ -1,5 +1,6 @@
 """Row tracking on the commit path: fresh row ids per attempt, the high-water mark, recommits,
-the enablement rules, and the pure functions OPTIMIZE and readers use (engine/row_tracking.py)."""
+the enablement rules, and the pure functions OPTIMIZE and readers use
+(engine/commit/row_tracking.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.row_tracking_support import inline_dv
-from txntable.engine import row_tracking as rt
-from txntable.engine.actions import AddFile, DeletionVector, DomainMetadata, Protocol
-from txntable.engine.conflicts import WinningCommit
+from txntable.engine.commit import row_tracking as rt
+from txntable.engine.commit.conflicts import WinningCommit
+from txntable.engine.commit.transaction import Transaction
 from txntable.engine.errors import InvalidArgumentError, InvalidCommitError
+from txntable.engine.model.actions import AddFile, DeletionVector, DomainMetadata, Protocol
 from txntable.engine.table import Table
-from txntable.engine.transaction import Transaction
 from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 from txntable.maintenance.executor_spark import run_task
 

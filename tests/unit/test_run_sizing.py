@@ -17,7 +17,7 @@ from tests.unit.test_launch_kubernetes import FakeCore, FakeCustomObjects
 from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.engine.table import Table
 from txntable.handlers.requests import compaction_request
 from txntable.handlers.run_sizing import RunSizer, plan_figures, running_note

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import TESTDATA, reference_tables
-from txntable.engine.actions import Metadata, parse_commit
 from txntable.engine.errors import InvalidActionError
-from txntable.engine.schema import (
+from txntable.engine.model.actions import Metadata, parse_commit
+from txntable.engine.model.schema import (
     parse_partition_column,
     parse_schema,
     to_arrow_schema,

@@ -23,10 +23,10 @@ from txntable.engine.errors import (
     TruncatedLogError,
     VersionGapError,
 )
-from txntable.engine.last_checkpoint import render
-from txntable.engine.paths import LogFileKind
-from txntable.engine.segment import build_segment
-from txntable.engine.storage import LocalStorage
+from txntable.engine.read.last_checkpoint import render
+from txntable.engine.read.segment import build_segment
+from txntable.engine.storage.base import LocalStorage
+from txntable.engine.storage.paths import LogFileKind
 from txntable.engine.table import Table
 
 CKPT_TABLE = "simple_table_with_checkpoint"  # commits 0..10, classic checkpoint at 10
@@ -244,7 +244,7 @@ def test_a_checkpoint_deleted_after_the_listing_costs_one_new_listing(
             )
         return build_segment(_storage, version, **kw)
 
-    import txntable.engine.snapshot as snapshot_module
+    import txntable.engine.read.snapshot as snapshot_module
 
     monkeypatch.setattr(snapshot_module, "build_segment", first_stale)
     assert fingerprint(snapshot_module.Snapshot.load(storage)) == before

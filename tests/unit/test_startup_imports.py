@@ -122,8 +122,8 @@ def test_reading_a_table_skips_the_write_path(tmp_path: Path) -> None:
     setup = (
         "from txntable.engine.table import Table\n"
         f"assert Table.open({location!r}).snapshot().num_files == 1\n"
-        "writing = [m for m in ('txntable.engine.write_api', 'txntable.engine.transaction', "
-        "'txntable.engine.writer') if m in sys.modules]\n"
+        "writing = [m for m in ('txntable.engine.write.api', 'txntable.engine.commit.transaction', "
+        "'txntable.engine.write.writer') if m in sys.modules]\n"
         "assert writing == [], writing"
     )
     assert _loaded_after(setup) == ["pyarrow"]
@@ -132,10 +132,10 @@ def test_reading_a_table_skips_the_write_path(tmp_path: Path) -> None:
 def test_the_public_names_resolve_on_first_use() -> None:
     import txntable
     import txntable.engine
+    from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
     from txntable.engine.errors import ConcurrentModificationException, EngineError
-    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.read.snapshot import Snapshot
     from txntable.engine.table import Table
-    from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
 
     expected = {
         "CommitOptions": CommitOptions,

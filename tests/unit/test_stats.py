@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.stats import StatsConfig, stats_for_table, stats_from_parquet
+from txntable.engine.model.stats import StatsConfig, stats_for_table, stats_from_parquet
 
 
 def _stats(data: pa.Table, **kwargs: object) -> dict[str, object]:

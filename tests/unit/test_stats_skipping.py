@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from txntable.engine.predicates import parse_predicate
-from txntable.engine.state import ADD_SCHEMA
-from txntable.engine.stats_skipping import prune
+from txntable.engine.model.predicates import parse_predicate
+from txntable.engine.read.state import ADD_SCHEMA
+from txntable.engine.read.stats_skipping import prune
 
 TYPES = {
     "id": "long",

@@ -9,7 +9,7 @@ import fsspec
 import pytest
 
 from txntable.engine.errors import StorageError, TableNotFoundError
-from txntable.engine.storage import LocalStorage, MemoryStorage
+from txntable.engine.storage.base import LocalStorage, MemoryStorage
 from txntable.engine.table import Table
 
 

@@ -19,15 +19,15 @@ import yaml
 
 from tests.unit.crdtools import EXAMPLES, load_examples
 from txntable.engine.errors import InvalidArgumentError, StorageError
-from txntable.engine.s3 import S3Storage
-from txntable.engine.storage import LocalStorage
-from txntable.engine.storage_factory import check_storage_options, open_storage
-from txntable.engine.storage_options import (
+from txntable.engine.storage.base import LocalStorage
+from txntable.engine.storage.factory import check_storage_options, open_storage
+from txntable.engine.storage.options import (
     parse_azure_options,
     parse_s3_options,
     primary_s3_option_names,
     report_without_effect,
 )
+from txntable.engine.storage.s3 import S3Storage
 from txntable.engine.table import Table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,7 +252,7 @@ def test_locking_options_are_accepted_without_effect_and_reported(
         "pool_idle_timeout": "15s",
         "AWS_SECRET_ACCESS_KEY_DYNAMODB": SECRET_VALUE,
     }
-    with caplog.at_level(logging.INFO, logger="txntable.engine.storage_options"):
+    with caplog.at_level(logging.INFO, logger="txntable.engine.storage.options"):
         storage = S3Storage("s3://reported-bucket/t", options)
     assert set(storage.options_without_effect) == set(options)
     assert "conditional writes" in storage.options_without_effect["AWS_S3_LOCKING_PROVIDER"]
@@ -335,7 +335,7 @@ def test_local_tables_report_options_that_do_nothing(tmp_path: Path) -> None:
 def test_absolute_data_file_uris_open_through_the_table_storage(tmp_path: Path) -> None:
     """A data file named by absolute URI is read with the same classes and option names as
     tables (fsspec would take neither delta-rs names nor find an S3 client in the images)."""
-    from txntable.engine.storage_factory import open_uri_input
+    from txntable.engine.storage.factory import open_uri_input
 
     (tmp_path / "a b.parquet").write_bytes(b"PAR1")
     # the URI as paths.decode_path returns it (no percent-encoding left)
@@ -355,7 +355,7 @@ def test_absolute_data_file_uris_open_through_the_table_storage(tmp_path: Path) 
 
 
 def test_azure_names_choose_the_account_endpoint_and_credential() -> None:
-    from txntable.engine.azure import azure_target
+    from txntable.engine.storage.azure import azure_target
 
     key = parse_azure_options(
         {"AZURE_STORAGE_ACCOUNT_NAME": "lake", "AZURE_STORAGE_ACCOUNT_KEY": SECRET_VALUE}
@@ -437,7 +437,7 @@ def test_environment_fills_what_the_options_leave_open(monkeypatch: pytest.Monke
     """Run pods get the Secret's keys as environment variables (envFrom): as object_store's
     from_env, known AWS_*/AZURE_* variables complete the options, which win; IRSA's
     AWS_ROLE_ARN and other variables that are not options are left to the SDKs."""
-    from txntable.engine.storage_options import (
+    from txntable.engine.storage.options import (
         azure_options_with_environment,
         s3_options_with_environment,
     )

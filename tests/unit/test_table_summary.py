@@ -20,10 +20,10 @@ import pytest
 
 from tests.conftest import TESTDATA
 from txntable.engine import Snapshot, Table
-from txntable.engine.actions import RemoveFile
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.cleanup import cleanup_expired_logs
-from txntable.engine.summary import TableSummary
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.model.actions import RemoveFile
+from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy
@@ -355,7 +355,7 @@ def test_partitions_without_files_are_forgotten(
 ) -> None:
     """A table whose old partitions are deleted as new ones arrive (hourly partitions with a
     retention): the summary keeps a bounded list of partition values, and the same figures."""
-    import txntable.engine.summary as summary_module
+    import txntable.engine.read.summary as summary_module
 
     monkeypatch.setattr(summary_module, "_KEEP_PARTITIONS", 4)
     table = Table.create(str(tmp_path / "t"), SCHEMA, ["p"])

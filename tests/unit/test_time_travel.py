@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests import deltagen as g
-from txntable.engine import snapshot as snapshot_module
 from txntable.engine.errors import InvalidArgumentError, VersionNotFoundError
+from txntable.engine.read import snapshot as snapshot_module
 from txntable.engine.table import Table
 
 fingerprint, load, log = g.fingerprint, g.load, g.log
@@ -172,9 +172,9 @@ def test_timestamp_time_travel_with_in_commit_timestamps(tmp_path: Path) -> None
 
 
 def test_commit_written_after_listing_is_not_in_the_snapshot(tmp_path: Path) -> None:
-    from txntable.engine.segment import build_segment
-    from txntable.engine.snapshot import Snapshot
-    from txntable.engine.storage import LocalStorage
+    from txntable.engine.read.segment import build_segment
+    from txntable.engine.read.snapshot import Snapshot
+    from txntable.engine.storage.base import LocalStorage
 
     g.simple_log(tmp_path, 3)
     storage = LocalStorage(str(tmp_path))
@@ -192,8 +192,8 @@ def test_refresh_sees_new_commits_through_a_listing_cache() -> None:
 
     from fsspec.implementations.memory import MemoryFileSystem
 
-    from txntable.engine.snapshot import Snapshot
-    from txntable.engine.storage import FsspecStorage
+    from txntable.engine.read.snapshot import Snapshot
+    from txntable.engine.storage.base import FsspecStorage
 
     class CachingMemoryFileSystem(MemoryFileSystem):  # type: ignore[misc]
         cachable = False

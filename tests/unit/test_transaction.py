@@ -12,13 +12,8 @@ from typing import Any
 import pytest
 
 from tests.faults import FAIL_BEFORE, FAIL_READ, LANDED_EXISTS, LOST_RESPONSE, FaultyStorage
-from txntable.engine.actions import (
-    AddFile,
-    DomainMetadata,
-    Protocol,
-    SetTransaction,
-)
-from txntable.engine.checkpoint_write import write_checkpoint
+from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.commit.transaction import CommitResult, Transaction
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendException,
@@ -31,9 +26,14 @@ from txntable.engine.errors import (
     UnsafeCommitStorageError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.storage import LocalStorage, Storage
+from txntable.engine.model.actions import (
+    AddFile,
+    DomainMetadata,
+    Protocol,
+    SetTransaction,
+)
+from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitResult, Transaction
 
 from .txn_support import (
     add,
@@ -124,7 +124,7 @@ def test_reserved_commit_info_members_and_commit_info_actions_are_refused() -> N
     txn = table.transaction(fast(commit_info={"txnId": "mine"}))
     with pytest.raises(InvalidArgumentError):
         txn.commit("WRITE")
-    from txntable.engine.actions import CommitInfo
+    from txntable.engine.model.actions import CommitInfo
 
     with pytest.raises(InvalidArgumentError):
         table.transaction(fast()).add(CommitInfo({"operation": "X"}))

@@ -15,14 +15,14 @@ import pyarrow as pa
 import pytest
 
 from tests.faults import FAIL_BEFORE, FaultyStorage
+from txntable.engine.commit.transaction import CommitOptions
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendException,
     StorageError,
 )
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 QUICK = CommitOptions(backoff_initial_s=0.0, backoff_max_s=0.0, sleep=lambda _s: None)

@@ -10,16 +10,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.faults import FAIL_BEFORE, LANDED_EXISTS, LOST_RESPONSE, FaultyStorage
+from txntable.engine.commit.transaction import CommitOptions
 from txntable.engine.errors import (
     InvalidArgumentError,
     TableNotFoundError,
     UnsafeCommitStorageError,
     UnsupportedWriterFeatureError,
 )
-from txntable.engine.paths import decode_path
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.storage.paths import decode_path
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 FAST = CommitOptions(backoff_initial_s=0.0, backoff_max_s=0.0)
@@ -168,8 +168,8 @@ def test_commit_lines_are_valid_delta_json() -> None:
 
 
 def test_a_refused_overwrite_removes_the_files_it_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
-    from txntable.engine import write_api
     from txntable.engine.errors import ConcurrentAppendException
+    from txntable.engine.write import api as write_api
 
     uri = _uri()
     table = Table.create(uri, SCHEMA, partition_by=["p"])

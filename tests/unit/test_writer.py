@@ -12,19 +12,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from txntable.engine.actions import Metadata
 from txntable.engine.errors import InvalidArgumentError, UnsupportedWriterFeatureError
-from txntable.engine.paths import decode_path
-from txntable.engine.schema import (
+from txntable.engine.model.actions import Metadata
+from txntable.engine.model.schema import (
     from_arrow_type,
     parse_schema,
     schema_string_from_arrow,
     to_arrow_schema,
     uses_timestamp_ntz,
 )
-from txntable.engine.storage import MemoryStorage
-from txntable.engine.storage_factory import open_storage
-from txntable.engine.writer import serialize_partition_value, write_data_files
+from txntable.engine.storage.base import MemoryStorage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.storage.paths import decode_path
+from txntable.engine.write.writer import serialize_partition_value, write_data_files
 
 
 @pytest.fixture

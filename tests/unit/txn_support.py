@@ -11,7 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from txntable.engine.actions import (
+from txntable.engine.commit.transaction import CommitOptions
+from txntable.engine.model.actions import (
     AddFile,
     CommitInfo,
     Metadata,
@@ -19,10 +20,9 @@ from txntable.engine.actions import (
     RemoveFile,
     serialize_commit,
 )
-from txntable.engine.storage import LocalStorage, Storage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.storage.base import LocalStorage, Storage
+from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions
 
 SCHEMA = json.dumps(
     {

@@ -227,7 +227,7 @@ class VacuumSettings:
 
 class ParquetCodec(StrEnum):
     """Parquet codecs compaction writes, spelt as the table property
-    ``delta.parquet.compression.codec`` spells them (``engine.parquet_options.CODECS``)."""
+    ``delta.parquet.compression.codec`` spells them (``engine.write.parquet_options.CODECS``)."""
 
     ZSTD = "zstd"
     SNAPPY = "snappy"

@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.engine.checkpoint_write import write_checkpoint
+    from txntable.engine.checkpoint.write import write_checkpoint
 
     if args.part_size is not None and args.part_size <= 0:
         raise CliError(f"--part-size must be a positive number of rows, got {args.part_size}")

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from txntable.cli.errors import CliError
+from txntable.engine.checkpoint.retention import parse_interval_ms
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.engine.cleanup import cleanup_expired_logs
+    from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 
     try:
         retention_ms = parse_interval_ms(args.retention) if args.retention else None

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
+from txntable.engine.checkpoint.retention import parse_interval_ms
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
 
 if TYPE_CHECKING:  # imported when the command runs: building the parser must stay cheap
-    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.read.snapshot import Snapshot
     from txntable.engine.vacuum import VacuumResult
 
 

@@ -13,19 +13,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from txntable.engine.snapshot import Snapshot
+    from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
+    from txntable.engine.read.snapshot import Snapshot
     from txntable.engine.table import Table
-    from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
 
 __all__ = ["CommitOptions", "CommitResult", "Snapshot", "Table", "Transaction"]
 
 #: public name -> the module that defines it
 _LAZY = {
-    "CommitOptions": "txntable.engine.transaction",
-    "CommitResult": "txntable.engine.transaction",
-    "Snapshot": "txntable.engine.snapshot",
+    "CommitOptions": "txntable.engine.commit.transaction",
+    "CommitResult": "txntable.engine.commit.transaction",
+    "Snapshot": "txntable.engine.read.snapshot",
     "Table": "txntable.engine.table",
-    "Transaction": "txntable.engine.transaction",
+    "Transaction": "txntable.engine.commit.transaction",
 }
 
 

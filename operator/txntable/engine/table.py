@@ -14,19 +14,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from txntable.engine.actions import CommitInfo, parse_commit
 from txntable.engine.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
-from txntable.engine.segment import Commit, list_all_commits
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import Storage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.model.actions import CommitInfo, parse_commit
+from txntable.engine.read.segment import Commit, list_all_commits
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import Storage
+from txntable.engine.storage.factory import open_storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from txntable.engine.predicates import Predicate
-    from txntable.engine.transaction import CommitOptions, CommitResult, Transaction
-    from txntable.engine.writer import DataInput
+    from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
+    from txntable.engine.model.predicates import Predicate
+    from txntable.engine.write.writer import DataInput
 
 
 class Table:
@@ -72,11 +72,11 @@ class Table:
 
     def transaction(self, options: CommitOptions | None = None) -> Transaction:
         """A transaction reading the latest snapshot (or creating the table if it has no log)."""
-        from txntable.engine.transaction import Transaction
+        from txntable.engine.commit.transaction import Transaction
 
         return Transaction(self, None, options)
 
-    # -- writing data (engine.write_api) ---------------------------------------------------
+    # -- writing data (engine.write.api) ---------------------------------------------------
     @classmethod
     def create(
         cls,
@@ -91,7 +91,7 @@ class Table:
         options: CommitOptions | None = None,
     ) -> Table:
         """Create a new, empty table (version 0); refuses when one already exists there."""
-        from txntable.engine import write_api
+        from txntable.engine.write import api as write_api
 
         table = cls(open_storage(uri, storage_options))
         write_api.create(
@@ -107,7 +107,7 @@ class Table:
 
     def append(self, data: DataInput, *, options: CommitOptions | None = None) -> CommitResult:
         """Append an Arrow table or record batches as new Parquet files (a blind append)."""
-        from txntable.engine import write_api
+        from txntable.engine.write import api as write_api
 
         return write_api.append(self, data, options=options)
 
@@ -119,7 +119,7 @@ class Table:
         options: CommitOptions | None = None,
     ) -> CommitResult:
         """Replace all rows, or those of the partitions matching ``partition_predicate``."""
-        from txntable.engine import write_api
+        from txntable.engine.write import api as write_api
 
         return write_api.overwrite(self, data, partition_predicate, options=options)
 
@@ -129,7 +129,7 @@ class Table:
         """Delete the matching rows (``None``: all): whole files for a partition predicate,
         deletion vectors for one on data columns (tables with ``delta.enableDeletionVectors``);
         ``None`` if nothing matched."""
-        from txntable.engine import write_api
+        from txntable.engine.write import api as write_api
 
         return write_api.delete(self, predicate, options=options)
 

@@ -40,15 +40,15 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine import retention
-from txntable.engine.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
-from txntable.engine.deletion_vectors import dv_file
+from txntable.engine.checkpoint import retention
 from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
-from txntable.engine.features import check_readable, check_writable, reader_features
-from txntable.engine.paths import decode_path, has_scheme
-from txntable.engine.segment import list_all_commits
-from txntable.engine.snapshot import Snapshot, read_commits
-from txntable.engine.storage import FileInfo, Storage
+from txntable.engine.model.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
+from txntable.engine.model.deletion_vectors import dv_file
+from txntable.engine.model.features import check_readable, check_writable, reader_features
+from txntable.engine.read.segment import list_all_commits
+from txntable.engine.read.snapshot import Snapshot, read_commits
+from txntable.engine.storage.base import FileInfo, Storage
+from txntable.engine.storage.paths import decode_path, has_scheme
 from txntable.engine.table import Table
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from txntable.api.table import EventSource, ObservationMode, ObservationStatus
-from txntable.engine.paths import LOG_DIR
+from txntable.engine.storage.paths import LOG_DIR
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from txntable.api.conditions import Condition, ConditionType
 from txntable.api.types import CompactionPolicy, ConflictStatus, RunRecord, TxnTable
 from txntable.engine.errors import EngineError
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.handlers.requests import predicate
 from txntable.launch import RunState, RunStatus
 from txntable.maintenance.errors import MaintenanceError

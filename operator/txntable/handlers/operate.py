@@ -3,9 +3,9 @@
 The Kopf handlers and the local mode (``txntable run --local``) both call ``Operator.reconcile``,
 so the cluster and the laptop run the same logic; only where manifests come from and where status
 goes differ. Nothing in this module imports Kopf. Observation keeps a compact
-``engine.summary.TableSummary`` per resource, never a snapshot (a few bytes per file; one listing
-plus the new commits per tick); decisions are the pure functions of ``txntable.reconcile``; runs
-go through a ``launch.Launcher``; small checkpoints are written inline, from a snapshot loaded
+``engine.read.summary.TableSummary`` per resource, never a snapshot (a few bytes per file; one
+listing plus the new commits per tick); decisions are the pure functions of ``txntable.reconcile``;
+runs go through a ``launch.Launcher``; small checkpoints are written inline, from a snapshot loaded
 for that checkpoint only.
 
 A finished run is adopted once: its record, its ``Run<Outcome>`` Event (with the reason the
@@ -38,8 +38,8 @@ from txntable.api.types import (
 )
 from txntable.config import Config
 from txntable.engine import CommitOptions, Snapshot, Table
-from txntable.engine.checkpoint_write import write_checkpoint
-from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.errors import (
     CorruptLogError,
     EngineError,
@@ -47,9 +47,9 @@ from txntable.engine.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from txntable.engine.schema import to_arrow_type
-from txntable.engine.storage import Storage
-from txntable.engine.summary import TableSummary
+from txntable.engine.model.schema import to_arrow_type
+from txntable.engine.read.summary import TableSummary
+from txntable.engine.storage.base import Storage
 from txntable.handlers.foresight import Foresight
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.handlers.run_sizing import RunSizer, running_note

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 from txntable.api.types import CompactionPolicy
 from txntable.engine.errors import EngineError
-from txntable.engine.summary import TableSummary
+from txntable.engine.read.summary import TableSummary
 from txntable.handlers.requests import predicate
 from txntable.launch import Launcher, RunState, RunStatus
 from txntable.launch.errors import LaunchError

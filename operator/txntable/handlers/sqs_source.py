@@ -14,7 +14,7 @@ reader unhealthy with the error, which puts its tables in polling mode in their 
 retried with a growing pause; the tables' polling timer keeps observing them meanwhile.
 
 The client is built from the table's storage options and Secret, as its ``S3Storage`` is
-(``engine.storage_options``), except the endpoint, which is the queue URL's own host (an S3
+(``engine.storage.options``), except the endpoint, which is the queue URL's own host (an S3
 endpoint such as MinIO usually serves no SQS), and the region, which the AWS host names when
 the options do not.
 """
@@ -30,9 +30,9 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from txntable.api.table import EventSource
-from txntable.engine.paths import LOG_DIR
-from txntable.engine.s3 import parse_s3_uri
-from txntable.engine.storage_options import parse_s3_options, s3_options_with_environment
+from txntable.engine.storage.options import parse_s3_options, s3_options_with_environment
+from txntable.engine.storage.paths import LOG_DIR
+from txntable.engine.storage.s3 import parse_s3_uri
 from txntable.handlers.commit_events import COMMIT_NAME, SqsLike
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ collected and folded in the driver. The reconciled ``add``/``remove`` rows come 
 go through the engine's own checkpoint writer, so the output (content, part layout, crash safety,
 ``_last_checkpoint``) is exactly what the inline writer produces for the same version.
 
-With ``--cleanup`` the expired log files are deleted afterwards (``engine/cleanup.py``). Storage
-options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and
+With ``--cleanup`` the expired log files are deleted afterwards (``engine/checkpoint/cleanup.py``).
+Storage options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and
 ``--storage-option KEY=VALUE``. Prints one JSON line; exit status 0 on success, 2 on bad input
 (one ``error: ...`` line on stderr, nothing written).
 """
@@ -26,17 +26,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
-from txntable.engine.checkpoint_write import CheckpointResult, write_checkpoint_state
-from txntable.engine.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+from txntable.engine.checkpoint.retention import parse_interval_ms
+from txntable.engine.checkpoint.write import CheckpointResult, write_checkpoint_state
 from txntable.engine.errors import CorruptLogError, EngineError, InvalidArgumentError
-from txntable.engine.features import check_readable
-from txntable.engine.paths import LOG_DIR, SIDECAR_DIR, decode_path
-from txntable.engine.retention import parse_interval_ms
-from txntable.engine.segment import LogSegment, build_segment
-from txntable.engine.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, from_struct_column
-from txntable.engine.storage import LocalStorage, Storage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from txntable.engine.model.features import check_readable
+from txntable.engine.read.segment import LogSegment, build_segment
+from txntable.engine.read.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, from_struct_column
+from txntable.engine.storage.base import LocalStorage, Storage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.storage.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.table import Table
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
@@ -265,7 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--part-size", type=int, default=None, help="file actions per part")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
-        "--cleanup", action="store_true", help="then delete expired log files (engine/cleanup.py)"
+        "--cleanup",
+        action="store_true",
+        help="then delete expired log files (engine/checkpoint/cleanup.py)",
     )
     parser.add_argument(
         "--retention", default=None, help="log retention for --cleanup, e.g. 'interval 30 days'"

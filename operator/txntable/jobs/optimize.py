@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from txntable.engine.checkpoint.retention import parse_interval_ms
 from txntable.engine.errors import EngineError
-from txntable.engine.retention import parse_interval_ms
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 # The engine, the executors and the metrics are imported where they are used: ``txntable``
@@ -182,7 +182,7 @@ def _duration_ms(text: str | None, flag: str) -> int | None:
 
 
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
-    from txntable.engine.parquet_options import ParquetSettings
+    from txntable.engine.write.parquet_options import ParquetSettings
     from txntable.maintenance.planner import OptimizePolicy
 
     zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
@@ -226,8 +226,8 @@ def execute(
     args: argparse.Namespace, metrics: EngineMetrics | None = None
 ) -> tuple[OptimizeResult, int]:
     """Run with parsed arguments; bad input raises (``EngineError``/``MaintenanceError``)."""
+    from txntable.engine.commit.transaction import CommitOptions
     from txntable.engine.table import Table
-    from txntable.engine.transaction import CommitOptions
     from txntable.maintenance.errors import MaintenanceError
     from txntable.maintenance.optimize import optimize
 

@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.actions import AddFile, RemoveFile
-from txntable.engine.predicate_tree import And, Compare, IsNull, Or, Predicate
-from txntable.engine.snapshot import Snapshot
+from txntable.engine.model.actions import AddFile, RemoveFile
+from txntable.engine.model.predicate_tree import And, Compare, IsNull, Or, Predicate
+from txntable.engine.read.snapshot import Snapshot
 from txntable.maintenance.planner import Bin
 
 

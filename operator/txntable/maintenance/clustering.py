@@ -23,10 +23,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from txntable.engine.actions import DomainMetadata, Protocol
-from txntable.engine.features import writer_features
-from txntable.engine.schema import Field, to_arrow_type
-from txntable.engine.snapshot import Snapshot
+from txntable.engine.model.actions import DomainMetadata, Protocol
+from txntable.engine.model.features import writer_features
+from txntable.engine.model.schema import Field, to_arrow_type
+from txntable.engine.read.snapshot import Snapshot
 from txntable.maintenance.errors import ClusteringError
 
 CLUSTERING_FEATURE = "clustering"

@@ -1,7 +1,7 @@
 """Rewriting one bin, and the local executor that rewrites bins in threads of this process.
 
 ``rewrite_bin`` is the unit of work every executor runs: read the bin's input files with
-pyarrow, conform them to the table's physical layout (``engine.physical``: physical names and
+pyarrow, conform them to the table's physical layout (``engine.model.physical``: physical names and
 field ids under column mapping, every column in its current type; older files may lack a column,
 store a narrower type or a timestamp as INT96), optionally order the rows by the Z-order key, and
 write new Parquet files with fresh unique names into the bin's partition directory (partition
@@ -31,17 +31,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txntable.engine.actions import AddFile
-from txntable.engine.deletion_vectors import deleted_rows, keep_mask
-from txntable.engine.parquet_options import ParquetWriteOptions
-from txntable.engine.parquet_options import resolve as resolve_parquet
-from txntable.engine.paths import decode_path, encode_path, has_scheme, partition_dir
-from txntable.engine.physical import PhysicalLayout, conform_table
-from txntable.engine.row_tracking import preserved_columns
-from txntable.engine.stats import StatsConfig, stats_for_table
-from txntable.engine.storage import LocalStorage, Storage
-from txntable.engine.storage_factory import open_storage, open_uri_input
-from txntable.engine.writer import data_file_name
+from txntable.engine.commit.row_tracking import preserved_columns
+from txntable.engine.model.actions import AddFile
+from txntable.engine.model.deletion_vectors import deleted_rows, keep_mask
+from txntable.engine.model.physical import PhysicalLayout, conform_table
+from txntable.engine.model.stats import StatsConfig, stats_for_table
+from txntable.engine.storage.base import LocalStorage, Storage
+from txntable.engine.storage.factory import open_storage, open_uri_input
+from txntable.engine.storage.paths import decode_path, encode_path, has_scheme, partition_dir
+from txntable.engine.write.parquet_options import ParquetWriteOptions
+from txntable.engine.write.parquet_options import resolve as resolve_parquet
+from txntable.engine.write.writer import data_file_name
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.planner import ZORDER_TAG
 from txntable.maintenance.zorder import zorder_sort

@@ -25,10 +25,10 @@ committed with ``clusteringProvider: "liquid"`` and the columns recorded as comm
 refuses ZORDER BY there.
 
 Conflict-aware planning (``OptimizePolicy.avoid_recent_writes_ms``): before planning, the newest
-commits are read (``engine.activity``, bounded by time and count) and the partitions other writers
-changed within the window are deferred, so the run does not rewrite bytes that a DELETE or MERGE
-still busy with the partition would make it drop. The result counts the bytes it did rewrite and
-drop (``numBytesDropped``) and lists the deferred partitions.
+commits are read (``engine.read.activity``, bounded by time and count) and the partitions other
+writers changed within the window are deferred, so the run does not rewrite bytes that a DELETE or
+MERGE still busy with the partition would make it drop. The result counts the bytes it did rewrite
+and drop (``numBytesDropped``) and lists the deferred partitions.
 """
 
 from __future__ import annotations
@@ -43,23 +43,23 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from txntable.engine.actions import AddFile, RemoveFile
-from txntable.engine.activity import RecentActivity, read_recent_activity
+from txntable.engine.commit.row_tracking import is_supported
+from txntable.engine.commit.transaction import CommitOptions, Transaction
 from txntable.engine.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
-from txntable.engine.features import check_writable
-from txntable.engine.parquet_options import ParquetWriteOptions
-from txntable.engine.parquet_options import resolve as resolve_parquet
-from txntable.engine.physical import partition_physical_names
-from txntable.engine.predicates import bind
-from txntable.engine.row_tracking import is_supported
-from txntable.engine.schema import to_arrow_type
-from txntable.engine.snapshot import Snapshot
+from txntable.engine.model.actions import AddFile, RemoveFile
+from txntable.engine.model.features import check_writable
+from txntable.engine.model.physical import partition_physical_names
+from txntable.engine.model.predicates import bind
+from txntable.engine.model.schema import to_arrow_type
+from txntable.engine.read.activity import RecentActivity, read_recent_activity
+from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.table import Table
-from txntable.engine.transaction import CommitOptions, Transaction
+from txntable.engine.write.parquet_options import ParquetWriteOptions
+from txntable.engine.write.parquet_options import resolve as resolve_parquet
 from txntable.maintenance.batch import (
     expected_rows,
     inputs_unchanged,

@@ -22,9 +22,9 @@ implementation re-clusters only its own files and unclustered ones).
 
 With ``avoid_recent_writes_ms`` set, partitions other writers changed within that window are
 deferred rather than planned (``plan_optimize(..., avoid=...)``, the partitions come from
-``engine.activity``): a DELETE, UPDATE, MERGE or overwrite that keeps rewriting a partition would
-likely remove our bin's inputs again before we commit, and the rewritten bytes would be dropped.
-By default only writes that removed files count (``avoid_writes="removes"``): appends never
+``engine.read.activity``): a DELETE, UPDATE, MERGE or overwrite that keeps rewriting a partition
+would likely remove our bin's inputs again before we commit, and the rewritten bytes would be
+dropped. By default only writes that removed files count (``avoid_writes="removes"``): appends never
 conflict with OPTIMIZE; ``"any"`` defers partitions with any commit in the window. The plan says
 which partitions were deferred, why, and the bins and bytes they would have had.
 
@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.parquet_options import ParquetSettings
+from txntable.engine.write.parquet_options import ParquetSettings
 from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
 
@@ -92,7 +92,7 @@ class OptimizePolicy:
     #: its size (Delta's auto-purge heuristic starts at 5%)
     dv_purge_ratio: float = DEFAULT_DV_PURGE_RATIO
     #: Parquet codec, level, row groups, dictionary of the files written; unset ones come from
-    #: the table property ``delta.parquet.compression.codec`` or ``engine.parquet_options``
+    #: the table property ``delta.parquet.compression.codec`` or ``engine.write.parquet_options``
     parquet: ParquetSettings = field(default_factory=ParquetSettings)
     #: defer partitions other writers changed within this many milliseconds (None: never)
     avoid_recent_writes_ms: int | None = None

@@ -39,10 +39,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from txntable.engine.errors import StorageError
-from txntable.engine.s3 import S3Storage
-from txntable.engine.snapshot import Snapshot
-from txntable.engine.storage import FileInfo, LocalStorage, MemoryStorage, Storage
-from txntable.engine.storage_factory import open_storage
+from txntable.engine.read.snapshot import Snapshot
+from txntable.engine.storage.base import FileInfo, LocalStorage, MemoryStorage, Storage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.storage.s3 import S3Storage
 from txntable.engine.vacuum import VacuumRules
 from txntable.maintenance.errors import MaintenanceError
 

@@ -46,7 +46,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.writer import data_file_name
+from txntable.engine.write.writer import data_file_name
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.executor_arrow import (
     BinIO,

@@ -1,7 +1,7 @@
 """A table's health, from a snapshot or from the compact summary the controller keeps.
 
-The controller holds an ``engine.summary.TableSummary`` per table (a few bytes per file), advances
-it by the new commits each tick (engine I/O, in the handlers) and hands it to
+The controller holds an ``engine.read.summary.TableSummary`` per table (a few bytes per file),
+advances it by the new commits each tick (engine I/O, in the handlers) and hands it to
 ``observe_summary``; ``observe`` computes the same figures from a full ``Snapshot`` (the CLI, and
 the reference the summary is tested against). Everything below is arithmetic over Arrow columns,
 so one tick costs a listing plus the new commits, never a replay.
@@ -18,12 +18,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine import Snapshot, retention
-from txntable.engine.actions import Metadata, Protocol
+from txntable.engine import Snapshot
+from txntable.engine.checkpoint import retention
 from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
-from txntable.engine.features import check_writable
-from txntable.engine.segment import CheckpointRef
-from txntable.engine.summary import TableSummary
+from txntable.engine.model.actions import Metadata, Protocol
+from txntable.engine.model.features import check_writable
+from txntable.engine.read.segment import CheckpointRef
+from txntable.engine.read.summary import TableSummary
 
 #: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when judging which
 #: removed files a VACUUM already had past its retention.

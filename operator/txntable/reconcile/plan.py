@@ -42,11 +42,11 @@ import pyarrow.compute as pc
 
 from txntable.api.policies import CompactionPolicySpec
 from txntable.api.table import PlannedPartition, PlanStatus
-from txntable.engine import retention
+from txntable.engine.checkpoint import retention
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.predicates import bind, typed_partition_values
-from txntable.engine.schema import parse_schema
-from txntable.engine.summary import TableSummary
+from txntable.engine.model.predicates import bind, typed_partition_values
+from txntable.engine.model.schema import parse_schema
+from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.clustering import is_clustered
 from txntable.maintenance.planner import OptimizePolicy
 

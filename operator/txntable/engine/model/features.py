@@ -1,0 +1,211 @@
+"""Protocol versions and table features: what this engine can read and write.
+
+A reader that silently ignores a feature it does not understand returns wrong answers (deleted
+rows come back, columns are misnamed), so the checks here run before anything beyond the protocol
+and metadata is read, and name the offending feature in the error.
+"""
+
+from __future__ import annotations
+
+from txntable.engine.errors import (
+    UnsupportedReaderFeatureError,
+    UnsupportedWriterFeatureError,
+)
+from txntable.engine.model.actions import Metadata, Protocol
+
+# Features implied by legacy protocol versions (brief 4.1).
+_LEGACY_READER = {1: frozenset[str](), 2: frozenset({"columnMapping"})}
+_LEGACY_WRITER: dict[int, frozenset[str]] = {
+    1: frozenset(),
+    2: frozenset({"appendOnly", "invariants"}),
+    3: frozenset({"appendOnly", "invariants", "checkConstraints"}),
+    4: frozenset(
+        {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
+    ),
+    5: frozenset(
+        {
+            "appendOnly",
+            "invariants",
+            "checkConstraints",
+            "changeDataFeed",
+            "generatedColumns",
+            "columnMapping",
+        }
+    ),
+    6: frozenset(
+        {
+            "appendOnly",
+            "invariants",
+            "checkConstraints",
+            "changeDataFeed",
+            "generatedColumns",
+            "columnMapping",
+            "identityColumns",
+        }
+    ),
+}
+
+#: Reader features whose log-level semantics this engine implements. Column mapping is read at
+#: the log level (physical partition names map to logical ones); deletion vectors are listed with
+#: their descriptors; V2 checkpoints and sidecars are read. Variant and type-widening tables
+#: differ only in their data files (a variant column's encoding, a column stored in an older,
+#: narrower type), never in the log: they are readable for inspection and log maintenance.
+#: Writing them is limited to rewrites (``REWRITABLE_FEATURES``).
+READABLE_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+        "variantShredding",
+        "typeWidening",
+        "typeWidening-preview",
+    }
+)
+
+#: Writer features this engine can always honour (brief 4.3, "Support").
+WRITABLE_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "changeDataFeed",
+        "identityColumns",
+        "timestampNtz",
+        "domainMetadata",
+        # liquid clustering: files may stay unclustered (a writer need not cluster at any given
+        # moment), adds carry stats per the table's stats settings (Delta keeps the clustering
+        # columns among them); OPTIMIZE clusters and sets clusteringProvider
+        "clustering",
+        "vacuumProtocolCheck",
+        "v2Checkpoint",
+        "deletionVectors",
+        "checkpointProtection",
+        # the commit path writes commitInfo first with a monotonic inCommitTimestamp (brief 5.8)
+        "inCommitTimestamp",
+        # every commit numbers its adds above the row-id high-water mark, per attempt
+        # (engine/commit/row_tracking.py); OPTIMIZE preserves stable row ids and commit versions
+        "rowTracking",
+    }
+)
+
+
+#: Features that change how rows sit in data files, which a rewrite (``rows_unchanged``, e.g.
+#: OPTIMIZE) honours through ``engine.model.physical``: files are read by physical name or Parquet
+#: field id and written with physical names and ids (column mapping), every column is written in its
+#: current type (type widening) and variant columns are carried through as their two binaries.
+#: Appends stay refused: the writer of new rows does not map columns yet. Shredded variants
+#: (``variantShredding*``) are not here: their per-file typed_value layouts cannot be merged
+#: byte for byte, so such tables are refused, rewrites included.
+REWRITABLE_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+    }
+)
+
+_SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
+
+
+def reader_features(protocol: Protocol) -> frozenset[str]:
+    """Reader features in force for a protocol (explicit list for reader version 3)."""
+    if protocol.min_reader_version == 3:
+        return frozenset(protocol.reader_features or ())
+    return _LEGACY_READER.get(protocol.min_reader_version, frozenset())
+
+
+def writer_features(protocol: Protocol) -> frozenset[str]:
+    """Writer features in force for a protocol (explicit list for writer version 7)."""
+    if protocol.min_writer_version == 7:
+        return frozenset(protocol.writer_features or ())
+    return _LEGACY_WRITER.get(protocol.min_writer_version, frozenset())
+
+
+def check_readable(protocol: Protocol) -> None:
+    """Raise unless this engine can read a table with this protocol."""
+    version = protocol.min_reader_version
+    if version not in (1, 2, 3):
+        raise UnsupportedReaderFeatureError(
+            f"unsupported reader protocol version {version} (this engine reads versions 1-3)",
+            (f"readerVersion={version}",),
+        )
+    if version == 3 and protocol.min_writer_version != 7:
+        raise UnsupportedReaderFeatureError(
+            "invalid protocol: reader version 3 requires writer version 7", ("readerVersion=3",)
+        )
+    if version != 3 and protocol.reader_features:
+        raise UnsupportedReaderFeatureError(
+            f"invalid protocol: reader features {sorted(protocol.reader_features)} listed "
+            f"with reader version {version}",
+            tuple(protocol.reader_features),
+        )
+    missing = sorted(reader_features(protocol) - READABLE_FEATURES)
+    if missing:
+        raise UnsupportedReaderFeatureError(
+            f"table requires reader feature(s) this engine does not support: {', '.join(missing)}",
+            tuple(missing),
+        )
+
+
+def check_writable(
+    protocol: Protocol, metadata: Metadata | None = None, *, rows_unchanged: bool = False
+) -> None:
+    """Raise unless this engine can commit to a table with this protocol and metadata.
+
+    ``rows_unchanged``: the commit only rewrites files (``dataChange=false``) or records
+    commitInfo, so no row is added or changed. CHECK constraints, invariants, generated and
+    identity columns then need no enforcement: the rows already in the table satisfy them."""
+    check_readable(protocol)
+    version = protocol.min_writer_version
+    if not 1 <= version <= 7:
+        raise UnsupportedWriterFeatureError(
+            f"unsupported writer protocol version {version}", (f"writerVersion={version}",)
+        )
+    features = writer_features(protocol) | reader_features(protocol)
+    missing = set(features - WRITABLE_FEATURES)
+    if rows_unchanged:
+        missing -= REWRITABLE_FEATURES
+    if metadata is not None and not rows_unchanged:
+        missing |= _active_but_unenforced(features, metadata)
+    if missing:
+        names = ", ".join(sorted(missing))
+        hint = ""
+        if missing & _SHREDDING:
+            hint = (
+                " (shredded variant columns keep a typed_value layout per file, which a "
+                "rewrite cannot merge byte for byte)"
+            )
+        raise UnsupportedWriterFeatureError(
+            f"table requires writer feature(s) this engine does not support: {names}{hint}",
+            tuple(sorted(missing)),
+        )
+
+
+def _active_but_unenforced(features: frozenset[str], metadata: Metadata) -> set[str]:
+    """Supported-if-inactive features (brief 4.3) that the table has actually turned on."""
+    from txntable.engine.model.schema import parse_schema
+
+    active: set[str] = set()
+    fields = parse_schema(metadata.schema_string)
+    if "invariants" in features and any("delta.invariants" in f.metadata for f in fields):
+        active.add("invariants")
+    if "checkConstraints" in features and any(
+        k.startswith("delta.constraints.") for k in metadata.configuration
+    ):
+        active.add("checkConstraints")
+    if "generatedColumns" in features and any(
+        "delta.generationExpression" in f.metadata for f in fields
+    ):
+        active.add("generatedColumns")
+    if "identityColumns" in features and any("delta.identity.start" in f.metadata for f in fields):
+        active.add("identityColumns")
+    return active
