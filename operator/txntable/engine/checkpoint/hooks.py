@@ -18,7 +18,7 @@ from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from txntable.engine.table import Table
+    from txntable.engine.read.handle import TableHandle
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def should_checkpoint(version: int, interval: int) -> bool:
     return version != 0 and version % interval == 0
 
 
-def checkpoint_hook(table: Table, result: Committed) -> None:
+def checkpoint_hook(table: TableHandle, result: Committed) -> None:
     """Checkpoint at ``result.version`` when the table's interval says so, then clean up."""
     version = result.version
     try:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from txntable.engine.observer import CommitObserver
 
 if TYPE_CHECKING:
-    from txntable.engine.table import Table
+    from txntable.engine.read.handle import TableHandle
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class CommitResult:
     operation: str
 
 
-PostCommitHook = Callable[["Table", CommitResult], None]
+PostCommitHook = Callable[["TableHandle", CommitResult], None]
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ from txntable.engine.read.state import ADD_SCHEMA
 from txntable.engine.storage.base import FileExistsInStoreError
 
 if TYPE_CHECKING:
-    from txntable.engine.table import Table
+    from txntable.engine.read.handle import TableHandle
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,10 @@ class Transaction:
     """
 
     def __init__(
-        self, table: Table, snapshot: Snapshot | None = None, options: CommitOptions | None = None
+        self,
+        table: TableHandle,
+        snapshot: Snapshot | None = None,
+        options: CommitOptions | None = None,
     ) -> None:
         self.table = table
         self.options = options or CommitOptions()

@@ -67,7 +67,7 @@ from txntable.engine.write.writer import (
 )
 
 if TYPE_CHECKING:
-    from txntable.engine.table import Table
+    from txntable.engine.read.handle import TableHandle
 
 #: Table properties a new table may not set, because this engine cannot honour the feature.
 _REFUSED_PROPERTIES = {
@@ -168,7 +168,7 @@ def new_table_metadata(
 
 
 def create(
-    table: Table,
+    table: TableHandle,
     schema: pa.Schema,
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
@@ -236,7 +236,7 @@ def _local_errors(path: str) -> Iterator[None]:
         raise StorageError(f"cannot create the table directory {path}: {exc}") from exc
 
 
-def _writable_snapshot(table: Table) -> Snapshot:
+def _writable_snapshot(table: TableHandle) -> Snapshot:
     try:
         snapshot = table.snapshot()
     except TableNotFoundError:
@@ -256,7 +256,9 @@ def _file_metrics(adds: Sequence[AddFile]) -> dict[str, str]:
     }
 
 
-def append(table: Table, data: DataInput, *, options: CommitOptions | None = None) -> CommitResult:
+def append(
+    table: TableHandle, data: DataInput, *, options: CommitOptions | None = None
+) -> CommitResult:
     """Add rows as new files: a blind append (reads nothing, conflicts with no other append)."""
     snapshot = _writable_snapshot(table)
     adds = write_data_files(table.storage, snapshot.metadata, data)
@@ -267,7 +269,7 @@ def append(table: Table, data: DataInput, *, options: CommitOptions | None = Non
 
 
 def _commit_or_clean_up(  # noqa: PLR0917 - private, three call sites
-    table: Table,
+    table: TableHandle,
     txn: Transaction,
     adds: Sequence[AddFile],
     operation: str,
@@ -313,7 +315,7 @@ def _removes(snapshot: Snapshot, paths: set[str]) -> list[RemoveFile]:
 
 
 def overwrite(
-    table: Table,
+    table: TableHandle,
     data: DataInput,
     partition_predicate: str | Predicate | None = None,
     *,
@@ -351,7 +353,7 @@ def overwrite(
 
 
 def delete(
-    table: Table,
+    table: TableHandle,
     predicate: str | Predicate | None,
     *,
     options: CommitOptions | None = None,
@@ -388,7 +390,7 @@ _ROW_DELETE_HINT = (
 
 
 def _delete_files(
-    table: Table,
+    table: TableHandle,
     snapshot: Snapshot,
     predicate: str | Predicate | None,
     options: CommitOptions | None,
@@ -416,7 +418,7 @@ def _delete_files(
 
 
 def _delete_rows(
-    table: Table,
+    table: TableHandle,
     snapshot: Snapshot,
     bound: BoundPredicate,
     options: CommitOptions | None,
