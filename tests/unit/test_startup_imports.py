@@ -130,6 +130,8 @@ def test_reading_a_table_skips_the_write_path(tmp_path: Path) -> None:
 
 
 def test_the_public_names_resolve_on_first_use() -> None:
+    import importlib
+
     import txntable
     import txntable.engine
     from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
@@ -147,8 +149,13 @@ def test_the_public_names_resolve_on_first_use() -> None:
         "Transaction": Transaction,
     }
     assert {name: getattr(txntable, name) for name in txntable.__all__} == expected
-    for name in txntable.engine.__all__:
+    for name in txntable.__all__:
         assert getattr(txntable.engine, name) is expected[name]
+    for name in txntable.engine.__all__:  # each from the module that defines it
+        module = importlib.import_module(txntable.engine._LAZY[name])
+        assert getattr(txntable.engine, name) is getattr(module, name)
+        assert getattr(module, name).__module__.startswith("txntable.engine.")
+    assert set(txntable.engine.__all__) <= set(dir(txntable.engine))
     assert set(txntable.__all__) <= set(dir(txntable))
     with pytest.raises(AttributeError, match="no attribute 'Tabel'"):
         _ = txntable.Tabel
