@@ -49,7 +49,8 @@ for i in range(n):
 """
 
 # A DELETE or OVERWRITE that reads a partition OPTIMIZE is compacting conflicts with it (Delta's
-# rule, brief 5.9: the compacted adds match its read), so like any client it retries.
+# rule of Delta's conflict matrix: the compacted adds match its read), so like any client it
+# retries.
 DELETE_DELTALAKE = """
 import sys, time
 from deltalake import DeltaTable

@@ -1,4 +1,5 @@
-"""The checkpoint writer: content (brief 7.1/7.2), parts, the hint, and Spark's hash."""
+"""The checkpoint writer: content (PROTOCOL.md "Checkpoint Schema"), parts, the hint, and Spark's
+hash."""
 
 from __future__ import annotations
 

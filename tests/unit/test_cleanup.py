@@ -1,4 +1,4 @@
-"""Log cleanup (brief 7.8) and the checkpoint post-commit hook."""
+"""Log cleanup (PROTOCOL.md "Metadata Cleanup") and the checkpoint post-commit hook."""
 
 from __future__ import annotations
 

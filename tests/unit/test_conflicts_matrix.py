@@ -1,4 +1,5 @@
-"""Delta's conflict matrix (brief 5.9, edge case 28) through real transactions.
+"""Delta's conflict matrix (Delta Spark's documented conflicts by operation and isolation level)
+through real transactions.
 
 Every case starts transactions A (current) and B (winner) from the same snapshot at version 0,
 commits B (version 1), then commits A, and asserts the exact outcome: A lands at version 2, or A
@@ -112,7 +113,7 @@ PAIRS: dict[tuple[str, str], Callable[[str, bool], Expect]] = {
 }
 
 
-# -- the rows of brief 5.9 ----------------------------------------------------------------------
+# -- the rows of the matrix --------------------------------------------------------------------
 def read_all_append(t: Transaction, p: bool, tag: str) -> str:
     t.scan()
     _new(t, "1", p, tag)
@@ -359,7 +360,7 @@ LAYOUTS = [pytest.param(True, id="partitioned"), pytest.param(False, id="unparti
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("partitioned", LAYOUTS)
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
-def test_brief_matrix_rows(row: Row, partitioned: bool, level: str) -> None:
+def test_conflict_matrix_rows(row: Row, partitioned: bool, level: str) -> None:
     got, detail = run_case(row.current, row.winner, level, partitioned, "memory", None)
     _check(row.expect(level, partitioned), got, detail)
 

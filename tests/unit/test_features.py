@@ -1,4 +1,5 @@
-"""Protocol and table-feature checks (brief 4): what we read, what we write, what we refuse."""
+"""Protocol and table-feature checks (PROTOCOL.md "Table Features"): what we read, what we write,
+what we refuse."""
 
 from __future__ import annotations
 

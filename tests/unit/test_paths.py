@@ -1,4 +1,5 @@
-"""Log file names and data-file path encoding (brief 1.2, 2.13)."""
+"""Log file names and data-file path encoding (PROTOCOL.md "Delta Log Entries", "Add File and Remove
+File")."""
 
 from __future__ import annotations
 
@@ -134,13 +135,13 @@ def test_decode_path_decodes_exactly_once(raw: str, decoded: str) -> None:
     assert decode_path(raw) == decoded
 
 
-def test_spark_partition_path_example_from_the_brief() -> None:
+def test_spark_partition_path_example() -> None:
     # Spark: value "+ =%0" -> directory "c2=+ %3D%250" -> log path "c2=+%20%253D%25250/..."
     directory = partition_dir(["c2"], {"c2": "+ =%0"})
     assert directory == "c2=+ %3D%250"
     spark_log_path = "c2=+%20%253D%25250/part-0.parquet"
     assert decode_path(spark_log_path) == directory + "/part-0.parquet"
-    # We encode '+' too (brief 2.13 rule b); both spellings decode to the same file.
+    # We encode '+' too (Spark leaves it); both spellings decode to the same file.
     ours = encode_path(directory + "/part-0.parquet")
     assert ours == "c2=%2B%20%253D%25250/part-0.parquet"
     assert decode_path(ours) == decode_path(spark_log_path)

@@ -1,4 +1,4 @@
-"""Replay rules and commit contents (brief 3.2, 9 items 11-21) on hand-written logs."""
+"""Replay rules and commit contents (PROTOCOL.md "Action Reconciliation") on hand-written logs."""
 
 from __future__ import annotations
 
@@ -308,8 +308,8 @@ def test_arrow_state_reproduces_every_live_add_exactly(name: str) -> None:
 
 
 def test_reconciliation_compares_raw_path_strings(tmp_path: Path) -> None:
-    """Brief 9 item 25: a remove spelled differently from its add (``a b`` vs ``a%20b``) does
-    not cancel it: keys are the raw log strings, so writers must copy the add's path."""
+    """A remove spelled differently from its add (``a b`` vs ``a%20b``) does not cancel it: keys
+    are the raw log strings, so writers must copy the add's path."""
     g.write_log(
         tmp_path,
         {

@@ -1,4 +1,4 @@
-"""Log layout edge cases (brief 9, items 1-13): damaged, cleaned and cluttered logs.
+"""Log layout edge cases: damaged, cleaned and cluttered logs.
 
 Every test copies a reference table (or writes a log by hand), damages it in one way, and checks
 that the snapshot is still exactly right, or that the error names the problem.

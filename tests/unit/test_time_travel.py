@@ -1,4 +1,4 @@
-"""Incremental refresh and time travel (brief 3.4, 3.5, 9 item 10)."""
+"""Incremental refresh and time travel."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The commit path end to end: creation, commitInfo, the retry loop, lost responses, validation
-before writing, feature checks, domains, ICT, hooks (brief 5, edge cases 26-40)."""
+before writing, feature checks, domains, ICT, hooks."""
 
 from __future__ import annotations
 

@@ -3,10 +3,11 @@
 For logs too large to replay in one process: Spark reads the newest checkpoint (Parquet parts,
 V2 top-level files and their sidecars) and the JSON commits after it, and reconciles the file
 actions with a window keyed by ``(path, deletion-vector id)`` that keeps the newest action of each
-logical file (brief 3.2). The handful of non-file actions (protocol, metadata, txns, domains) are
-collected and folded in the driver. The reconciled ``add``/``remove`` rows come back as Arrow and
-go through the engine's own checkpoint writer, so the output (content, part layout, crash safety,
-``_last_checkpoint``) is exactly what the inline writer produces for the same version.
+logical file (PROTOCOL.md "Action Reconciliation"). The handful of non-file actions (protocol,
+metadata, txns, domains) are collected and folded in the driver. The reconciled ``add``/``remove``
+rows come back as Arrow and go through the engine's own checkpoint writer, so the output (content,
+part layout, crash safety, ``_last_checkpoint``) is exactly what the inline writer produces for the
+same version.
 
 With ``--cleanup`` the expired log files are deleted afterwards (``engine/checkpoint/cleanup.py``).
 Storage options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and

@@ -21,7 +21,7 @@ from txntable.maintenance.planner import Bin
 
 
 def operation_metrics(removes: Sequence[RemoveFile], adds: Sequence[AddFile]) -> dict[str, str]:
-    """Spark's OPTIMIZE operationMetrics (string values, brief 6.3)."""
+    """Spark's OPTIMIZE operationMetrics (string values, ``DeltaOperationMetrics.scala``)."""
     sizes = sorted(a.size for a in adds) or [0]
 
     def pct(q: float) -> int:

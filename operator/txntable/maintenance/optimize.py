@@ -2,7 +2,7 @@
 
 A run plans once, then for each batch of bins: the executor rewrites the bins (Arrow threads
 here, Spark tasks on a cluster), and the batch is committed as one transaction of
-``remove``/``add`` actions with ``dataChange=false`` (Delta's OPTIMIZE shape, brief 6.3), which the
+``remove``/``add`` actions with ``dataChange=false`` (Delta's OPTIMIZE shape), which the
 engine downgrades to SnapshotIsolation so concurrent appends never conflict with it.
 
 Never fighting other writers: before committing a batch, every input of every bin is checked to

@@ -1,6 +1,7 @@
 """The rows of a classic (V1) checkpoint, built column-wise from a snapshot's Arrow state.
 
-A checkpoint is the reconciled state of brief 7.1 in the Parquet layout of brief 7.2: one nullable
+A checkpoint is the reconciled state (PROTOCOL.md "Action Reconciliation") in the Parquet layout of
+PROTOCOL.md "Checkpoint Schema": one nullable
 struct column per action type, one action per row. The live files and tombstones are already Arrow
 tables (``state.ADD_SCHEMA``/``REMOVE_SCHEMA``), so the ``add`` and ``remove`` columns are made by
 re-wrapping their columns (``dataChange`` forced to false, tombstones filtered by retention and

@@ -1,10 +1,10 @@
 """Metadata (log) cleanup: delete commits and checkpoints that retention no longer needs.
 
-The protocol's procedure with Delta Spark's refinements (brief 7.8): the cutoff is midnight UTC of
-``now - delta.logRetentionDuration`` (default 30 days); commit modification times are first made
-strictly increasing with the version (a clock that went backwards must not expose a newer commit);
-the newest *complete* checkpoint whose version is at or below the newest commit older than the
-cutoff becomes the cutoff checkpoint; only files of versions strictly below it are deleted
+The protocol's procedure with Delta Spark's refinements (PROTOCOL.md "Metadata Cleanup"): the cutoff
+is midnight UTC of ``now - delta.logRetentionDuration`` (default 30 days); commit modification times
+are first made strictly increasing with the version (a clock that went backwards must not expose a
+newer commit); the newest *complete* checkpoint whose version is at or below the newest commit older
+than the cutoff becomes the cutoff checkpoint; only files of versions strictly below it are deleted
 (commits, their ``.crc``, older checkpoints of every kind), plus compaction files starting at or
 below it and sidecars no remaining checkpoint references that are older than a day. The cutoff
 checkpoint and its commit stay, so every version from it on is still reconstructable.

@@ -2,9 +2,10 @@
 
 Delta Spark checkpoints after commit ``v`` when ``v != 0 and v % checkpointInterval == 0``
 (default 10) and then runs metadata cleanup when ``delta.enableExpiredLogCleanup`` is true
-(brief 7.7, 7.8). The hook is opt-in: a writer passes it in ``CommitOptions.post_commit_hooks``;
-tables whose checkpoints the operator manages leave it out. A failing checkpoint never undoes the
-commit: it is logged and the next interval tries again.
+(PROTOCOL.md "Checkpoints", "Metadata Cleanup"; the cadence is Delta Spark's). The hook is opt-in: a
+writer passes it in ``CommitOptions.post_commit_hooks``; tables whose checkpoints the operator
+manages leave it out. A failing checkpoint never undoes the commit: it is logged and the next
+interval tries again.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Durations such as ``delta.logRetentionDuration`` are Spark calendar-interval strings
 (``"interval 30 days"``, ``"1 week"``, ``"interval 1 day 12 hours"``); a wrong value must be a clear
 error, never a silently different retention, because retention decides what gets deleted.
-Defaults are Delta Spark's (brief, Appendix A).
+Defaults are Delta Spark's (``DeltaConfigs.scala``; PROTOCOL.md "Table Properties").
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Writing a checkpoint that is visible only when complete, then the ``_last_checkpoint`` hint.
 
-Order (brief 7.5): every Parquet file is written under a temporary name and renamed into place on
-local disk (a single PUT on object stores, which is atomic), so no reader ever sees a truncated
-file; the parts of a multi-part checkpoint are all written before the hint, and readers ignore an
-incomplete set of parts; the hint is written last, never replacing one that names a newer
-checkpoint. A crash at any step therefore leaves the table exactly as readable as before.
+Order, so a reader never sees a partial checkpoint: every Parquet file is written under a temporary
+name and renamed into place on local disk (a single PUT on object stores, which is atomic), so no
+reader ever sees a truncated file; the parts of a multi-part checkpoint are all written before the
+hint, and readers ignore an incomplete set of parts; the hint is written last, never replacing one
+that names a newer checkpoint. A crash at any step therefore leaves the table exactly as readable as
+before.
 
 Rows are assigned to the parts of a multi-part checkpoint the way Delta Spark does
 (``pmod(hash(coalesce(add.path, remove.path)), numParts)``), so writers racing on the same version

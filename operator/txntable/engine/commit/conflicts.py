@@ -2,16 +2,16 @@
 
 Pure: it looks at what the pending transaction read and wants to write and at the actions of
 one commit that landed after its read version, and either returns or raises Delta's named
-exception. The checks and their order are Delta Spark's ``ConflictChecker`` (brief 5.8): protocol,
-metadata, domain metadata, app transactions, added files that should have been read, deleted
-files that were read, files deleted by both. The retry loop calls it once per winner, in version
-order, so the first conflicting winner is the one reported.
+exception. The checks and their order are Delta Spark's ``ConflictChecker``
+(``ConflictChecker.scala``): protocol, metadata, domain metadata, app transactions, added files that
+should have been read, deleted files that were read, files deleted by both. The retry loop calls it
+once per winner, in version order, so the first conflicting winner is the one reported.
 
 Deliberate differences from Spark, all on the safe side: a winner's ``metaData`` always conflicts
 (Spark absorbs a few feature-enablement changes); app-id conflicts cover the app ids the pending
 transaction *writes* as well as those it read (delta-rs checks written ids, Spark read ones); on an
 unpartitioned table a transaction that is not a blind append conflicts with any added file even if
-it recorded no read predicate (Spark needs a recorded predicate; the brief's rule is stricter).
+it recorded no read predicate (Spark needs a recorded predicate; ours is the stricter rule).
 """
 
 from __future__ import annotations

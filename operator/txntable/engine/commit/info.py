@@ -2,11 +2,12 @@
 
 Other engines and people read it: Spark's history and WriteSerializable check (``isBlindAppend``),
 the controller (``txntableRunId`` ties a commit to a maintenance run), lost-response detection
-(``txnId``). Fields follow Spark's ``CommitInfo`` (brief 2.7, 5.5); ``operationMetrics`` values are
-strings as Spark writes them. Two members change per attempt: ``txntableAttempt`` (the attempt
-that wrote the line) and, with In-Commit Timestamps, ``inCommitTimestamp``, which must stay
-greater than every earlier commit's, including winners that landed meanwhile (brief 5.8 step 9);
-a commit that turns ICT on also writes the enablement version and timestamp into its metadata.
+(``txnId``). Fields follow Spark's ``CommitInfo`` (PROTOCOL.md "Commit Provenance Information"
+leaves them free); ``operationMetrics`` values are strings as Spark writes them. Two members change
+per attempt: ``txntableAttempt`` (the attempt that wrote the line) and, with In-Commit Timestamps,
+``inCommitTimestamp``, which must stay greater than every earlier commit's, including winners that
+landed meanwhile (the ``inCommitTimestamp`` feature needs them increasing); a commit that turns
+ICT on also writes the enablement version and timestamp into its metadata.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Isolation levels: the table's level, Delta's downgrade to SnapshotIsolation, ``changesData``.
 
-The level decides which concurrent commits a transaction may ignore (brief 5.6). It is chosen once,
-before the first attempt, from the transaction's own prepared actions: a commit that only
-rearranges data (OPTIMIZE: removes and adds with ``dataChange=false``) is downgraded to
-SnapshotIsolation and therefore never conflicts with concurrent appends, which is what lets
-maintenance run next to busy writers. The rule is Spark's
+The level decides which concurrent commits a transaction may ignore (Delta Spark's
+``IsolationLevel``; not part of PROTOCOL.md). It is chosen once, before the first attempt, from the
+transaction's own prepared actions: a commit that only rearranges data (OPTIMIZE: removes and adds
+with ``dataChange=false``) is downgraded to SnapshotIsolation and therefore never conflicts with
+concurrent appends, which is what lets maintenance run next to busy writers. The rule is Spark's
 (``TransactionHelper.canDowngradeToSnapshotIsolation``), not delta-rs' (which looks at the winner's
 actions and in effect never downgrades).
 """
@@ -57,7 +57,7 @@ def table_isolation_level(configuration: Mapping[str, str]) -> IsolationLevel:
     return level
 
 
-#: ``changesData`` of Spark's operations (brief 6.1; ``DeltaOperations.scala``). Operations not
+#: ``changesData`` of Spark's operations (``DeltaOperations.scala``). Operations not
 #: listed default to False, as Spark's ``Operation.changesData`` does.
 CHANGES_DATA: Mapping[str, bool] = {
     "WRITE": True,

@@ -1,13 +1,14 @@
 """Transactions: record what was read, validate what is written, commit with optimistic retries.
 
-This is the one place where the engine writes to a table's log (brief 5). A ``Transaction`` reads
-through a snapshot and records its read set (partition predicates, files, the whole table, app
-ids); ``commit`` validates the actions (``validate``), picks the isolation level (``isolation``),
-builds ``commitInfo`` and tries to create ``{version}.json`` with the storage's put-if-absent. When
-the version is taken, the commits that won are checked one by one with ``conflicts`` and the write
-is retried at the next free version, with backoff, until it lands or a conflict or the attempt
-budget ends it. Spark's structure is followed (optimistic first write, conflicts checked only after
-a lost race, the level fixed before the loop), plus lost-response detection through ``txnId``.
+This is the one place where the engine writes to a table's log (PROTOCOL.md "Creation of New Log
+Entries"). A ``Transaction`` reads through a snapshot and records its read set (partition
+predicates, files, the whole table, app ids); ``commit`` validates the actions (``validate``), picks
+the isolation level (``isolation``), builds ``commitInfo`` and tries to create ``{version}.json``
+with the storage's put-if-absent. When the version is taken, the commits that won are checked one by
+one with ``conflicts`` and the write is retried at the next free version, with backoff, until it
+lands or a conflict or the attempt budget ends it. Spark's structure is followed (optimistic first
+write, conflicts checked only after a lost race, the level fixed before the loop), plus
+lost-response detection through ``txnId``.
 """
 
 from __future__ import annotations

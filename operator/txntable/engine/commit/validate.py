@@ -1,10 +1,10 @@
 """Pre-commit validation: refuse a commit that would break the protocol before anything is written.
 
 Once a commit file exists it can never be taken back, so every rule a single commit must obey
-(brief 2.16, 5.4) is checked here, in Spark's order (``prepareCommit``/``commitImpl``):
-deduplicate ``txn``; one metadata and one protocol at most, the first version carries both;
-protocol changes only upgrade and both protocols are writable by this engine
-(``features.check_writable``); partition values name exactly the partition columns;
+(PROTOCOL.md "Requirements for Writers", "Actions") is checked here, in Spark's order
+(``prepareCommit``/``commitImpl``): deduplicate ``txn``; one metadata and one protocol at most, the
+first version carries both; protocol changes only upgrade and both protocols are writable by this
+engine (``features.check_writable``); partition values name exactly the partition columns;
 append-only tables lose no data; no duplicate file actions and one ``dataChange`` value;
 feature-specific checks.
 The result is the ordered list of actions to write (commitInfo is added by the transaction).

@@ -13,7 +13,8 @@ from txntable.engine.errors import (
 )
 from txntable.engine.model.actions import Metadata, Protocol
 
-# Features implied by legacy protocol versions (brief 4.1).
+# Features implied by legacy protocol versions (PROTOCOL.md "Table Features for New and Existing
+# Tables" and "Writer Version Requirements").
 _LEGACY_READER = {1: frozenset[str](), 2: frozenset({"columnMapping"})}
 _LEGACY_WRITER: dict[int, frozenset[str]] = {
     1: frozenset(),
@@ -67,7 +68,7 @@ READABLE_FEATURES = frozenset(
     }
 )
 
-#: Writer features this engine can always honour (brief 4.3, "Support").
+#: Writer features this engine can always honour, listed or not (PROTOCOL.md "Supported Features").
 WRITABLE_FEATURES = frozenset(
     {
         "appendOnly",
@@ -87,7 +88,7 @@ WRITABLE_FEATURES = frozenset(
         "v2Checkpoint",
         "deletionVectors",
         "checkpointProtection",
-        # the commit path writes commitInfo first with a monotonic inCommitTimestamp (brief 5.8)
+        # the commit path writes commitInfo first with a monotonic inCommitTimestamp (commit.info)
         "inCommitTimestamp",
         # every commit numbers its adds above the row-id high-water mark, per attempt
         # (engine/commit/row_tracking.py); OPTIMIZE preserves stable row ids and commit versions
@@ -191,7 +192,8 @@ def check_writable(
 
 
 def _active_but_unenforced(features: frozenset[str], metadata: Metadata) -> set[str]:
-    """Supported-if-inactive features (brief 4.3) that the table has actually turned on."""
+    """Supported-if-inactive features (PROTOCOL.md "Active Features") that the table has actually
+    turned on."""
     from txntable.engine.model.schema import parse_schema
 
     active: set[str] = set()

@@ -1,13 +1,13 @@
 """Partition predicates: parse a small SQL subset, bind it to a table, evaluate it column-wise.
 
 A transaction records the predicates it scanned with, and the conflict checker later asks "would a
-file that a concurrent commit added have matched what I read?" (brief 5.3, 5.8 step 6). Both
-questions need the same evaluation, so there is one: predicates are evaluated with Arrow kernels on
-*typed* partition values (``Snapshot.partition_values()``), with SQL's three-valued logic (a null
-result does not match). Only partition columns can be evaluated on file metadata; conjuncts over
-other columns of the schema are kept apart as data conjuncts, which neither prune files nor take
-part in conflict detection (Delta does the same). The tree and its evaluation live in
-``predicate_tree``; this module parses and binds.
+file that a concurrent commit added have matched what I read?" (the added-files check of
+``commit.conflicts``). Both questions need the same evaluation, so there is one: predicates are
+evaluated with Arrow kernels on *typed* partition values (``Snapshot.partition_values()``), with
+SQL's three-valued logic (a null result does not match). Only partition columns can be evaluated
+on file metadata; conjuncts over other columns of the schema are kept apart as data conjuncts,
+which neither prune files nor take part in conflict detection (Delta does the same). The tree and
+its evaluation live in ``predicate_tree``; this module parses and binds.
 
 Grammar (keywords case-insensitive)::
 

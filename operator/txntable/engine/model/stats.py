@@ -1,4 +1,5 @@
-"""Per-file statistics (``add.stats``) as Delta readers expect them (brief 2.11).
+"""Per-file statistics (``add.stats``) as Delta readers expect them (PROTOCOL.md "Per-file
+Statistics").
 
 Readers skip files using ``minValues``/``maxValues``/``nullCount``, so a bound we write must be
 a true bound: a file must never be skipped because we rounded the wrong way. Hence strings are

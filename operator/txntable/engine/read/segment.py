@@ -1,9 +1,10 @@
 """Choosing the log segment: one complete checkpoint plus the contiguous commits after it.
 
-This is where a corrupt or partly cleaned-up log is told apart from a healthy one (brief 3.1):
-temp files and junk are ignored, zero-byte and incomplete multi-part checkpoints are skipped, a
-stale or wrong ``_last_checkpoint`` only costs a longer listing, and a gap in the commits after the
-checkpoint is an error rather than a silently wrong snapshot.
+This is where a corrupt or partly cleaned-up log is told apart from a healthy one (PROTOCOL.md
+"Delta Log Entries", "Checkpoints"): temp files and junk are ignored, zero-byte and incomplete
+multi-part checkpoints are skipped, a stale or wrong ``_last_checkpoint`` only costs a longer
+listing, and a gap in the commits after the checkpoint is an error rather than a silently wrong
+snapshot.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 A table with a hundred thousand live files must load in a fraction of a second, so the file list
 never becomes a hundred thousand Python objects: a checkpoint's ``add`` rows stay an Arrow table,
 and the (few) commits after it are folded in with one vectorised filter plus one append. The
-reconciliation rules are the protocol's (brief 3.2): the key of a logical file is its raw path plus
-its deletion-vector id; an ``add`` makes a key live and clears its tombstone, a ``remove`` does the
-opposite; protocol and metadata are last-wins; ``txn`` is latest per app id; ``domainMetadata`` is
-latest per domain with ``removed`` deleting it.
+reconciliation rules are the protocol's (PROTOCOL.md "Action Reconciliation"): the key of a logical
+file is its raw path plus its deletion-vector id; an ``add`` makes a key live and clears its
+tombstone, a ``remove`` does the opposite; protocol and metadata are last-wins; ``txn`` is latest
+per app id; ``domainMetadata`` is latest per domain with ``removed`` deleting it.
 """
 
 from __future__ import annotations

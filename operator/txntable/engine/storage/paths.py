@@ -105,7 +105,8 @@ def has_scheme(path: str) -> bool:
 
 
 def decode_path(path: str) -> str:
-    """Percent-decode an action path exactly once (brief 2.13)."""
+    """Percent-decode an action path exactly once (PROTOCOL.md "Add File and Remove File": ``path``
+    is a URI)."""
     return unquote(path)
 
 

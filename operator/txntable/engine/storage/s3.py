@@ -2,7 +2,8 @@
 
 S3 has no rename, but it does have an atomic "create only if absent": ``PUT`` with
 ``If-None-Match: *`` fails with 412 when the key exists, exactly once across all writers. That is
-the one primitive a Delta commit needs (brief 5.2). Two S3 answers need care:
+the one primitive a Delta commit needs (two writers may never both create version ``v``). Two S3
+answers need care:
 
 * 409 ``ConditionalRequestConflict`` means another conditional write to the key is in flight;
   the outcome is unknown, so the PUT is retried after a short backoff until S3 answers 200 or 412.

@@ -123,7 +123,8 @@ def new_table_metadata(
     name: str | None = None,
     description: str | None = None,
 ) -> tuple[Protocol, Metadata]:
-    """Protocol and metadata for version 0 of a new table (brief 4.4)."""
+    """Protocol and metadata for version 0 of a new table (PROTOCOL.md "Table Features for New and
+    Existing Tables")."""
     if isinstance(partition_by, str):
         partition_by = [partition_by]
     schema_string = schema_string_from_arrow(schema)

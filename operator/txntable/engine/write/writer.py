@@ -4,8 +4,9 @@ Data files are never overwritten, so every file gets a fresh UUID name; a transa
 fails to commit leaves only unreferenced files for VACUUM. Rows are checked against the table's
 schema *before* anything is written (bad input changes nothing), split by partition into
 Hive-style directories, and described with Delta statistics so that other engines can skip
-them. Partition values are serialised as the protocol says (brief 2.12): the log holds strings,
-directories hold the Hive-escaped form, and action paths are URI-encoded once (brief 2.13).
+them. Partition values are serialised as the protocol says (PROTOCOL.md "Partition Value
+Serialization"): the log holds strings, directories hold the Hive-escaped form, and action paths are
+URI-encoded once (PROTOCOL.md "Add File and Remove File": ``path`` is a URI).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def conform(data: pa.Table, metadata: Metadata) -> pa.Table:
 
 
 def serialize_partition_value(value: Any) -> str | None:
-    """A typed partition value as the string the log stores (brief 2.12)."""
+    """A typed partition value as the string the log stores (PROTOCOL.md "Partition Value
+    Serialization")."""
     if value is None:
         return None
     if isinstance(value, bool):
