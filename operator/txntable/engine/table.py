@@ -3,7 +3,7 @@
 ``Table`` keeps its latest snapshot and refreshes it incrementally, so repeated calls to
 ``snapshot()`` (the controller's observation loop) cost one listing plus the new commits.
 
-The write path (``write_api``, transactions, the Parquet writer, row deletes) is imported by
+The write path (``write.api``, transactions, the Parquet writer, row deletes) is imported by
 the methods that write, so a process that only reads (``txntable inspect``) skips it.
 """
 

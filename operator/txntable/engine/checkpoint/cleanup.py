@@ -47,7 +47,7 @@ from txntable.engine.testhooks import pause_point
 log = logging.getLogger(__name__)
 
 SIDECAR_GRACE_MS = retention.DAY_MS
-#: temporary files of a checkpoint writer that crashed (``checkpoint_write._write_local``)
+#: temporary files of a checkpoint writer that crashed (``checkpoint.write._write_local``)
 _CHECKPOINT_TEMP = re.compile(r"^\.\d{20}\.checkpoint\..*\.tmp$")
 
 

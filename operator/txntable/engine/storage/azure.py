@@ -10,7 +10,7 @@ The client retries timeouts itself, so a 409 can answer our own earlier PUT whos
 lost: on 409 the stored blob is read back and compared with ours. Commit bodies carry a unique
 ``txnId``, so equal bytes mean our PUT won and the commit is neither lost nor written twice.
 
-Options use object_store's names (``storage_options.parse_azure_options``); without a key, SAS
+Options use object_store's names (``options.parse_azure_options``); without a key, SAS
 or token, credentials come from azure-identity's default chain (workload identity, managed
 identity, environment, Azure CLI). Secrets never reach a log line or an error message.
 """

@@ -6,7 +6,7 @@ that commits need, "create this file only if it does not exist", is part of the 
 local disk implements it with a hard link (exclusive across processes, as delta-rs does), the
 in-memory store with a lock; stores that cannot guarantee exclusivity say so
 (``atomic_put_if_absent = False``) and the commit path refuses to use them for concurrent writers.
-Object stores implement the interface in ``s3`` and ``azure``; ``storage_factory.open_storage``
+Object stores implement the interface in ``s3`` and ``azure``; ``factory.open_storage``
 picks the store for a URI, so this module never imports its own implementations.
 """
 

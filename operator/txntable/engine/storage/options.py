@@ -15,7 +15,7 @@ Every name is sorted into one of three groups, so no option is silently dropped:
 
 Anything else is an error that lists the accepted names. Values of credentials never appear in
 an error, a log line or ``repr``: only option names do. Parsing needs no boto3, so manifests
-can be checked anywhere (``storage_factory.check_storage_options``).
+can be checked anywhere (``factory.check_storage_options``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ answers need care:
 Stores that do not implement conditional writes can be declared with
 ``storage_options={"AWS_CONDITIONAL_PUT": "disabled"}`` (or ``conditional_put=false``); the
 commit path then refuses to commit unless the table opts into single-writer mode. Option names
-are those of delta-rs/object_store or fsspec (``storage_options.py`` sorts them). Credentials
+are those of delta-rs/object_store or fsspec (``storage/options.py`` sorts them). Credentials
 come from ``storage_options`` or boto3's standard chain and are never logged or put into error
 messages.
 """

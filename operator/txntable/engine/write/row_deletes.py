@@ -8,7 +8,7 @@ positions it matches are added to the file's deletion vector. The file is then c
 under the same path with the union of its old and new vectors (``remove`` of the old logical
 file, ``add`` with the new vector, ``dataChange=true``), or removed outright when no row is left.
 The physical row count goes into ``numRecords`` and ``tightBounds`` becomes false, as the protocol
-asks of a logical file with a vector. ``write_api.delete`` writes the vectors and commits.
+asks of a logical file with a vector. ``write.api.delete`` writes the vectors and commits.
 
 ``live_rows`` reads a snapshot's rows the way a reader must (vectors applied, partition values
 filled in); it is the engine's own check of what a delete left, next to deltalake's.
