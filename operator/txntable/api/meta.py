@@ -19,6 +19,16 @@ S = TypeVar("S")
 T = TypeVar("T")
 U = TypeVar("U")
 
+#: The namespace of a resource whose manifest names none (local mode; kubectl's default).
+DEFAULT_NAMESPACE = "default"
+
+
+def resource_key(namespace: str | None, name: str, uid: str | None = None) -> str:
+    """The key of one resource in the controller's caches and locks: its ``uid`` when the API
+    server gave it one, else ``namespace/name`` (a manifest read in local mode), so two
+    resources of one name in two namespaces never share state."""
+    return uid or f"{namespace or DEFAULT_NAMESPACE}/{name}"
+
 
 @dataclass(frozen=True)
 class ObjectMeta:
@@ -31,6 +41,16 @@ class ObjectMeta:
     resource_version: str | None = None
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def namespaced_name(self) -> str:
+        """``namespace/name``, the namespace defaulted, for people to read."""
+        return f"{self.namespace or DEFAULT_NAMESPACE}/{self.name}"
+
+    @property
+    def key(self) -> str:
+        """The resource's cache key (``resource_key``)."""
+        return resource_key(self.namespace, self.name, self.uid)
 
     @classmethod
     def from_dict(cls, obj: object) -> ObjectMeta:

@@ -105,7 +105,7 @@ def load_manifests(directory: Path) -> Manifests:
 def _summary(table: TxnTable, tick: Tick) -> str:
     s = tick.status
     parts = [
-        f"{_key(table)}: phase={s.phase}",
+        f"{table.metadata.namespaced_name}: phase={s.phase}",
         f"version={s.version}",
         f"files={s.files}",
         f"small={s.small_files}",
@@ -122,11 +122,6 @@ def _summary(table: TxnTable, tick: Tick) -> str:
 
 def _namespace(resource: TxnTable | CompactionPolicy | CheckpointPolicy) -> str:
     return resource.metadata.namespace or "default"
-
-
-def _key(table: TxnTable) -> str:
-    """``namespace/name``: two tables of one name in two namespaces are two tables."""
-    return f"{_namespace(table)}/{table.metadata.name}"
 
 
 def _status_json(table: TxnTable, tick: Tick) -> str:
@@ -191,7 +186,7 @@ def reconcile_loop(
         wake.clear()
         polled = False
         for i, table in enumerate(tables):
-            key = _key(table)
+            key = table.metadata.key  # two tables of one name in two namespaces are two
             due = time.monotonic() - last.get(key, -math.inf) >= interval
             if not due and key not in now_woken:
                 continue
@@ -246,12 +241,13 @@ def run(args: argparse.Namespace) -> int:
     printed: dict[str, str] = {}
 
     def show(table: TxnTable, tick: Tick) -> None:
+        name = table.metadata.namespaced_name
         for event in tick.events:
-            print(f"event {_key(table)} {event.type} {event.reason}: {event.message}")
+            print(f"event {name} {event.type} {event.reason}: {event.message}")
         line = _status_json(table, tick) if args.json else _summary(table, tick)
-        if printed.get(_key(table)) != line:
+        if printed.get(table.metadata.key) != line:
             print(line, flush=True)
-            printed[_key(table)] = line
+            printed[table.metadata.key] = line
 
     events = None
     if not args.no_events:

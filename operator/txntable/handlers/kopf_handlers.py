@@ -35,6 +35,7 @@ from txntable.api.constants import (
     VERSION,
 )
 from txntable.api.errors import InvalidSpecError
+from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
@@ -416,7 +417,7 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     state = _state(memo)
     meta = body.get("metadata", {})
     namespace, name = meta.get("namespace", "default"), meta.get("name")
-    key = meta.get("uid") or f"{namespace}/{name}"
+    key = resource_key(namespace, name, meta.get("uid"))
     wake = asyncio.Event()
     state.wakers[key] = (asyncio.get_running_loop(), wake)
     try:
@@ -459,7 +460,7 @@ def _reconcile_table(
     except InvalidSpecError as exc:
         new = _invalid_status(body, exc)
         return new if _changed(body.get("status") or {}, new) else None
-    key = table.metadata.uid or f"{table.metadata.namespace}/{table.metadata.name}"
+    key = table.metadata.key
     with state.locks.setdefault(key, threading.Lock()):
         return _reconcile_locked(state, body, table, key, kwargs, woken=woken, started=started)
 
@@ -547,7 +548,7 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     state = _state(memo)
     meta = body.get("metadata", {})
     namespace, name = meta.get("namespace", "default"), meta.get("name")
-    key = meta.get("uid") or f"{namespace}/{name}"
+    key = resource_key(namespace, name, meta.get("uid"))
     for backend in Backend:
         try:
             launcher = state.operator.launchers(backend)

@@ -238,7 +238,7 @@ class Operator:
         """Observe ``table``, follow its runs, decide and act; return the next status."""
         now = self.clock()
         ns = table.metadata.namespace or "default"
-        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
+        key = table.metadata.key
         options = dict(table.spec.storage.options) | dict(storage_options or {})
         comp = resolve(table, compaction_policies, "compaction")
         ckpt = resolve(table, checkpoint_policies, "checkpoint")
@@ -556,8 +556,7 @@ class Operator:
         decision: Decision,
         events: list[Event],
     ) -> str | None:
-        ns = table.metadata.namespace or "default"
-        key = table.metadata.uid or f"{ns}/{table.metadata.name}"
+        key = table.metadata.key
         sizing = self.sizer.size(key, policy, self._summaries.get(key))
         try:
             req = compaction_request(table, policy, decision, self.config, sizing)
