@@ -112,6 +112,26 @@ class SelectorOperator(StrEnum):
     DOES_NOT_EXIST = "DoesNotExist"
 
 
+class RunKind(StrEnum):
+    """What a maintenance run does: the ``txntable.io/kind`` label of its objects, and the job
+    module ``txntable.jobs.<kind>`` it runs."""
+
+    OPTIMIZE = "optimize"
+    CHECKPOINT = "checkpoint"
+    #: VACUUM only, for a table with nothing to compact (the optimize job's ``--vacuum-only``)
+    VACUUM = "vacuum"
+
+    @property
+    def noun(self) -> str:
+        """The word messages and events use: compaction, checkpoint, vacuum."""
+        return "compaction" if self is RunKind.OPTIMIZE else self.value
+
+    @classmethod
+    def of(cls, value: str | None) -> RunKind | None:
+        """The kind named by a label value; None for a missing or unknown one."""
+        return cls._value2member_map_.get(value) if value is not None else None  # type: ignore[return-value]
+
+
 class RunOutcome(StrEnum):
     """How a maintenance run ended (or that it still runs)."""
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from txntable.api.conditions import Condition, ConditionType
-from txntable.api.types import CompactionPolicy, ConflictStatus, RunRecord, TxnTable
+from txntable.api.types import CompactionPolicy, ConflictStatus, RunKind, RunRecord, TxnTable
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers.requests import predicate
@@ -131,7 +131,7 @@ class Foresight:
         """Our runs' conflict figures (the status's, with newly finished runs in front) and
         the back-off ``policy`` asks for now."""
         finished = sorted(
-            (r for r in runs if r.kind == "optimize" and r.state.finished),
+            (r for r in runs if r.kind == RunKind.OPTIMIZE and r.state.finished),
             key=lambda r: (r.created or r.started or now, r.name),
             reverse=True,
         )
@@ -177,7 +177,9 @@ class Foresight:
 def _throughput(runs: Sequence[RunStatus]) -> list[tuple[int, float]]:
     """(input bytes, seconds) of finished compaction runs with a result, newest first."""
     out: list[tuple[int, float]] = []
-    done = [r for r in runs if r.kind == "optimize" and r.state is RunState.SUCCEEDED and r.result]
+    done = [
+        r for r in runs if r.kind == RunKind.OPTIMIZE and r.state is RunState.SUCCEEDED and r.result
+    ]
     for run in sorted(
         done, key=lambda r: (r.finished or r.created or _EPOCH, r.name), reverse=True
     ):

@@ -31,6 +31,7 @@ from txntable.api.quantity import parse_bytes
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
+    RunKind,
     RunOutcome,
     RunRecord,
     TxnTable,
@@ -281,19 +282,18 @@ class Operator:
         retries = {
             kind: retry
             for kind, record, floor in (
-                ("optimize", last_c, cooldown),
-                ("checkpoint", last_k, 0),
-                ("vacuum", last_v, cooldown),
+                (RunKind.OPTIMIZE, last_c, cooldown),
+                (RunKind.CHECKPOINT, last_k, 0),
+                (RunKind.VACUUM, last_v, cooldown),
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
         if comp.policy is not None:  # out of memory with all the policy allows: no retry
-            attempt = retries["optimize"].attempt if "optimize" in retries else 0
+            optimize = retries.get(RunKind.OPTIMIZE)
+            attempt = optimize.attempt if optimize is not None else 0
             if (held := self.sizer.hold(key, comp.policy, attempt)) is not None:
-                retries["optimize"] = held
-        active = tuple(
-            ActiveRun(r.name, r.kind or "", r.started) for r in runs if not r.state.finished
-        )
+                retries[RunKind.OPTIMIZE] = held
+        active = tuple(ActiveRun(r.name, r.kind, r.started) for r in runs if not r.state.finished)
         active_total = max(active_total, len(active))
         comp_decision: Decision | None = None
         ckpt_decision: Decision | None = None
@@ -316,7 +316,7 @@ class Operator:
                 )
                 if name:
                     launched.append(name)
-                    active = (*active, ActiveRun(name, "optimize", now))
+                    active = (*active, ActiveRun(name, RunKind.OPTIMIZE, now))
                     last_c = RunRecord(
                         run_name=name,
                         table=table.metadata.name,
@@ -333,7 +333,7 @@ class Operator:
                 )
                 if vac_name:
                     launched.append(vac_name)
-                    active = (*active, ActiveRun(vac_name, "vacuum", now))
+                    active = (*active, ActiveRun(vac_name, RunKind.VACUUM, now))
                     last_v = RunRecord(
                         run_name=vac_name,
                         table=table.metadata.name,
@@ -421,7 +421,7 @@ class Operator:
         return runs
 
     def _retry(
-        self, key: str, kind: str, record: RunRecord | None, floor: float, now: datetime
+        self, key: str, kind: RunKind, record: RunRecord | None, floor: float, now: datetime
     ) -> Retry | None:
         """The back-off after ``record`` when it failed: attempt n+1 after the n-th failure in
         a row (the count travels in the run names), not before the longer of the policy's
@@ -447,7 +447,7 @@ class Operator:
         status = table.status
         records = [status.last_compaction, status.last_checkpoint, status.last_vacuum]
         seen = self._recorded.setdefault(key, {})
-        for index, kind in enumerate(("optimize", "checkpoint", "vacuum")):
+        for index, kind in enumerate((RunKind.OPTIMIZE, RunKind.CHECKPOINT, RunKind.VACUUM)):
             stale = records[index]
             if stale is not None and stale.outcome in (RunOutcome.RUNNING, None):
                 # recorded finished already (its object may be gone: history limits)
@@ -487,7 +487,7 @@ class Operator:
                         microsecond=0
                     ),
                     version=previous.version if previous else None,
-                    message=running_note(newest) if kind == "optimize" else None,
+                    message=running_note(newest) if kind == RunKind.OPTIMIZE else None,
                 )
         return records[0], records[1], records[2]
 
@@ -498,7 +498,7 @@ class Operator:
         outcome = outcome_of(result, run.state is RunState.SUCCEEDED)
         message = run.message or ""
         version = result.get("version") if result else None
-        if outcome is RunOutcome.SUCCEEDED and run.kind == "optimize" and engine_table:
+        if outcome is RunOutcome.SUCCEEDED and run.kind == RunKind.OPTIMIZE and engine_table:
             confirmed = _confirmed_in_log(engine_table, run.name)
             message = (message + "; " if message else "") + (
                 "commit confirmed in the table log" if confirmed else "no commit of this run found"
@@ -517,9 +517,9 @@ class Operator:
                 seconds=seconds,
                 result=result,
             )
-        kind_word = _KIND_WORDS.get(run.kind or "", "checkpoint")
+        kind_word = (run.kind or RunKind.CHECKPOINT).noun
         detail = run.message or (str(result.get("error") or "") if result else "")
-        if run.kind == "vacuum" and result and isinstance(result.get("vacuum"), Mapping):
+        if run.kind == RunKind.VACUUM and result and isinstance(result.get("vacuum"), Mapping):
             message = (message + "; " if message else "") + _vacuum_note(result["vacuum"])
         # partitions deferred for other writers' recent work, rewritten bytes dropped
         note = planning_note(result)
@@ -695,12 +695,11 @@ class Operator:
         if self.metrics is not None:
             ns = table.metadata.namespace or "default"
             self.metrics.run_finished(
-                ns, table.metadata.name, "checkpoint", outcome, seconds=seconds
+                ns, table.metadata.name, RunKind.CHECKPOINT, outcome, seconds=seconds
             )
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_KIND_WORDS = {"optimize": "compaction", "checkpoint": "checkpoint", "vacuum": "vacuum"}
 
 
 def _last_vacuum_time(

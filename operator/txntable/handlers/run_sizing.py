@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from txntable.api.types import CompactionPolicy
+from txntable.api.types import CompactionPolicy, RunKind
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers.requests import predicate
@@ -45,7 +45,7 @@ from txntable.reconcile.plan import plan_from_summary
 
 log = logging.getLogger(__name__)
 
-KIND = "optimize"
+KIND = RunKind.OPTIMIZE
 
 
 def limits(policy: CompactionPolicy) -> Limits:

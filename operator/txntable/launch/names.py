@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Final
 
+from txntable.api.common import RunKind
 from txntable.launch.errors import PermanentLaunchError
 
 MAX_RUN_NAME: Final = 47
@@ -33,7 +35,11 @@ DNS_SUBDOMAIN: Final = re.compile(
 LABEL_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 #: Short forms of the run kinds used in names (full kind is in the ``txntable.io/kind`` label).
-KIND_CODES: Final = {"optimize": "opt", "checkpoint": "ckpt", "vacuum": "vac"}
+KIND_CODES: Final[Mapping[str, str]] = {
+    RunKind.OPTIMIZE: "opt",
+    RunKind.CHECKPOINT: "ckpt",
+    RunKind.VACUUM: "vac",
+}
 
 
 def check_dns_label(value: str, what: str) -> None:

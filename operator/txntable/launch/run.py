@@ -17,6 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from txntable.api.common import RunKind
 from txntable.api.constants import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_POLICY,
@@ -68,15 +69,6 @@ RESERVED_SPARK_CONF: Final = frozenset(
 )
 
 MIB: Final = 1024 * 1024
-
-
-class RunKind(StrEnum):
-    """What the run does; the job module is ``txntable.jobs.<kind>``."""
-
-    OPTIMIZE = "optimize"
-    CHECKPOINT = "checkpoint"
-    #: VACUUM only, for a table with nothing to compact (the optimize job's ``--vacuum-only``)
-    VACUUM = "vacuum"
 
 
 class Backend(StrEnum):
@@ -294,8 +286,9 @@ class RunStatus:
             return 0
 
     @property
-    def kind(self) -> str | None:
-        return self.labels.get(LABEL_KIND)
+    def kind(self) -> RunKind | None:
+        """The run's kind from its ``txntable.io/kind`` label (None: missing or unknown)."""
+        return RunKind.of(self.labels.get(LABEL_KIND))
 
     @property
     def sizing(self) -> Sizing | None:

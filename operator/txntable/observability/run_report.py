@@ -13,12 +13,13 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
+from txntable.api.common import RunKind
 from txntable.engine.observer import OUTCOMES
 from txntable.observability.metrics import EngineMetrics
 
 #: key of the summary in a job's result line
 RESULT_KEY: Final = "engineMetrics"
-KINDS: Final = ("optimize", "checkpoint", "vacuum")
+KINDS: Final = tuple(k.value for k in RunKind)
 RUN_OUTCOMES: Final = ("succeeded", "nothing_to_do", "conflicted", "failed")
 _OUTCOME_ALIASES: Final = {
     "succeeded": "succeeded",

@@ -34,6 +34,7 @@ from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
     ConcurrencyPolicy,
+    RunKind,
     RunOutcome,
     RunRecord,
     TxnTable,
@@ -77,8 +78,12 @@ class ActiveRun:
     """A run in flight for a table (from the launcher's listing)."""
 
     name: str
-    kind: str  # "optimize" | "checkpoint" | "vacuum"
+    kind: RunKind | None  # None: a run whose kind label is missing or unknown
     started: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, RunKind | None):  # the label's text
+            object.__setattr__(self, "kind", RunKind.of(self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +114,8 @@ class Work:
     active: tuple[ActiveRun, ...] = ()  # runs of this table
     active_total: int = 0  # runs of all tables
     max_concurrent_runs: int = 4
-    #: Back-off after a failed run, per run kind ("optimize" | "checkpoint" | "vacuum").
-    retries: dict[str, Retry] = field(default_factory=dict)
+    #: Back-off after a failed run, per run kind.
+    retries: dict[RunKind, Retry] = field(default_factory=dict)
     #: Compaction held back because our recent runs kept conflicting (None: not held).
     conflicts: Hold | None = None
     #: The current plan's id (``status.plan.planId``), for ``spec.requireApproval``.
@@ -136,7 +141,7 @@ def _wait(why: Why, message: str) -> Decision:
     return Decision(False, why, message)
 
 
-def _backing_off(work: Work, kind: str) -> Decision | None:
+def _backing_off(work: Work, kind: RunKind) -> Decision | None:
     retry = work.retries.get(kind)
     if retry is None:
         return None
@@ -148,7 +153,7 @@ def _backing_off(work: Work, kind: str) -> Decision | None:
     return _wait(Why.BACKING_OFF, f"{retry.message}; attempt {retry.attempt} not before {when}")
 
 
-def _attempt(work: Work, kind: str) -> int:
+def _attempt(work: Work, kind: RunKind) -> int:
     retry = work.retries.get(kind)
     return retry.attempt if retry else 0
 
@@ -210,10 +215,10 @@ def decide_compaction(
         return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
         return _wait(Why.NOT_WRITABLE, f"never compacted: {health.unwritable_reason}")
-    vacuuming = [r.name for r in active if r.kind == "vacuum"]
+    vacuuming = [r.name for r in active if r.kind == RunKind.VACUUM]
     if vacuuming:  # short, and stopping it would only waste it: even Replace waits
         return _wait(Why.RUN_IN_PROGRESS, f"vacuum {', '.join(vacuuming)} is still running")
-    mine = [r for r in active if r.kind == "optimize"]
+    mine = [r for r in active if r.kind == RunKind.OPTIMIZE]
     replace: tuple[str, ...] = ()
     if mine:
         if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
@@ -233,14 +238,14 @@ def decide_compaction(
         )
     if not _in_windows(policy, now):
         return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
-    held = _backing_off(work, "optimize")
+    held = _backing_off(work, RunKind.OPTIMIZE)
     if held is not None:
         return held
     hold = work.conflicts
     if hold is not None and now < hold.not_before:
         when = hold.not_before.replace(microsecond=0).isoformat()
         return _wait(Why.CONFLICT_BACK_OFF, f"{hold.message}; not before {when}")
-    attempt = _attempt(work, "optimize")
+    attempt = _attempt(work, RunKind.OPTIMIZE)
     due = _schedule_due(policy, last, now)
     if due is not None:
         return _approved(
@@ -293,9 +298,6 @@ def _approved(table: TxnTable, policy: CompactionPolicy, work: Work, launch: Dec
     )
 
 
-_KIND_WORDS = {"optimize": "compaction", "vacuum": "vacuum", "checkpoint": "checkpoint"}
-
-
 def decide_vacuum(
     table: TxnTable,
     policy: CompactionPolicy,
@@ -318,9 +320,9 @@ def decide_vacuum(
         return _wait(Why.NOT_WRITABLE, f"never vacuumed: {health.unwritable_reason}")
     if compaction is not None and compaction.launch:
         return _wait(Why.NOT_DUE, "the compaction run starting now ends with VACUUM")
-    mine = [r for r in active if r.kind in ("optimize", "vacuum")]
+    mine = [r for r in active if r.kind in (RunKind.OPTIMIZE, RunKind.VACUUM)]
     if mine:
-        names = ", ".join(f"{_KIND_WORDS[r.kind]} {r.name}" for r in mine)
+        names = ", ".join(f"{r.kind.noun if r.kind else 'run'} {r.name}" for r in mine)
         return _wait(Why.RUN_IN_PROGRESS, f"{names} is still running")
     if work.active_total >= work.max_concurrent_runs:
         return _wait(
@@ -342,7 +344,7 @@ def decide_vacuum(
         )
     if not _in_windows(policy, now):
         return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
-    held = _backing_off(work, "vacuum")
+    held = _backing_off(work, RunKind.VACUUM)
     if held is not None:
         return held
     interval = timedelta(seconds=vac.interval)
@@ -360,7 +362,7 @@ def decide_vacuum(
         f"{reclaimable} bytes reclaimable >= {vac.min_reclaimable_bytes}, {since}",
         _slot(now),
         "reclaimable",
-        attempt=_attempt(work, "vacuum"),
+        attempt=_attempt(work, RunKind.VACUUM),
     )
 
 
@@ -388,10 +390,10 @@ def decide_checkpoint(
         return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
         return _wait(Why.NOT_WRITABLE, f"no checkpoints written: {health.unwritable_reason}")
-    mine = [r for r in active if r.kind == "checkpoint"]
+    mine = [r for r in active if r.kind == RunKind.CHECKPOINT]
     if mine:
         return _wait(Why.RUN_IN_PROGRESS, f"checkpoint {mine[0].name} is still running")
-    held = _backing_off(work, "checkpoint")
+    held = _backing_off(work, RunKind.CHECKPOINT)
     if held is not None:
         return held
     since = health.commits_since_checkpoint
@@ -421,7 +423,7 @@ def decide_checkpoint(
         "interval",
         (),
         placement,
-        attempt=_attempt(work, "checkpoint"),
+        attempt=_attempt(work, RunKind.CHECKPOINT),
     )
 
 
@@ -453,7 +455,7 @@ def outcome_of(result: dict[str, object] | None, succeeded: bool) -> RunOutcome:
 
 
 def vacuumed(
-    kind: str | None,
+    kind: RunKind | None,
     result: Mapping[str, object] | None,
     succeeded: bool,
     *,
@@ -467,6 +469,6 @@ def vacuumed(
     if not succeeded:
         return False
     if result is None:
-        return kind == "vacuum" or (kind == "optimize" and compaction_vacuums)
+        return kind == RunKind.VACUUM or (kind == RunKind.OPTIMIZE and compaction_vacuums)
     doc = result.get("vacuum")
     return isinstance(doc, Mapping) and not doc.get("error")

@@ -17,6 +17,7 @@ from txntable.api.types import (
     CompactionPolicy,
     ConflictStatus,
     PlanStatus,
+    RunKind,
     RunRecord,
     TablePhase,
     TableProtocol,
@@ -106,9 +107,9 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
         reason_c if not ok_c else reason_k,
         f"{msg_c}; {msg_k}",
     )
-    compacting = [r for r in out.active if r.kind == "optimize"]
-    checkpointing = [r for r in out.active if r.kind == "checkpoint"]
-    vacuuming = [r for r in out.active if r.kind == "vacuum"]
+    compacting = [r for r in out.active if r.kind == RunKind.OPTIMIZE]
+    checkpointing = [r for r in out.active if r.kind == RunKind.CHECKPOINT]
+    vacuuming = [r for r in out.active if r.kind == RunKind.VACUUM]
     put(
         ConditionType.COMPACTING, *_run_condition("compaction", out.compaction_decision, compacting)
     )
