@@ -1,0 +1,158 @@
+"""The plan in status and its approval, through ``Operator.reconcile`` tick by tick (issue 16.1).
+
+A real fragmented table, the in-memory launcher of ``test_failed_runs`` and a clock the test
+moves: status.plan says what the next run would rewrite (the figures ``reconcile.plan`` computes
+from the table's summary), an idle table's status stays the same object's worth from tick to
+tick, and under ``spec.requireApproval`` a due compaction launches only once the table carries
+``txntable.io/approve-plan`` naming the current planId; the wait is announced once per plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tests.unit.handlers.test_failed_runs import MemoryLauncher
+from txntable.api.constants import ANNOTATION_APPROVE_PLAN
+from txntable.api.meta import ObjectMeta
+from txntable.api.types import CompactionPolicy, TxnTable, TxnTableStatus
+from txntable.config import Config
+from txntable.engine import Table
+from txntable.engine.read.summary import TableSummary
+from txntable.handlers.operate import Operator, Tick
+from txntable.reconcile.plan import optimize_policy, plan_from_summary
+
+T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
+
+
+def _policy(**spec: Any) -> CompactionPolicy:
+    return CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "compact", "namespace": "default", "generation": 1},
+            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
+        }
+    )
+
+
+class Controller:
+    def __init__(self, tmp_path: Path, **spec: Any) -> None:
+        self.data = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["part"])
+        for i in range(6):
+            self.append(i)
+        self.table = TxnTable.from_manifest(
+            {
+                "apiVersion": "txntable.io/v1alpha1",
+                "kind": "TxnTable",
+                "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
+                "spec": {
+                    "location": str(tmp_path / "t"),
+                    "compactionPolicyRef": {"name": "compact"},
+                },
+            }
+        )
+        self.policy = _policy(**spec)
+        self.clock = [T0]
+        self.launcher = MemoryLauncher(self.clock)
+        self.operator = Operator(
+            config=Config(default_backend="local"),
+            launchers=lambda backend: self.launcher,
+            clock=lambda: self.clock[0],
+        )
+        self.events: list[tuple[str, str]] = []
+
+    def append(self, i: int) -> None:
+        self.data.append(pa.table({"id": [i, i + 100], "part": ["a", "b"]}, SCHEMA))
+
+    def tick(self, seconds: float) -> Tick:
+        self.clock[0] = T0 + timedelta(seconds=seconds)
+        tick = self.operator.reconcile(self.table, [self.policy], [])
+        self.events += [(e.reason, e.message) for e in tick.events]
+        self.table = replace(self.table, status=tick.status)
+        return tick
+
+    def annotate(self, plan_id: str) -> None:
+        meta = self.table.metadata
+        notes = {**meta.annotations, ANNOTATION_APPROVE_PLAN: plan_id}
+        self.table = replace(self.table, metadata=replace(meta, annotations=notes))
+
+    def compacting(self) -> tuple[str, str]:
+        cond = {c.type: c for c in self.table.status.conditions}["Compacting"]
+        return cond.reason, cond.message
+
+
+def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
+    c = Controller(tmp_path, suspend=True)  # observe, never launch
+    tick = c.tick(0)
+    plan = tick.status.plan
+    assert plan is not None
+    expected = plan_from_summary(
+        TableSummary.load(c.data.storage), optimize_policy(c.policy.spec, None)
+    )
+    assert plan.plan_id == expected.plan_id
+    assert (plan.bins, plan.files, plan.input_bytes) == (2, 12, expected.input_bytes)
+    assert plan.largest_bin_bytes == expected.largest_bin_bytes
+    assert {p.partition for p in plan.partitions} == {"part = 'a'", "part = 'b'"}
+    assert plan.exact and plan.note is None and plan.vacuum_files is None
+    assert plan.estimated_seconds is None  # no run has reported its throughput yet
+    rendered = tick.status.to_status()["plan"]
+    assert rendered["planId"] == plan.plan_id and rendered["inputBytes"] == plan.input_bytes
+    assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status  # as Kopf reads it
+    # an idle table: the same status at the next ticks (nothing to patch)
+    assert c.tick(60).status == tick.status
+    assert c.tick(11 * 60).status == tick.status  # past the plan's refresh: recomputed, same
+    c.append(99)
+    changed = c.tick(12 * 60).status.plan
+    assert changed is not None and changed.files == 14 and changed.plan_id != plan.plan_id
+
+
+def test_a_due_compaction_waits_for_approval_of_the_current_plan(tmp_path: Path) -> None:
+    c = Controller(tmp_path, requireApproval=True)
+    first = c.tick(0)
+    assert c.launcher.launched == []
+    plan_id = first.status.plan.plan_id if first.status.plan else ""
+    reason, message = c.compacting()
+    assert reason == "AwaitingApproval"
+    assert f"{ANNOTATION_APPROVE_PLAN}={plan_id}" in message
+    for s in (30, 60, 90):
+        c.tick(s)
+    assert [r for r, _ in c.events].count("AwaitingApproval") == 1  # announced once
+    assert c.launcher.launched == []
+
+    c.annotate("0123456789ab")  # an earlier plan's id approves nothing
+    c.tick(120)
+    reason, message = c.compacting()
+    assert reason == "AwaitingApproval" and "approved an earlier plan" in message
+    assert c.launcher.launched == []
+
+    c.annotate(plan_id)
+    c.append(50)  # ...but the work changed before the controller saw the approval
+    changed = c.tick(150)
+    new_id = changed.status.plan.plan_id if changed.status.plan else ""
+    assert new_id != plan_id and c.launcher.launched == []
+    assert c.compacting()[0] == "AwaitingApproval" and new_id in c.compacting()[1]
+    assert [r for r, _ in c.events].count("AwaitingApproval") == 2  # the new plan is announced
+
+    c.annotate(new_id)
+    c.tick(180)
+    assert len(c.launcher.launched) == 1
+    assert c.compacting()[0] == "RunStarted"
+
+
+def test_without_require_approval_the_annotation_is_not_needed(tmp_path: Path) -> None:
+    c = Controller(tmp_path)
+    c.tick(0)
+    assert len(c.launcher.launched) == 1
+    assert not any(r == "AwaitingApproval" for r, _ in c.events)
+
+
+def test_annotations_are_read_from_the_manifest() -> None:
+    meta = ObjectMeta.from_dict({"name": "t", "annotations": {ANNOTATION_APPROVE_PLAN: "abc"}})
+    assert meta.annotations[ANNOTATION_APPROVE_PLAN] == "abc"
+    assert dict(ObjectMeta.from_dict({"name": "t"}).annotations) == {}

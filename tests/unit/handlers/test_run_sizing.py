@@ -1,0 +1,219 @@
+"""A compaction run's resources as the controller builds them (``handlers.run_sizing`` and
+``handlers.requests``, issue 16.3): the policy's figures untouched when ``autoSize`` is off,
+plan-sized runs in both cluster manifests, the one memory retry after an OOM, and the hold
+after a second one, released only by a higher ceiling."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.launch.test_launch_kubernetes import FakeCore, FakeCustomObjects
+from txntable.api.constants import ANNOTATION_SIZING
+from txntable.api.types import CompactionPolicy, TxnTable
+from txntable.config import Config
+from txntable.engine.read.summary import TableSummary
+from txntable.engine.table import Table
+from txntable.handlers.requests import compaction_request
+from txntable.handlers.run_sizing import RunSizer, plan_figures, running_note
+from txntable.launch import manifests
+from txntable.launch.kubernetes import SparkApplicationLauncher
+from txntable.launch.run import RunState, RunStatus
+from txntable.launch.sizing import GIB, MIB, PastPeak, SizedFrom, task_memory
+from txntable.reconcile.decide import Decision, Why
+
+WHEN = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+KEY = "uid-1"
+OOM = "driver container failed with ExitCode: 137, Reason: OOMKilled"
+
+
+def policy(
+    auto: dict[str, Any] | None = None, backend: str = "SparkApplication"
+) -> CompactionPolicy:
+    spark: dict[str, Any] = {
+        "backend": backend,
+        "executor": {"instances": 3, "cores": 2, "memory": "1Gi"},
+    }
+    if auto is not None:
+        spark["autoSize"] = auto
+    return CompactionPolicy.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": "compact", "namespace": "lake"},
+            "spec": {"triggers": {"smallFiles": 2}, "minFileSize": "8Mi", "spark": spark},
+        }
+    )
+
+
+def table() -> TxnTable:
+    return TxnTable.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": "sales", "namespace": "lake", "uid": KEY},
+            "spec": {"location": "s3://bucket/sales"},
+        }
+    )
+
+
+def decision(attempt: int = 0) -> Decision:
+    return Decision(True, Why.TRIGGERED, "go", WHEN, "threshold", attempt=attempt)
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory: pytest.TempPathFactory) -> TableSummary:
+    import pyarrow as pa
+
+    path = Path(tmp_path_factory.mktemp("t")) / "sales"
+    data = pa.table({"id": pa.array(range(1000), pa.int64())})
+    t = Table.create(str(path), data.schema)
+    for _ in range(6):
+        t.append(data)
+    return TableSummary.load(Table.open(str(path)).storage)
+
+
+def test_without_autosize_the_policy_figures_run_as_written(summary: TableSummary) -> None:
+    pol = policy()
+    sized = RunSizer().size(KEY, pol, summary)
+    assert sized.sized_from is SizedFrom.POLICY
+    plain = compaction_request(table(), pol, decision(), Config())
+    req = compaction_request(table(), pol, decision(), Config(), sized)
+    assert (req.executor_instances, req.executor.cores, req.executor.memory) == (3, 2, GIB)
+    assert dict(req.spark_conf) == dict(plain.spark_conf) == {}
+    app, bare = (
+        manifests.spark_application(req, Config()),
+        manifests.spark_application(plain, Config()),
+    )
+    app["metadata"]["annotations"].pop(ANNOTATION_SIZING)
+    assert app == bare
+
+
+def test_autosize_sizes_from_the_plan_in_both_manifests(summary: TableSummary) -> None:
+    pol = policy({"enabled": True, "maxExecutorInstances": 4, "maxExecutorMemory": "8Gi"})
+    figures = plan_figures(summary, pol)
+    assert figures is not None and figures.bins == 1 and figures.input_bytes > 0
+    sized = RunSizer().size(KEY, pol, summary)
+    assert sized.sized_from is SizedFrom.PLAN and sized.executor_instances == 1
+    req = compaction_request(table(), pol, decision(), Config(), sized)
+    app = manifests.spark_application(req, Config())
+    assert app["spec"]["executor"]["instances"] == 1
+    assert app["spec"]["executor"]["memory"] == "1024m"
+    overhead = app["spec"]["sparkConf"]["spark.executor.memoryOverhead"]
+    assert overhead == f"{-(-sized.memory_overhead // MIB)}m"
+    assert json.loads(app["metadata"]["annotations"][ANNOTATION_SIZING])["from"] == "Plan"
+    args = manifests.submit_arguments(req, Config())
+    assert f"spark.executor.memoryOverhead={overhead}" in args
+    assert "spark.executor.instances=1" in args
+    # the user's sparkConf wins over the sized settings
+    base = policy({"enabled": True})
+    user_conf = replace(base.spec.spark, spark_conf={"spark.sql.shuffle.partitions": "64"})
+    mine = replace(base, spec=replace(base.spec, spark=user_conf))
+    req = compaction_request(
+        table(), mine, decision(), Config(), RunSizer().size(KEY, mine, summary)
+    )
+    assert req.spark_conf["spark.sql.shuffle.partitions"] == "64"
+
+
+def _failed(name: str, sizing_json: str | None, message: str = OOM) -> RunStatus:
+    annotations = {ANNOTATION_SIZING: sizing_json} if sizing_json else {}
+    return RunStatus(
+        name=name,
+        namespace="lake",
+        state=RunState.FAILED,
+        message=message,
+        created=WHEN,
+        labels={"txntable.io/kind": "optimize"},
+        annotations=annotations,
+        out_of_memory="OOMKilled" in message,
+    )
+
+
+class _Launcher:
+    """Answers ``status`` with the run as listed (the detail adds nothing here)."""
+
+    def __init__(self, runs: list[RunStatus]) -> None:
+        self.runs = {r.name: r for r in runs}
+
+    def status(self, namespace: str, name: str) -> RunStatus:
+        return self.runs[name]
+
+
+def test_one_memory_retry_then_a_hold_until_the_ceiling_rises(summary: TableSummary) -> None:
+    pol = policy({"enabled": True, "maxExecutorMemory": "8Gi"})
+    sizer = RunSizer()
+    first = sizer.size(KEY, pol, summary)
+    run1 = _failed("opt-1", first.to_annotation())
+    sizer.detail(KEY, "lake", _Launcher([run1]), [run1])  # type: ignore[arg-type]
+    assert sizer.hold(KEY, pol, 1) is None
+    retry = sizer.size(KEY, pol, summary)
+    assert retry.sized_from is SizedFrom.MEMORY_RETRY
+    assert retry.executor_memory == 2 * first.executor_memory
+    assert retry.driver_memory == 2 * first.driver_memory
+    run2 = _failed("opt-2", retry.to_annotation())
+    run2 = RunStatus(**{**run2.__dict__, "created": WHEN.replace(hour=13)})
+    sizer.detail(KEY, "lake", _Launcher([run1, run2]), [run1, run2])  # type: ignore[arg-type]
+    held = sizer.hold(KEY, pol, 2)
+    assert held is not None and held.not_before is None
+    assert "opt-2 ran out of memory again" in held.message
+    assert "not retried until that ceiling is raised" in held.message
+    higher = policy({"enabled": True, "maxExecutorMemory": "32Gi"})
+    assert sizer.hold(KEY, higher, 2) is None
+    again = sizer.size(KEY, higher, summary)
+    assert again.executor_memory == 2 * retry.executor_memory
+    assert "memory retry" in (running_note(_failed("opt-3", again.to_annotation())) or "")
+
+
+def test_a_run_at_the_ceiling_is_held_at_once(summary: TableSummary) -> None:
+    pol = policy({"maxExecutorMemory": "1Gi"})  # sizing off: the policy's 1 GiB heap + overhead
+    sizer = RunSizer()
+    run = _failed("opt-1", sizer.size(KEY, pol, summary).to_annotation())
+    sizer.detail(KEY, "lake", _Launcher([run]), [run])  # type: ignore[arg-type]
+    held = sizer.hold(KEY, pol, 1)
+    assert held is not None and "opt-1 ran out of memory (" in held.message
+
+
+def test_other_failures_are_not_memory_retries(summary: TableSummary) -> None:
+    pol = policy({"enabled": True})
+    sizer = RunSizer()
+    run = _failed("opt-1", None, message="exit code 1: ValueError")
+    sizer.detail(KEY, "lake", _Launcher([run]), [run])  # type: ignore[arg-type]
+    assert sizer.hold(KEY, pol, 1) is None
+    assert sizer.size(KEY, pol, summary).sized_from is SizedFrom.PLAN
+
+
+def test_the_newest_finished_run_is_read_in_detail_once(summary: TableSummary) -> None:
+    api, core = FakeCustomObjects(), FakeCore()
+    launcher = SparkApplicationLauncher(api, Config(), core)
+    req = compaction_request(table(), policy(), decision(), Config())
+    launcher.launch(req)
+    app = api.objects[(req.namespace, req.name)]
+    app["status"] = {
+        "applicationState": {"state": "COMPLETED"},
+        "driverInfo": {"podName": f"{req.name}-driver"},
+    }
+    result = {"runId": req.name, "peakTaskMemoryBytes": 3 * GIB, "largestBinBytes": 100 * MIB}
+    core.logs[(req.namespace, f"{req.name}-driver", manifests.OPERATOR_DRIVER_CONTAINER)] = (
+        json.dumps(result) + "\n"
+    )
+    sizer = RunSizer()
+    listed = launcher.list_runs(req.namespace, req.table)
+    assert listed[0].result is None
+    (detailed,) = sizer.detail(KEY, req.namespace, launcher, listed)
+    assert detailed.result == result
+    reads = len(core.calls)
+    sizer.detail(KEY, req.namespace, launcher, launcher.list_runs(req.namespace, req.table))
+    assert len(core.calls) == reads  # not read again
+    sized = sizer.size(KEY, policy({"enabled": True}), summary)
+    figures = plan_figures(summary, policy({"enabled": True}))
+    assert figures is not None
+    seen = PastPeak(task_memory_bytes=3 * GIB, largest_bin_bytes=100 * MIB)
+    assert sized.task_memory == task_memory(figures.largest_bin_bytes, seen)
+    assert sized.task_memory > task_memory(figures.largest_bin_bytes)  # the peak seen counts
+    no_plan = sizer.size(KEY, policy({"enabled": True}), None)
+    assert no_plan.sized_from is SizedFrom.POLICY

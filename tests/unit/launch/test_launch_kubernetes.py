@@ -1,0 +1,436 @@
+"""Cluster launchers against small fakes of the kubernetes client: create, 409 adoption,
+transient vs permanent errors, state mapping, result lines from driver logs, and that every
+API call made is one that ``permissions.py`` grants."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.unit.launch.test_launch_manifests import request as make_request
+from txntable.config import Config
+from txntable.launch import manifests, permissions
+from txntable.launch.errors import PermanentLaunchError, RunNotFoundError, TransientLaunchError
+from txntable.launch.kubernetes import JobLauncher, SparkApplicationLauncher
+from txntable.launch.run import Backend, RunState
+
+RESULT = {"runId": "x", "filesRemoved": 12, "filesAdded": 2}
+
+
+def api_error(status: int, message: str = "", retry_after: str | None = None) -> ApiException:
+    exc = ApiException(status=status, reason="Reason", body=json.dumps({"message": message}))
+    exc.headers = {"Retry-After": retry_after} if retry_after else {}
+    return exc
+
+
+class Fake:
+    """Records (group, resource, verb) of every call; ``fail[verb]`` raises once."""
+
+    def __init__(self, group: str, resource: str) -> None:
+        self.group, self.resource = group, resource
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[tuple[str, str, str]] = []
+        self.fail: dict[str, BaseException] = {}
+
+    def _record(self, verb: str, resource: str | None = None) -> None:
+        self.calls.append((self.group, resource or self.resource, verb))
+        if verb in self.fail:
+            raise self.fail.pop(verb)
+
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._record("create")
+        key = (namespace, body["metadata"]["name"])
+        if key in self.objects:
+            raise api_error(409, "already exists")
+        obj = copy.deepcopy(body)
+        obj["metadata"]["creationTimestamp"] = "2026-11-22T02:00:01Z"
+        self.objects[key] = obj
+        return copy.deepcopy(obj)
+
+    def read(self, namespace: str, name: str) -> dict[str, Any]:
+        self._record("get")
+        if (namespace, name) not in self.objects:
+            raise api_error(404, "not found")
+        return copy.deepcopy(self.objects[(namespace, name)])
+
+    def list(self, namespace: str, selector: str) -> dict[str, Any]:
+        self._record("list")
+        wanted = dict(pair.split("=", 1) for pair in selector.split(","))
+        items = [
+            copy.deepcopy(o)
+            for (ns, _), o in self.objects.items()
+            if ns == namespace
+            and all(o["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+        ]
+        return {"items": items}
+
+    def remove(self, namespace: str, name: str) -> None:
+        self._record("delete")
+        if self.objects.pop((namespace, name), None) is None:
+            raise api_error(404, "not found")
+
+
+class FakeCustomObjects(Fake):
+    def __init__(self) -> None:
+        super().__init__("sparkoperator.k8s.io", "sparkapplications")
+
+    def _check(self, kw: dict[str, Any]) -> None:
+        assert (kw["group"], kw["version"], kw["plural"]) == (
+            "sparkoperator.k8s.io",
+            "v1beta2",
+            "sparkapplications",
+        )
+        assert kw["_request_timeout"] > 0
+
+    def create_namespaced_custom_object(self, body: dict[str, Any], **kw: Any) -> Any:
+        self._check(kw)
+        return self.create(kw["namespace"], body)
+
+    def get_namespaced_custom_object(self, name: str, **kw: Any) -> Any:
+        self._check(kw)
+        return self.read(kw["namespace"], name)
+
+    def list_namespaced_custom_object(self, label_selector: str, **kw: Any) -> Any:
+        self._check(kw)
+        return self.list(kw["namespace"], label_selector)
+
+    def delete_namespaced_custom_object(self, name: str, propagation_policy: str, **kw: Any) -> Any:
+        self._check(kw)
+        assert propagation_policy == "Background"
+        return self.remove(kw["namespace"], name)
+
+
+class FakeBatch(Fake):
+    """Returns client models, as the real BatchV1Api does."""
+
+    api_client = client.ApiClient()
+
+    def __init__(self) -> None:
+        super().__init__("batch", "jobs")
+
+    def create_namespaced_job(self, namespace: str, body: dict[str, Any], **kw: Any) -> Any:
+        return client.V1Job.from_dict(self.create(namespace, body))
+
+    def read_namespaced_job(self, name: str, namespace: str, **kw: Any) -> Any:
+        return client.V1Job.from_dict(self.read(namespace, name))
+
+    def list_namespaced_job(self, namespace: str, label_selector: str, **kw: Any) -> Any:
+        return client.V1JobList.from_dict(self.list(namespace, label_selector))
+
+    def delete_namespaced_job(
+        self, name: str, namespace: str, propagation_policy: str, **kw: Any
+    ) -> Any:
+        assert propagation_policy == "Background"
+        return self.remove(namespace, name)
+
+
+class FakeCore(Fake):
+    api_client = client.ApiClient()
+
+    def __init__(self) -> None:
+        super().__init__("", "pods")
+        self.logs: dict[tuple[str, str, str], str] = {}
+        self.pods: list[dict[str, Any]] = []
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, container: str, **kw: Any) -> str:
+        self._record("get", "pods/log")
+        if (namespace, name, container) not in self.logs:
+            raise api_error(404, "pod not found")
+        return self.logs[(namespace, name, container)]
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str, **kw: Any) -> Any:
+        self._record("list")
+        key, value = label_selector.split("=", 1)
+        items = [p for p in self.pods if p["metadata"]["labels"].get(key) == value]
+        return client.V1PodList.from_dict({"items": items})
+
+
+Builder = Callable[[], tuple[Any, Any, FakeCore, Backend]]
+
+
+def spark() -> tuple[Any, Any, FakeCore, Backend]:
+    api, core = FakeCustomObjects(), FakeCore()
+    return SparkApplicationLauncher(api, Config(), core), api, core, Backend.SPARK_APPLICATION
+
+
+def job() -> tuple[Any, Any, FakeCore, Backend]:
+    api, core = FakeBatch(), FakeCore()
+    return JobLauncher(api, Config(), core), api, core, Backend.JOB
+
+
+BACKENDS = {"sparkapplication": spark, "job": job}
+
+
+def granted(backend: Backend) -> set[tuple[str, str, str]]:
+    return {(p.group, p.resource, v) for p in permissions.LAUNCHERS[backend] for v in p.verbs}
+
+
+@pytest.fixture(params=BACKENDS)
+def setup(request: pytest.FixtureRequest) -> tuple[Any, Any, FakeCore, Backend]:
+    return BACKENDS[request.param]()
+
+
+def test_launch_creates_then_adopts_on_409(setup: Any) -> None:
+    launcher, api, _core, backend = setup
+    req = make_request(backend=backend)
+    first = launcher.launch(req)
+    assert (first.name, first.state, first.adopted) == (req.name, RunState.PENDING, False)
+    assert list(api.objects) == [(req.namespace, req.name)]
+    body = api.objects[(req.namespace, req.name)]
+    assert body["metadata"]["labels"] == req.labels
+    again = launcher.launch(req)  # controller restarted, or a second replica raced
+    assert again.adopted and again.name == req.name
+    assert len(api.objects) == 1
+    assert [c[2] for c in api.calls] == ["create", "create", "get"]
+
+
+def test_a_foreign_object_with_the_run_name_is_not_adopted(setup: Any) -> None:
+    launcher, api, _core, backend = setup
+    req = make_request(backend=backend)
+    foreign = copy.deepcopy(launcher.build(req))
+    foreign["metadata"]["labels"] = {"app": "someone-else"}
+    api.objects[(req.namespace, req.name)] = foreign
+    with pytest.raises(PermanentLaunchError) as err:
+        launcher.launch(req)
+    assert err.value.reason == "NameTaken"
+
+
+def test_a_run_of_another_table_is_not_adopted(setup: Any) -> None:
+    launcher, api, _core, backend = setup
+    req = make_request(backend=backend)
+    other = copy.deepcopy(launcher.build(req))
+    other["metadata"]["labels"]["txntable.io/table"] = "not-sales"
+    api.objects[(req.namespace, req.name)] = other
+    with pytest.raises(PermanentLaunchError, match="another run"):
+        launcher.launch(req)
+
+
+@pytest.mark.parametrize(
+    ("error", "expected", "detail"),
+    [
+        (api_error(500, "etcd timeout"), TransientLaunchError, 10.0),
+        (api_error(503, "", retry_after="7"), TransientLaunchError, 7.0),
+        (api_error(429, "slow down", retry_after="3"), TransientLaunchError, 3.0),
+        (urllib3.exceptions.MaxRetryError(None, "/x", "refused"), TransientLaunchError, 10.0),
+        (urllib3.exceptions.ReadTimeoutError(None, "/x", "timed out"), TransientLaunchError, 10.0),
+        (ConnectionRefusedError("refused"), TransientLaunchError, 10.0),
+        (api_error(422, "spec.driver.cores: Invalid value"), PermanentLaunchError, "Invalid"),
+        (api_error(400, "bad"), PermanentLaunchError, "BadRequest"),
+        (api_error(403, "forbidden"), PermanentLaunchError, "Forbidden"),
+        (api_error(404, "no such kind"), PermanentLaunchError, "KindNotServed"),
+    ],
+)
+def test_create_errors_are_transient_or_permanent(
+    setup: Any, error: BaseException, expected: type, detail: Any
+) -> None:
+    launcher, api, _core, backend = setup
+    api.fail["create"] = error
+    with pytest.raises(expected) as err:
+        launcher.launch(make_request(backend=backend))
+    if expected is TransientLaunchError:
+        assert err.value.delay == detail
+    else:
+        assert err.value.reason == detail
+    assert api.objects == {}
+    if isinstance(error, ApiException) and error.status == 422:
+        assert "spec.driver.cores" in str(err.value)
+
+
+def test_status_delete_and_list(setup: Any) -> None:
+    launcher, api, _core, backend = setup
+    req = make_request(backend=backend)
+    other_table = make_request(backend=backend, table="orders")
+    launcher.launch(req)
+    launcher.launch(other_table)
+    runs = launcher.list_runs(req.namespace, req.table)
+    assert [r.name for r in runs] == [req.name]
+    assert runs[0].policy == "nightly" and runs[0].kind == "optimize" and runs[0].attempt == 0
+    assert runs[0].created == datetime(2026, 11, 22, 2, 0, 1, tzinfo=UTC)
+    launcher.delete(req.namespace, req.name)
+    launcher.delete(req.namespace, req.name)  # idempotent
+    with pytest.raises(RunNotFoundError):
+        launcher.status(req.namespace, req.name)
+    api.fail["delete"] = api_error(504)
+    with pytest.raises(TransientLaunchError):
+        launcher.delete(other_table.namespace, other_table.name)
+    api.fail["list"] = api_error(403, "forbidden")
+    with pytest.raises(PermanentLaunchError):
+        launcher.list_runs(req.namespace, req.table)
+
+
+def test_every_call_is_granted_by_permissions(setup: Any) -> None:
+    launcher, api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    launcher.launch(req)
+    finish(api, core, backend, req, RunState.SUCCEEDED)
+    launcher.status(req.namespace, req.name)
+    launcher.list_runs(req.namespace, req.table)
+    launcher.delete(req.namespace, req.name)
+    made = set(api.calls) | set(core.calls)
+    assert made <= granted(backend), made - granted(backend)
+    assert {c[2] for c in api.calls} == {"create", "get", "list", "delete"}
+
+
+def finish(api: Fake, core: FakeCore, backend: Backend, req: Any, state: RunState) -> None:
+    """Make the fake cluster report the run finished, with a driver log holding the result."""
+    obj = api.objects[(req.namespace, req.name)]
+    log = "INFO starting\n" + json.dumps(RESULT) + "\nINFO SparkContext stopped\n"
+    if backend is Backend.SPARK_APPLICATION:
+        app_state = "COMPLETED" if state is RunState.SUCCEEDED else "FAILED"
+        obj["status"] = {
+            "applicationState": {"state": app_state},
+            "driverInfo": {"podName": f"{req.name}-driver"},
+            "lastSubmissionAttemptTime": "2026-11-22T02:00:05Z",
+            "terminationTime": "2026-11-22T02:10:00Z",
+        }
+        core.logs[(req.namespace, f"{req.name}-driver", manifests.OPERATOR_DRIVER_CONTAINER)] = log
+    else:
+        kind = "Complete" if state is RunState.SUCCEEDED else "Failed"
+        obj["status"] = {
+            "startTime": "2026-11-22T02:00:05Z",
+            "completionTime": "2026-11-22T02:10:00Z",
+            "conditions": [
+                {"type": kind, "status": "True", "lastTransitionTime": "2026-11-22T02:10:00Z"}
+            ],
+        }
+        for i, stamp in enumerate(("2026-11-22T02:00:02Z", "2026-11-22T02:00:04Z")):
+            core.pods.append(
+                {
+                    "metadata": {
+                        "name": f"{req.name}-pod{i}",
+                        "creationTimestamp": stamp,
+                        "labels": {"batch.kubernetes.io/job-name": req.name},
+                    }
+                }
+            )
+        core.logs[(req.namespace, f"{req.name}-pod1", manifests.DRIVER_CONTAINER)] = log
+
+
+@pytest.mark.parametrize("state", [RunState.SUCCEEDED, RunState.FAILED])
+def test_finished_runs_carry_times_and_the_result_line(setup: Any, state: RunState) -> None:
+    launcher, api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    finish(api, core, backend, req, state)
+    st = launcher.status(req.namespace, req.name)
+    assert st.state is state
+    assert st.result == RESULT
+    assert st.started == datetime(2026, 11, 22, 2, 0, 5, tzinfo=UTC)
+    assert st.finished == datetime(2026, 11, 22, 2, 10, tzinfo=UTC)
+
+
+def test_the_result_line_is_optional(setup: Any) -> None:
+    launcher, api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    finish(api, core, backend, req, RunState.SUCCEEDED)
+    core.logs.clear()  # driver pod already gone
+    st = launcher.status(req.namespace, req.name)
+    assert st.state is RunState.SUCCEEDED and st.result is None
+    no_core = type(launcher)(api, Config())
+    assert no_core.status(req.namespace, req.name).result is None
+
+
+@pytest.mark.parametrize(
+    ("app_state", "expected"),
+    [
+        (None, RunState.PENDING),
+        ("", RunState.PENDING),
+        ("SUBMITTED", RunState.PENDING),
+        ("PENDING_RERUN", RunState.PENDING),
+        ("INVALIDATING", RunState.PENDING),
+        ("RUNNING", RunState.RUNNING),
+        ("SUCCEEDING", RunState.RUNNING),
+        ("FAILING", RunState.RUNNING),
+        ("COMPLETED", RunState.SUCCEEDED),
+        ("FAILED", RunState.FAILED),
+        ("SUBMISSION_FAILED", RunState.FAILED),
+        ("UNKNOWN", RunState.UNKNOWN),
+        ("SOMETHING_NEW", RunState.UNKNOWN),
+    ],
+)
+def test_spark_application_states(app_state: str | None, expected: RunState) -> None:
+    launcher, *_ = spark()
+    obj: dict[str, Any] = {"metadata": {"name": "r", "namespace": "n"}}
+    if app_state is not None:
+        obj["status"] = {"applicationState": {"state": app_state, "errorMessage": "boom"}}
+    st = launcher.to_status(obj)
+    assert st.state is expected
+    if app_state is not None:
+        assert st.message == "boom"
+
+
+def cond(kind: str, status: str = "True", **kw: str) -> dict[str, str]:
+    return {"type": kind, "status": status, **kw}
+
+
+@pytest.mark.parametrize(
+    ("status", "expected", "message"),
+    [
+        ({}, RunState.PENDING, ""),
+        ({"active": 1, "ready": 0}, RunState.PENDING, ""),
+        ({"active": 1, "ready": 1}, RunState.RUNNING, ""),
+        ({"active": 1}, RunState.RUNNING, ""),
+        ({"failed": 1}, RunState.PENDING, "retries"),
+        ({"conditions": [cond("Suspended")]}, RunState.PENDING, "suspended"),
+        ({"conditions": [cond("FailureTarget")], "active": 1}, RunState.RUNNING, "failing"),
+        ({"conditions": [cond("Complete", "False")], "active": 1}, RunState.RUNNING, ""),
+        (
+            {"conditions": [cond("SuccessCriteriaMet"), cond("Complete")]},
+            RunState.SUCCEEDED,
+            "completed",
+        ),
+        (
+            {"conditions": [cond("Failed", reason="DeadlineExceeded", message="too slow")]},
+            RunState.FAILED,
+            "DeadlineExceeded: too slow",
+        ),
+        (
+            {"conditions": [cond("Failed", reason="BackoffLimitExceeded")]},
+            RunState.FAILED,
+            "BackoffLimit",
+        ),
+    ],
+)
+def test_job_states(status: dict[str, Any], expected: RunState, message: str) -> None:
+    launcher, *_ = job()
+    st = launcher.to_status({"metadata": {"name": "r", "namespace": "n"}, "status": status})
+    assert st.state is expected
+    assert message in st.message
+
+
+def test_permission_data_is_well_formed() -> None:
+    rules = permissions.as_policy_rules(permissions.launcher_permissions())
+    resources = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in rules}
+    assert resources[("sparkoperator.k8s.io", "sparkapplications")] == [
+        "create",
+        "delete",
+        "get",
+        "list",
+    ]
+    assert resources[("batch", "jobs")] == ["create", "delete", "get", "list"]
+    assert resources[("", "pods/log")] == ["get"]
+    assert permissions.launcher_permissions([Backend.LOCAL]) == []
+    assert str(permissions.OWNER_FINALIZERS) == "txntable.io/txntables/finalizers: update"
+
+
+def test_make_launcher_picks_the_backend(tmp_path: Any) -> None:
+    from txntable.launch import LocalLauncher, make_launcher
+
+    api_client = client.ApiClient()
+    assert isinstance(
+        make_launcher("SparkApplication", Config(), api_client=api_client), SparkApplicationLauncher
+    )
+    assert isinstance(make_launcher(Backend.JOB, Config(), api_client=api_client), JobLauncher)
+    assert isinstance(make_launcher("local", Config(), runs_dir=tmp_path), LocalLauncher)
+    with pytest.raises(ValueError, match="runs directory"):
+        make_launcher("local", Config())
