@@ -513,7 +513,7 @@ class Operator:
                 table.metadata.namespace or "default",
                 table.metadata.name,
                 run.kind,
-                outcome.value,
+                outcome,
                 seconds=seconds,
                 result=result,
             )
@@ -666,7 +666,7 @@ class Operator:
                 )
                 cleanup_note = f", {len(cleaned.deleted)} expired log files deleted"
         except EngineError as exc:
-            self._inline_finished(table, "Failed", time.monotonic() - started)
+            self._inline_finished(table, RunOutcome.FAILED, time.monotonic() - started)
             events.append(Event("Warning", "RunFailed", f"inline checkpoint failed: {exc}"))
             return RunRecord(
                 run_name=name,
@@ -678,7 +678,7 @@ class Operator:
                 message=str(exc)[:4000],
             )
         seconds = time.monotonic() - started
-        self._inline_finished(table, "Succeeded", seconds)
+        self._inline_finished(table, RunOutcome.SUCCEEDED, seconds)
         message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
         events.append(Event("Normal", "RunSucceeded", message))
         return RunRecord(
@@ -691,7 +691,7 @@ class Operator:
             message=message,
         )
 
-    def _inline_finished(self, table: TxnTable, outcome: str, seconds: float) -> None:
+    def _inline_finished(self, table: TxnTable, outcome: RunOutcome, seconds: float) -> None:
         if self.metrics is not None:
             ns = table.metadata.namespace or "default"
             self.metrics.run_finished(

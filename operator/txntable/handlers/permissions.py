@@ -1,6 +1,6 @@
 """Every Kubernetes API permission the controller process needs, and where it needs it.
 
-This is the one list the Helm chart's RBAC is checked against (``tests/unit/test_chart.py``):
+This is the one list the Helm chart's RBAC is checked against (``tests/unit/deploy/test_chart.py``):
 the rendered Roles and ClusterRoles of the controller may grant nothing outside
 ``controller_permissions()`` and must grant all of it in the right scope. It extends the
 launchers' own list (``txntable.launch.permissions``, which stays launch-only) with what Kopf

@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from txntable.api.common import RunKind, RunOutcome
 from txntable.engine.errors import EngineError
 from txntable.engine.table import Table
 from txntable.observability.log_commits import ENGINES, OperationLabels, classify
@@ -363,8 +364,8 @@ class ControllerMetrics:
         self,
         namespace: str,
         name: str,
-        kind: str | None,
-        outcome: str,
+        kind: RunKind | None,
+        outcome: RunOutcome,
         *,
         seconds: float | None = None,
         result: Mapping[str, Any] | None = None,

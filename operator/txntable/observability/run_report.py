@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
-from txntable.api.common import RunKind
+from txntable.api.common import RunKind, RunOutcome
 from txntable.engine.observer import OUTCOMES
 from txntable.observability.metrics import EngineMetrics
 
@@ -92,13 +92,13 @@ def parse_summary(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def run_outcome_label(outcome: str) -> str:
+def run_outcome_label(outcome: RunOutcome) -> str:
     """``Succeeded``/``NothingToDo``/``Conflicted``/``Failed`` (RunOutcome) to a label value."""
     return _OUTCOME_ALIASES.get(str(outcome).replace(" ", "").lower(), "other")
 
 
-def kind_label(kind: str | None) -> str:
-    return kind if kind in KINDS else "other"
+def kind_label(kind: RunKind | None) -> str:
+    return str(kind) if kind in KINDS else "other"
 
 
 def planning_note(result: Mapping[str, Any] | None) -> str | None:

@@ -9,7 +9,7 @@ those columns: per partition (sorted as the planner sorts them), the files under
 packed first-fit-decreasing up to the target size, bins with fewer than ``min_input_files``
 files dropped, then the ``max_bytes`` limit over the bins in plan order. Files of equal size are
 interchangeable to first-fit-decreasing, so the bins' sizes, files and bytes per partition equal
-the real planner's (``tests/unit/test_plan.py`` checks it on generated tables).
+the real planner's (``tests/unit/reconcile/test_plan.py`` checks it on generated tables).
 
 Where the summary lacks what the planner reads, the plan is an estimate and says so
 (``exact=False`` plus a note); the run re-plans from its own snapshot:
