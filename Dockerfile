@@ -16,7 +16,7 @@
 # installs `spark` (pyspark); neither installs `demo`.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
-# The Spark version the runs use; tests/unit/test_dockerfile.py keeps it equal to the pyspark
+# The Spark version the runs use; tests/unit/deploy/test_dockerfile.py keeps it equal to the pyspark
 # the test suite runs against.
 ARG PYSPARK_VERSION=4.3.0
 

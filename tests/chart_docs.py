@@ -116,7 +116,7 @@ def render_doc(entries: list[Entry]) -> str:
         "# Helm chart values",
         "",
         "<!-- Generated from charts/txntable-operator/values.yaml by"
-        " `python -m tests.chart_docs --write`; tests/unit/test_chart_docs.py keeps it"
+        " `python -m tests.chart_docs --write`; tests/unit/deploy/test_chart_docs.py keeps it"
         " current. Edit the comments in values.yaml, not this file. -->",
         "",
         "Every value of the `txntable-operator` chart with its default. Values with an",

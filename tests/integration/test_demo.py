@@ -43,7 +43,8 @@ def test_demo_heals_a_table_fragmented_by_concurrent_writers(tmp_path: Path) -> 
 
 
 def test_run_local_reports_a_missing_table(tmp_path: Path) -> None:
-    # (invalid manifests stop the command before anything runs: tests/unit/test_manifest_errors.py)
+    # (invalid manifests stop the command before anything runs:
+    # tests/unit/api/test_manifest_errors.py)
     manifests = tmp_path / "m"
     manifests.mkdir()
     (manifests / "t.yaml").write_text(

@@ -1,6 +1,6 @@
 {{/*
 Rules of the controller, one block per scope of operator/txntable/handlers/permissions.py.
-tests/unit/test_chart.py checks every rendered rule against that list (no more, no less).
+tests/unit/deploy/test_chart.py checks every rendered rule against that list (no more, no less).
 */}}
 
 {{/* Scope TABLES: its own resources, events, and what the enabled launch backends call. */}}

@@ -2,8 +2,8 @@
 code calls, derived from the code itself: Kubernetes client methods called in
 ``txntable.handlers`` (``read_namespaced_secret`` -> get secrets ...), the resources the Kopf
 decorators watch (Kopf lists, watches and patches them, and patches their status), and
-``kopf.event``. The launchers' own calls are checked by tests/unit/test_launch_kubernetes.py
-and the chart's RBAC against this list by tests/unit/test_chart_rbac.py.
+``kopf.event``. The launchers' own calls are checked by tests/unit/launch/test_launch_kubernetes.py
+and the chart's RBAC against this list by tests/unit/deploy/test_chart_rbac.py.
 """
 
 from __future__ import annotations
