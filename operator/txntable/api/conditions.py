@@ -48,7 +48,8 @@ class ConditionType(StrEnum):
 
 
 class Reason(StrEnum):
-    """CamelCase reasons, one per situation the controller reports."""
+    """CamelCase reasons, one per situation the controller reports: what it observed, and
+    why a run did or did not start (``reconcile.decide``)."""
 
     TABLE_HEALTHY = "TableHealthy"
     TABLE_NOT_FOUND = "TableNotFound"
@@ -73,6 +74,18 @@ class Reason(StrEnum):
     CHECKPOINT_LAG = "CheckpointLag"
     OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
     AS_EXPECTED = "AsExpected"
+    # decisions (reconcile.decide): why a run starts now, or why not
+    TRIGGERED = "Triggered"
+    TABLE_SUSPENDED = "TableSuspended"
+    POLICY_SUSPENDED = "PolicySuspended"
+    RUN_IN_PROGRESS = "RunInProgress"
+    CONCURRENCY_LIMIT = "ConcurrencyLimit"
+    COOLDOWN = "Cooldown"
+    NOT_DUE = "NotDue"
+    BACKING_OFF = "BackingOff"
+    DISABLED = "Disabled"
+    CONFLICT_BACK_OFF = "ConflictBackOff"
+    AWAITING_APPROVAL = "AwaitingApproval"
 
 
 @dataclass(frozen=True)

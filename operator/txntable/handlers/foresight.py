@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from txntable.api.conditions import Condition, ConditionType
+from txntable.api.conditions import Condition, ConditionType, Reason
 from txntable.api.types import CompactionPolicy, ConflictStatus, RunKind, RunRecord, TxnTable
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
@@ -28,7 +28,7 @@ from txntable.handlers.requests import predicate
 from txntable.launch import RunState, RunStatus
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
-from txntable.reconcile.decide import Decision, Hold, Why
+from txntable.reconcile.decide import Decision, Hold
 from txntable.reconcile.plan import (
     CompactionPlan,
     RunRate,
@@ -163,11 +163,14 @@ class Foresight:
     ) -> tuple[str, str] | None:
         """(reason, message) of the event to post for ``decision`` when it holds a compaction
         back for approval or conflicts and the Compacting condition did not say so yet."""
-        if decision is None or decision.why not in (Why.AWAITING_APPROVAL, Why.CONFLICT_BACK_OFF):
+        if decision is None or decision.why not in (
+            Reason.AWAITING_APPROVAL,
+            Reason.CONFLICT_BACK_OFF,
+        ):
             return None
         prior = next((c for c in conditions if c.type == ConditionType.COMPACTING), None)
         if prior is not None and prior.reason == decision.why:
-            if decision.why is Why.CONFLICT_BACK_OFF:
+            if decision.why is Reason.CONFLICT_BACK_OFF:
                 return None
             if plan_id is not None and f"plan {plan_id} " in prior.message:
                 return None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.types import (
     CheckpointMode,
@@ -45,25 +46,6 @@ from txntable.reconcile.schedule import parse_cron, parse_window, zone
 #: Without a previous run, a cron fire time counts as due when it is at most this old
 #: (CronJob's startingDeadlineSeconds): creating a policy never replays a day of schedules.
 STARTING_DEADLINE = timedelta(hours=1)
-
-
-class Why(StrEnum):
-    """Decision reasons (CamelCase, used as condition reasons)."""
-
-    TRIGGERED = "Triggered"
-    TABLE_SUSPENDED = "TableSuspended"
-    POLICY_SUSPENDED = "PolicySuspended"
-    NOT_WRITABLE = "UnsupportedProtocol"
-    RUN_IN_PROGRESS = "RunInProgress"
-    CONCURRENCY_LIMIT = "ConcurrencyLimit"
-    OUTSIDE_WINDOW = "OutsideMaintenanceWindow"
-    COOLDOWN = "Cooldown"
-    NOTHING_TO_DO = "NothingToDo"
-    NOT_DUE = "NotDue"
-    BACKING_OFF = "BackingOff"
-    DISABLED = "Disabled"
-    CONFLICT_BACK_OFF = "ConflictBackOff"
-    AWAITING_APPROVAL = "AwaitingApproval"
 
 
 class Placement(StrEnum):
@@ -127,7 +109,7 @@ class Decision:
     """Start (``launch``) or not, and why; for a launch, the deterministic schedule slot."""
 
     launch: bool
-    why: Why
+    why: Reason
     message: str
     scheduled_time: datetime | None = None
     trigger: str | None = None
@@ -137,7 +119,7 @@ class Decision:
     attempt: int = 0
 
 
-def _wait(why: Why, message: str) -> Decision:
+def _wait(why: Reason, message: str) -> Decision:
     return Decision(False, why, message)
 
 
@@ -146,11 +128,11 @@ def _backing_off(work: Work, kind: RunKind) -> Decision | None:
     if retry is None:
         return None
     if retry.not_before is None:
-        return _wait(Why.BACKING_OFF, retry.message)
+        return _wait(Reason.BACKING_OFF, retry.message)
     if work.now >= retry.not_before:
         return None
     when = retry.not_before.replace(microsecond=0).isoformat()
-    return _wait(Why.BACKING_OFF, f"{retry.message}; attempt {retry.attempt} not before {when}")
+    return _wait(Reason.BACKING_OFF, f"{retry.message}; attempt {retry.attempt} not before {when}")
 
 
 def _attempt(work: Work, kind: RunKind) -> int:
@@ -210,41 +192,41 @@ def decide_compaction(
     active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
     last = table.status.last_compaction
     if table.spec.suspend:
-        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+        return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
-        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+        return _wait(Reason.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
-        return _wait(Why.NOT_WRITABLE, f"never compacted: {health.unwritable_reason}")
+        return _wait(Reason.UNSUPPORTED_PROTOCOL, f"never compacted: {health.unwritable_reason}")
     vacuuming = [r.name for r in active if r.kind == RunKind.VACUUM]
     if vacuuming:  # short, and stopping it would only waste it: even Replace waits
-        return _wait(Why.RUN_IN_PROGRESS, f"vacuum {', '.join(vacuuming)} is still running")
+        return _wait(Reason.RUN_IN_PROGRESS, f"vacuum {', '.join(vacuuming)} is still running")
     mine = [r for r in active if r.kind == RunKind.OPTIMIZE]
     replace: tuple[str, ...] = ()
     if mine:
         if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
             names = ", ".join(r.name for r in mine)
-            return _wait(Why.RUN_IN_PROGRESS, f"compaction {names} is still running")
+            return _wait(Reason.RUN_IN_PROGRESS, f"compaction {names} is still running")
         replace = tuple(r.name for r in mine)
     if active_total - len(replace) >= max_concurrent_runs:
         return _wait(
-            Why.CONCURRENCY_LIMIT,
+            Reason.CONCURRENCY_LIMIT,
             f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
         )
     if health.compactable_small_files < policy.spec.min_input_files:
         return _wait(
-            Why.NOTHING_TO_DO,
+            Reason.NOTHING_TO_DO,
             f"{health.compactable_small_files} small files share a partition with another "
             f"(under {policy.spec.min_file_size} bytes); a bin needs {policy.spec.min_input_files}",
         )
     if not _in_windows(policy, now):
-        return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
+        return _wait(Reason.OUTSIDE_MAINTENANCE_WINDOW, "outside the policy's maintenance windows")
     held = _backing_off(work, RunKind.OPTIMIZE)
     if held is not None:
         return held
     hold = work.conflicts
     if hold is not None and now < hold.not_before:
         when = hold.not_before.replace(microsecond=0).isoformat()
-        return _wait(Why.CONFLICT_BACK_OFF, f"{hold.message}; not before {when}")
+        return _wait(Reason.CONFLICT_BACK_OFF, f"{hold.message}; not before {when}")
     attempt = _attempt(work, RunKind.OPTIMIZE)
     due = _schedule_due(policy, last, now)
     if due is not None:
@@ -254,7 +236,7 @@ def decide_compaction(
             work,
             Decision(
                 True,
-                Why.TRIGGERED,
+                Reason.TRIGGERED,
                 f"schedule fired at {due.isoformat()}",
                 due,
                 "schedule",
@@ -266,11 +248,11 @@ def decide_compaction(
     finished = last.completion_time or last.start_time if last else None
     reason = _threshold(policy, health, last)
     if reason is None:
-        return _wait(Why.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
+        return _wait(Reason.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
     if finished is not None and now - finished < cooldown:
-        return _wait(Why.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
+        return _wait(Reason.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
     launch = Decision(
-        True, Why.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt
+        True, Reason.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt
     )
     return _approved(table, policy, work, launch)
 
@@ -287,12 +269,12 @@ def _approved(table: TxnTable, policy: CompactionPolicy, work: Work, launch: Dec
         return launch
     if wanted is None:
         return _wait(
-            Why.AWAITING_APPROVAL,
+            Reason.AWAITING_APPROVAL,
             f"{launch.message}; the policy requires approval and no plan is known yet",
         )
     earlier = f" ({ANNOTATION_APPROVE_PLAN}={given} approved an earlier plan)" if given else ""
     return _wait(
-        Why.AWAITING_APPROVAL,
+        Reason.AWAITING_APPROVAL,
         f"{launch.message}; plan {wanted} awaits approval: annotate the TxnTable with "
         f"{ANNOTATION_APPROVE_PLAN}={wanted}{earlier}",
     )
@@ -311,39 +293,41 @@ def decide_vacuum(
     now, active = work.now, work.active
     vac = policy.spec.vacuum
     if not vac.enabled:
-        return _wait(Why.DISABLED, f"policy {policy.metadata.name} does not vacuum (spec.vacuum)")
+        return _wait(
+            Reason.DISABLED, f"policy {policy.metadata.name} does not vacuum (spec.vacuum)"
+        )
     if table.spec.suspend:
-        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+        return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
-        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+        return _wait(Reason.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
-        return _wait(Why.NOT_WRITABLE, f"never vacuumed: {health.unwritable_reason}")
+        return _wait(Reason.UNSUPPORTED_PROTOCOL, f"never vacuumed: {health.unwritable_reason}")
     if compaction is not None and compaction.launch:
-        return _wait(Why.NOT_DUE, "the compaction run starting now ends with VACUUM")
+        return _wait(Reason.NOT_DUE, "the compaction run starting now ends with VACUUM")
     mine = [r for r in active if r.kind in (RunKind.OPTIMIZE, RunKind.VACUUM)]
     if mine:
         names = ", ".join(f"{r.kind.noun if r.kind else 'run'} {r.name}" for r in mine)
-        return _wait(Why.RUN_IN_PROGRESS, f"{names} is still running")
+        return _wait(Reason.RUN_IN_PROGRESS, f"{names} is still running")
     if work.active_total >= work.max_concurrent_runs:
         return _wait(
-            Why.CONCURRENCY_LIMIT,
+            Reason.CONCURRENCY_LIMIT,
             f"{work.active_total} runs in flight, the operator allows {work.max_concurrent_runs}",
         )
     reclaimable = health.reclaimable_bytes
     if reclaimable < vac.min_reclaimable_bytes:
         return _wait(
-            Why.NOTHING_TO_DO,
+            Reason.NOTHING_TO_DO,
             f"{reclaimable} bytes reclaimable (minReclaimableBytes {vac.min_reclaimable_bytes})",
         )
     last = table.status.last_vacuum_time
     if last is not None and _swept(policy, health, last):
         return _wait(
-            Why.NOTHING_TO_DO,
+            Reason.NOTHING_TO_DO,
             f"{reclaimable} bytes of removed files are still in the log, but every one was past "
             f"the retention when the last VACUUM started ({last.isoformat()})",
         )
     if not _in_windows(policy, now):
-        return _wait(Why.OUTSIDE_WINDOW, "outside the policy's maintenance windows")
+        return _wait(Reason.OUTSIDE_MAINTENANCE_WINDOW, "outside the policy's maintenance windows")
     held = _backing_off(work, RunKind.VACUUM)
     if held is not None:
         return held
@@ -351,14 +335,14 @@ def decide_vacuum(
     if last is not None and now - last < interval:
         when = (last + interval).replace(microsecond=0).isoformat()
         return _wait(
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
             f"{reclaimable} bytes reclaimable, but the last VACUUM ended less than {interval} "
             f"ago; not before {when}",
         )
     since = "never vacuumed" if last is None else f"last VACUUM {now - last} ago"
     return Decision(
         True,
-        Why.TRIGGERED,
+        Reason.TRIGGERED,
         f"{reclaimable} bytes reclaimable >= {vac.min_reclaimable_bytes}, {since}",
         _slot(now),
         "reclaimable",
@@ -385,14 +369,16 @@ def decide_checkpoint(
     now, active = work.now, work.active
     active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
     if table.spec.suspend:
-        return _wait(Why.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
+        return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
-        return _wait(Why.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
+        return _wait(Reason.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
     if not health.writable:
-        return _wait(Why.NOT_WRITABLE, f"no checkpoints written: {health.unwritable_reason}")
+        return _wait(
+            Reason.UNSUPPORTED_PROTOCOL, f"no checkpoints written: {health.unwritable_reason}"
+        )
     mine = [r for r in active if r.kind == RunKind.CHECKPOINT]
     if mine:
-        return _wait(Why.RUN_IN_PROGRESS, f"checkpoint {mine[0].name} is still running")
+        return _wait(Reason.RUN_IN_PROGRESS, f"checkpoint {mine[0].name} is still running")
     held = _backing_off(work, RunKind.CHECKPOINT)
     if held is not None:
         return held
@@ -408,16 +394,16 @@ def decide_checkpoint(
                 f"last checkpoint is {int(age.total_seconds())}s old with {since} commits after it"
             )
     if reason is None:
-        return _wait(Why.NOT_DUE, f"{since} commits since the last checkpoint")
+        return _wait(Reason.NOT_DUE, f"{since} commits since the last checkpoint")
     placement = _placement(policy, health)
     if placement is Placement.SPARK and active_total >= max_concurrent_runs:
         return _wait(
-            Why.CONCURRENCY_LIMIT,
+            Reason.CONCURRENCY_LIMIT,
             f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
         )
     return Decision(
         True,
-        Why.TRIGGERED,
+        Reason.TRIGGERED,
         reason,
         _slot(now),
         "interval",

@@ -24,7 +24,7 @@ from txntable.api.types import (
     TxnTable,
     TxnTableStatus,
 )
-from txntable.reconcile.decide import ActiveRun, Decision, Why
+from txntable.reconcile.decide import ActiveRun, Decision
 from txntable.reconcile.health import TableHealth
 from txntable.reconcile.resolve import Resolution
 
@@ -176,7 +176,7 @@ def _readiness(
     for ok, reason, message in policies:
         if not ok:
             return False, reason, message
-    blocking = (str(Why.NOT_WRITABLE), str(Reason.RUN_FAILED))
+    blocking = (str(Reason.UNSUPPORTED_PROTOCOL), str(Reason.RUN_FAILED))
     for reason, message in problems:
         if reason in blocking:
             return False, reason, message
@@ -189,7 +189,9 @@ def _degradations(out: Outcome) -> list[tuple[str, str]]:
     if out.failure is not None:
         problems.append((out.failure.reason, out.failure.message))
     if health is not None and not health.writable:
-        problems.append((str(Why.NOT_WRITABLE), f"observed only: {health.unwritable_reason}"))
+        problems.append(
+            (str(Reason.UNSUPPORTED_PROTOCOL), f"observed only: {health.unwritable_reason}")
+        )
     if (
         health is not None
         and health.compactable_small_files

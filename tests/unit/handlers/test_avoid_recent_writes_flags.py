@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.requests import compaction_request
 from txntable.jobs.optimize import add_arguments, policy_from_args
 from txntable.maintenance.errors import InvalidPolicyError
-from txntable.reconcile.decide import Decision, Why
+from txntable.reconcile.decide import Decision
 
 
 def _policy(avoid: dict[str, Any] | None) -> CompactionPolicy:
@@ -41,7 +42,7 @@ def _args(policy: CompactionPolicy) -> tuple[str, ...]:
             "spec": {"location": "s3://bucket/t"},
         }
     )
-    decision = Decision(True, Why.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
+    decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
     return compaction_request(table, policy, decision, Config.from_env({})).args
 
 

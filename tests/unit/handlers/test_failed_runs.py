@@ -16,13 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
 from txntable.handlers.operate import Operator, Tick
 from txntable.launch import Backend, Backoff, Launcher, RunRequest, RunState, RunStatus
 from txntable.launch.errors import RunNotFoundError
-from txntable.reconcile.decide import Retry, Why, Work, decide_compaction
+from txntable.reconcile.decide import Retry, Work, decide_compaction
 from txntable.reconcile.health import observe
 
 T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
@@ -216,4 +217,4 @@ def test_decide_holds_a_launch_until_the_back_off_is_over(
     if launches:
         assert decision.attempt == 3
     else:
-        assert decision.why is Why.BACKING_OFF and "attempt 3" in decision.message
+        assert decision.why is Reason.BACKING_OFF and "attempt 3" in decision.message

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.unit.launch.test_launch_kubernetes import FakeCore, FakeCustomObjects
+from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
@@ -25,7 +26,7 @@ from txntable.launch import manifests
 from txntable.launch.kubernetes import SparkApplicationLauncher
 from txntable.launch.run import RunState, RunStatus
 from txntable.launch.sizing import GIB, MIB, PastPeak, SizedFrom, task_memory
-from txntable.reconcile.decide import Decision, Why
+from txntable.reconcile.decide import Decision
 
 WHEN = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 KEY = "uid-1"
@@ -63,7 +64,7 @@ def table() -> TxnTable:
 
 
 def decision(attempt: int = 0) -> Decision:
-    return Decision(True, Why.TRIGGERED, "go", WHEN, "threshold", attempt=attempt)
+    return Decision(True, Reason.TRIGGERED, "go", WHEN, "threshold", attempt=attempt)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.requests import vacuum_request
 from txntable.jobs import optimize as optimize_job
 from txntable.launch import LocalLauncher, RunKind
 from txntable.observability.controller_metrics import ControllerMetrics
-from txntable.reconcile.decide import Decision, Why
+from txntable.reconcile.decide import Decision
 
 WHEN = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -50,7 +51,7 @@ def table() -> TxnTable:
 
 
 def decision(attempt: int = 0) -> Decision:
-    return Decision(True, Why.TRIGGERED, "go", WHEN, "reclaimable", attempt=attempt)
+    return Decision(True, Reason.TRIGGERED, "go", WHEN, "reclaimable", attempt=attempt)
 
 
 def test_the_request_is_a_vacuum_run_with_the_policys_settings() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, RunRecord, TxnTable
 from txntable.reconcile.decide import (
@@ -16,7 +17,6 @@ from txntable.reconcile.decide import (
     Hold,
     Placement,
     Retry,
-    Why,
     Work,
     decide_checkpoint,
     decide_compaction,
@@ -110,16 +110,16 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("tbl", "policy", "health", "wrk", "launch", "why"),
     [
-        (table(), compaction(), HEALTH, work(), True, Why.TRIGGERED),
-        (table({"suspend": True}), compaction(), HEALTH, work(), False, Why.TABLE_SUSPENDED),
-        (table(), compaction(suspend=True), HEALTH, work(), False, Why.POLICY_SUSPENDED),
+        (table(), compaction(), HEALTH, work(), True, Reason.TRIGGERED),
+        (table({"suspend": True}), compaction(), HEALTH, work(), False, Reason.TABLE_SUSPENDED),
+        (table(), compaction(suspend=True), HEALTH, work(), False, Reason.POLICY_SUSPENDED),
         (
             table(),
             compaction(),
             replace(HEALTH, writable=False, unwritable_reason="columnMapping"),
             work(),
             False,
-            Why.NOT_WRITABLE,
+            Reason.UNSUPPORTED_PROTOCOL,
         ),
         (
             table(),
@@ -127,7 +127,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(active=(ActiveRun("r0", "optimize"),), active_total=1),
             False,
-            Why.RUN_IN_PROGRESS,
+            Reason.RUN_IN_PROGRESS,
         ),
         (
             table(),
@@ -135,7 +135,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(active=(ActiveRun("c0", "checkpoint"),), active_total=1),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
         (
             table(),
@@ -143,7 +143,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(active_total=4, max_concurrent_runs=4),
             False,
-            Why.CONCURRENCY_LIMIT,
+            Reason.CONCURRENCY_LIMIT,
         ),
         (
             table(),
@@ -151,16 +151,16 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             replace(HEALTH, small_files=3, compactable_small_files=1),
             work(),
             False,
-            Why.NOTHING_TO_DO,
+            Reason.NOTHING_TO_DO,
         ),
-        (table(), compaction(), replace(HEALTH, small_files=5), work(), False, Why.NOT_DUE),
+        (table(), compaction(), replace(HEALTH, small_files=5), work(), False, Reason.NOT_DUE),
         (
             table(),
             compaction(maintenanceWindows=[{"start": "22:00", "end": "02:00"}]),
             HEALTH,
             work(),
             False,
-            Why.OUTSIDE_WINDOW,
+            Reason.OUTSIDE_MAINTENANCE_WINDOW,
         ),
         (
             table(),
@@ -168,7 +168,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
         (
             table(),
@@ -178,17 +178,17 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
-        (table(status=last_run(5)), compaction(), HEALTH, work(), False, Why.COOLDOWN),
-        (table(status=last_run(20)), compaction(), HEALTH, work(), True, Why.TRIGGERED),
+        (table(status=last_run(5)), compaction(), HEALTH, work(), False, Reason.COOLDOWN),
+        (table(status=last_run(20)), compaction(), HEALTH, work(), True, Reason.TRIGGERED),
         (
             table(),
             compaction(triggers={"commitsSinceLastRun": 41}),
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
         (
             table(status=last_run(60, version=35)),
@@ -196,7 +196,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             False,
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
         ),
         (
             table(),
@@ -204,7 +204,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
         (
             table(),
@@ -212,7 +212,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             False,
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
         ),
         (
             table(),
@@ -220,7 +220,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),
         (
             table(),
@@ -228,7 +228,7 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             False,
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
         ),  # fired 90 minutes ago: past the starting deadline, no previous run
         (
             table(status=last_run(60 * 25)),
@@ -236,12 +236,17 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
         ),  # missed since the last run: catch up once
     ],
 )
 def test_compaction_decisions(
-    tbl: TxnTable, policy: CompactionPolicy, health: TableHealth, wrk: Work, launch: bool, why: Why
+    tbl: TxnTable,
+    policy: CompactionPolicy,
+    health: TableHealth,
+    wrk: Work,
+    launch: bool,
+    why: Reason,
 ) -> None:
     decision = decide_compaction(tbl, policy, health, wrk)
     assert (decision.launch, decision.why) == (launch, why), decision.message
@@ -275,16 +280,16 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
             Placement.INLINE,
         ),
-        (checkpoint_policy(commitInterval=11), HEALTH, work(), False, Why.NOT_DUE, None),
+        (checkpoint_policy(commitInterval=11), HEALTH, work(), False, Reason.NOT_DUE, None),
         (
             checkpoint_policy(commitInterval=10, mode="Spark"),
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
             Placement.SPARK,
         ),
         (
@@ -292,7 +297,7 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
             Placement.SPARK,
         ),
         (
@@ -300,7 +305,7 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(active_total=4, max_concurrent_runs=4),
             False,
-            Why.CONCURRENCY_LIMIT,
+            Reason.CONCURRENCY_LIMIT,
             None,
         ),
         (
@@ -308,7 +313,7 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(active_total=4, max_concurrent_runs=4),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
             Placement.INLINE,
         ),
         (
@@ -316,7 +321,7 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(),
             True,
-            Why.TRIGGERED,
+            Reason.TRIGGERED,
             Placement.INLINE,
         ),
         (
@@ -324,7 +329,7 @@ def test_schedule_slot_is_deterministic() -> None:
             HEALTH,
             work(),
             False,
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
             None,
         ),
         (
@@ -332,16 +337,16 @@ def test_schedule_slot_is_deterministic() -> None:
             replace(HEALTH, commits_since_checkpoint=0),
             work(),
             False,
-            Why.NOT_DUE,
+            Reason.NOT_DUE,
             None,
         ),
-        (checkpoint_policy(suspend=True), HEALTH, work(), False, Why.POLICY_SUSPENDED, None),
+        (checkpoint_policy(suspend=True), HEALTH, work(), False, Reason.POLICY_SUSPENDED, None),
         (
             checkpoint_policy(),
             HEALTH,
             work(active=(ActiveRun("c", "checkpoint"),)),
             False,
-            Why.RUN_IN_PROGRESS,
+            Reason.RUN_IN_PROGRESS,
             None,
         ),
         (
@@ -349,7 +354,7 @@ def test_schedule_slot_is_deterministic() -> None:
             replace(HEALTH, writable=False, unwritable_reason="x"),
             work(),
             False,
-            Why.NOT_WRITABLE,
+            Reason.UNSUPPORTED_PROTOCOL,
             None,
         ),
     ],
@@ -359,7 +364,7 @@ def test_checkpoint_decisions(
     health: TableHealth,
     wrk: Work,
     launch: bool,
-    why: Why,
+    why: Reason,
     placement: Placement | None,
 ) -> None:
     decision = decide_checkpoint(table(), policy, health, wrk)
@@ -431,54 +436,59 @@ def vacuum_decision(
     ("tbl", "policy", "health", "wrk", "launch", "why"),
     [
         # never vacuumed, or last vacuumed longer ago than the interval (default 24h)
-        (table(), vacuuming(), GARBAGE, work(), True, Why.TRIGGERED),
-        (table(status=vacuumed_ago(25)), vacuuming(), GARBAGE, work(), True, Why.TRIGGERED),
+        (table(), vacuuming(), GARBAGE, work(), True, Reason.TRIGGERED),
+        (table(status=vacuumed_ago(25)), vacuuming(), GARBAGE, work(), True, Reason.TRIGGERED),
         (table(status=vacuumed_ago(2)), vacuuming(interval="1h"), GARBAGE, work(), True,
-         Why.TRIGGERED),
+         Reason.TRIGGERED),
         # inside the interval
-        (table(status=vacuumed_ago(23)), vacuuming(), GARBAGE, work(), False, Why.NOT_DUE),
+        (table(status=vacuumed_ago(23)), vacuuming(), GARBAGE, work(), False, Reason.NOT_DUE),
         (table(status=vacuumed_ago(0.5)), vacuuming(interval="1h"), GARBAGE, work(), False,
-         Why.NOT_DUE),
+         Reason.NOT_DUE),
         # nothing reclaimable, or less than the policy's threshold
-        (table(), vacuuming(), CLEAN, work(), False, Why.NOTHING_TO_DO),
+        (table(), vacuuming(), CLEAN, work(), False, Reason.NOTHING_TO_DO),
         (table(), vacuuming(minReclaimableBytes="10M"), GARBAGE, work(), False,
-         Why.NOTHING_TO_DO),
-        (table(), vacuuming(minReclaimableBytes="5M"), GARBAGE, work(), True, Why.TRIGGERED),
+         Reason.NOTHING_TO_DO),
+        (table(), vacuuming(minReclaimableBytes="5M"), GARBAGE, work(), True, Reason.TRIGGERED),
         # VACUUM off (the default)
-        (table(), compaction(), GARBAGE, work(), False, Why.DISABLED),
-        (table(), vacuuming(enabled=False), GARBAGE, work(), False, Why.DISABLED),
+        (table(), compaction(), GARBAGE, work(), False, Reason.DISABLED),
+        (table(), vacuuming(enabled=False), GARBAGE, work(), False, Reason.DISABLED),
         # a run of the policy in flight: a compaction vacuums at its end; one VACUUM at a time
         (table(), vacuuming(), GARBAGE,
          work(active=(ActiveRun("opt-1", "optimize"),), active_total=1), False,
-         Why.RUN_IN_PROGRESS),
+         Reason.RUN_IN_PROGRESS),
         (table(), vacuuming(), GARBAGE,
          work(active=(ActiveRun("vac-1", "vacuum"),), active_total=1), False,
-         Why.RUN_IN_PROGRESS),
+         Reason.RUN_IN_PROGRESS),
         # compaction due: its run ends with VACUUM, no second run
         (table(), vacuuming(), replace(HEALTH, reclaimable_bytes=5_000_000), work(), False,
-         Why.NOT_DUE),
+         Reason.NOT_DUE),
         # the rules every run of the policy follows
-        (table({"suspend": True}), vacuuming(), GARBAGE, work(), False, Why.TABLE_SUSPENDED),
-        (table(), vacuuming({"suspend": True}), GARBAGE, work(), False, Why.POLICY_SUSPENDED),
+        (table({"suspend": True}), vacuuming(), GARBAGE, work(), False, Reason.TABLE_SUSPENDED),
+        (table(), vacuuming({"suspend": True}), GARBAGE, work(), False, Reason.POLICY_SUSPENDED),
         (table(), vacuuming(), replace(GARBAGE, writable=False, unwritable_reason="x"), work(),
-         False, Why.NOT_WRITABLE),
+         False, Reason.UNSUPPORTED_PROTOCOL),
         (table(), vacuuming(), GARBAGE, work(active_total=4, max_concurrent_runs=4), False,
-         Why.CONCURRENCY_LIMIT),
+         Reason.CONCURRENCY_LIMIT),
         (table(),
          vacuuming({"maintenanceWindows": [{"start": "03:00", "end": "05:00"}]}),
-         GARBAGE, work(), False, Why.OUTSIDE_WINDOW),
+         GARBAGE, work(), False, Reason.OUTSIDE_MAINTENANCE_WINDOW),
         (table(), vacuuming(), GARBAGE,
          work(retries={"vacuum": Retry(1, NOW + timedelta(minutes=5), "run vac-1 failed")}),
-         False, Why.BACKING_OFF),
+         False, Reason.BACKING_OFF),
     ],
 )  # fmt: skip
 def test_vacuum_decisions(
-    tbl: TxnTable, policy: CompactionPolicy, health: TableHealth, wrk: Work, launch: bool, why: Why
+    tbl: TxnTable,
+    policy: CompactionPolicy,
+    health: TableHealth,
+    wrk: Work,
+    launch: bool,
+    why: Reason,
 ) -> None:
     comp, decision = vacuum_decision(tbl, policy, health, wrk)
     assert (decision.launch, decision.why) == (launch, why), decision.message
     assert decision.message
-    if why is Why.NOT_DUE and health is not GARBAGE:
+    if why is Reason.NOT_DUE and health is not GARBAGE:
         assert comp.launch  # the compaction run takes the VACUUM along
     if launch:
         assert not comp.launch and decision.scheduled_time is not None
@@ -500,24 +510,24 @@ def removed_days_before_last_vacuum(days: float, last_hours_ago: float = 25) -> 
     ("health", "vacuum", "launch", "why"),
     [
         # every tombstone was past the 7-day retention when the last VACUUM started: swept
-        (removed_days_before_last_vacuum(9), {}, False, Why.NOTHING_TO_DO),
+        (removed_days_before_last_vacuum(9), {}, False, Reason.NOTHING_TO_DO),
         # removes younger than the retention then have become reclaimable since
-        (removed_days_before_last_vacuum(3), {}, True, Why.TRIGGERED),
+        (removed_days_before_last_vacuum(3), {}, True, Reason.TRIGGERED),
         # a remove a writer stamped less than an hour before the cutoff: its clock may be off
-        (removed_days_before_last_vacuum(7 + 0.5 / 24), {}, True, Why.TRIGGERED),
+        (removed_days_before_last_vacuum(7 + 0.5 / 24), {}, True, Reason.TRIGGERED),
         # the policy keeps 10 days: files removed 9 days before that VACUUM were kept by it
-        (removed_days_before_last_vacuum(9), {"retention": "10d"}, True, Why.TRIGGERED),
+        (removed_days_before_last_vacuum(9), {"retention": "10d"}, True, Reason.TRIGGERED),
         # unknown figures (a broken retention property, a tombstone without a timestamp): due
         (replace(removed_days_before_last_vacuum(9), file_retention_ms=None), {}, True,
-         Why.TRIGGERED),
+         Reason.TRIGGERED),
     ],
 )  # fmt: skip
 def test_a_table_swept_by_its_last_vacuum_is_not_vacuumed_again(
-    health: TableHealth, vacuum: dict[str, Any], launch: bool, why: Why
+    health: TableHealth, vacuum: dict[str, Any], launch: bool, why: Reason
 ) -> None:
     decision = decide_vacuum(table(status=vacuumed_ago(25)), vacuuming(**vacuum), health, work())
     assert (decision.launch, decision.why) == (launch, why), decision.message
-    if why is Why.NOTHING_TO_DO:
+    if why is Reason.NOTHING_TO_DO:
         assert "past the retention" in decision.message
     # never vacuumed: nothing says the garbage is gone
     assert decide_vacuum(table(), vacuuming(**vacuum), health, work()).launch
@@ -534,7 +544,7 @@ def test_a_running_vacuum_holds_the_compaction_under_either_concurrency_policy()
     for concurrency in ("Forbid", "Replace"):
         policy = compaction(concurrencyPolicy=concurrency)
         held = decide_compaction(table(), policy, HEALTH, running)
-        assert (held.launch, held.why) == (False, Why.RUN_IN_PROGRESS)
+        assert (held.launch, held.why) == (False, Reason.RUN_IN_PROGRESS)
         assert "vacuum vac-1" in held.message
 
 
@@ -592,20 +602,20 @@ def test_require_approval_holds_a_due_compaction(
     policy = compaction(requireApproval=True, triggers=triggers)
     decision = decide_compaction(_approved(approval), policy, HEALTH, work(plan_id=plan_id))
     assert decision.launch is launch, decision.message
-    assert decision.why is (Why.TRIGGERED if launch else Why.AWAITING_APPROVAL)
+    assert decision.why is (Reason.TRIGGERED if launch else Reason.AWAITING_APPROVAL)
     assert words in decision.message
 
 
 def test_approval_waits_only_for_a_due_compaction() -> None:
     policy = compaction(requireApproval=True)
     quiet = decide_compaction(_approved(None), policy, replace(HEALTH, small_files=5), work())
-    assert quiet.why is Why.NOT_DUE  # nothing due: nothing to approve
+    assert quiet.why is Reason.NOT_DUE  # nothing due: nothing to approve
 
 
 def test_a_conflict_hold_defers_the_compaction_until_it_ends() -> None:
     hold = Hold(NOW + timedelta(minutes=5), "our last 3 compaction run(s) lost 75%")
     held = decide_compaction(table(), compaction(), HEALTH, work(conflicts=hold))
-    assert (held.launch, held.why) == (False, Why.CONFLICT_BACK_OFF)
+    assert (held.launch, held.why) == (False, Reason.CONFLICT_BACK_OFF)
     assert "lost 75%" in held.message and "not before 2026-11-22T02:35:00" in held.message
     over = Hold(NOW - timedelta(seconds=1), "old")
     assert decide_compaction(table(), compaction(), HEALTH, work(conflicts=over)).launch
