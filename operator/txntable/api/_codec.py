@@ -187,6 +187,17 @@ def _check_int(value: int, meta: Mapping[str, Any], path: str) -> None:
         _fail(path, f"must be <= {meta['maximum']}")
 
 
+def is_open_enum(tp: Any) -> bool:
+    """``SomeStrEnum | str``: a string field whose known values are an enum's members (a
+    condition's reason: ours are ``Reason``, another writer's are any CamelCase text)."""
+    args = typing.get_args(tp) if isinstance(tp, types.UnionType) else ()
+    return (
+        len(args) == 2
+        and str in args
+        and any(isinstance(a, type) and issubclass(a, Enum) for a in args)
+    )
+
+
 def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
     tp, optional = unwrap_optional(tp)
     if value is None:
@@ -221,7 +232,7 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
             _fail(path, "must be an integer")
         _check_int(value, meta, path)
         return value
-    if tp is str:
+    if tp is str or is_open_enum(tp):  # ``SomeEnum | str``: the model maps known values
         if not isinstance(value, str):
             _fail(path, "must be a string")
         _check_str(value, meta, path)

@@ -94,12 +94,17 @@ class Condition:
 
     type: str
     status: ConditionStatus
-    reason: str
+    #: a ``Reason`` (every condition txntable writes has one); a condition another writer set
+    #: keeps the text of its own reason
+    reason: Reason | str
     message: str
     last_transition_time: datetime
     observed_generation: int | None = None
 
     def __post_init__(self) -> None:
+        known = Reason._value2member_map_.get(self.reason)
+        if isinstance(known, Reason) and known is not self.reason:
+            object.__setattr__(self, "reason", known)  # read back as text: our reason again
         if not TYPE_PATTERN.match(self.type) or len(self.type) > 316:
             raise InvalidSpecError("type", f"{self.type!r} is not a valid condition type")
         if not REASON_PATTERN.match(self.reason) or len(self.reason) > 1024:
@@ -119,7 +124,7 @@ class Condition:
         out: dict[str, object] = {
             "type": self.type,
             "status": self.status.value,
-            "reason": self.reason,
+            "reason": str(self.reason),
             "message": self.message,
             "lastTransitionTime": format_time(self.last_transition_time),
         }
@@ -175,7 +180,7 @@ def set_condition(
     conditions: Iterable[Condition],
     type_: str,
     status: ConditionStatus | bool,
-    reason: str,
+    reason: Reason,
     message: str,
     *,
     observed_generation: int | None,

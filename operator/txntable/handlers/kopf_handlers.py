@@ -347,7 +347,7 @@ def _storage_failed(status: Any) -> bool:
     """Whether the tick could not reach the table's storage (maybe stale credentials)."""
     return any(
         c.type == ConditionType.REACHABLE
-        and c.reason == str(Reason.STORAGE_UNREACHABLE)
+        and c.reason == Reason.STORAGE_UNREACHABLE
         and c.status == ConditionStatus.FALSE
         for c in status.conditions
     )
@@ -360,7 +360,7 @@ def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
         (),
         ConditionType.SPEC_VALID,
         False,
-        str(Reason.INVALID_SPEC),
+        Reason.INVALID_SPEC,
         str(exc),
         observed_generation=generation,
         now=now,
@@ -369,7 +369,7 @@ def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
         conds,
         ConditionType.READY,
         False,
-        str(Reason.INVALID_SPEC),
+        Reason.INVALID_SPEC,
         str(exc),
         observed_generation=generation,
         now=now,

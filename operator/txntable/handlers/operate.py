@@ -196,17 +196,17 @@ class Operator:
             )
             self._summaries[key] = summary
         except TableNotFoundError as exc:
-            return None, None, Failure(str(Reason.TABLE_NOT_FOUND), str(exc))
+            return None, None, Failure(Reason.TABLE_NOT_FOUND, str(exc))
         except StorageError as exc:
             self.forget(key)
-            return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
+            return None, None, Failure(Reason.STORAGE_UNREACHABLE, str(exc))
         except UnsupportedFeatureError as exc:
-            return None, None, Failure(str(Reason.UNSUPPORTED_PROTOCOL), str(exc))
+            return None, None, Failure(Reason.UNSUPPORTED_PROTOCOL, str(exc))
         except CorruptLogError as exc:
             self.forget(key)
-            return None, None, Failure(str(Reason.CORRUPT_LOG), str(exc))
+            return None, None, Failure(Reason.CORRUPT_LOG, str(exc))
         except EngineError as exc:
-            return None, None, Failure(str(Reason.STORAGE_UNREACHABLE), str(exc))
+            return None, None, Failure(Reason.STORAGE_UNREACHABLE, str(exc))
         return engine_table, observe_summary(summary, min_file_size), None
 
     def _unswept(

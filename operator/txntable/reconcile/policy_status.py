@@ -53,7 +53,7 @@ def policy_status(
         policy.status.conditions,
         ConditionType.READY,
         not policy.spec.suspend,
-        str(Reason.SUSPENDED if policy.spec.suspend else Reason.SPEC_ACCEPTED),
+        Reason.SUSPENDED if policy.spec.suspend else Reason.SPEC_ACCEPTED,
         f"selects {len(matched)} table(s)" + (", suspended" if policy.spec.suspend else ""),
         observed_generation=gen,
         now=now,

@@ -18,6 +18,7 @@ from txntable.api.types import (
     ConflictStatus,
     PlanStatus,
     RunKind,
+    RunOutcome,
     RunRecord,
     TablePhase,
     TableProtocol,
@@ -36,9 +37,9 @@ BACKLOG_PERCENT = 50.0
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """Why a table could not be observed (reason is a condition reason)."""
+    """Why a table could not be observed."""
 
-    reason: str
+    reason: Reason
     message: str
 
 
@@ -64,21 +65,21 @@ class Outcome:
     conflicts: ConflictStatus | None = None
 
 
-def _policy_message(res: Resolution[Any]) -> tuple[bool, str, str]:
+def _policy_message(res: Resolution[Any]) -> tuple[bool, Reason, str]:
     ok = res.reason in (Reason.POLICY_MATCHED, Reason.NO_POLICY)
-    return ok, str(res.reason), res.message
+    return ok, res.reason, res.message
 
 
 def _run_condition(
     kind: str, decision: Decision | None, active: list[ActiveRun]
-) -> tuple[bool, str, str]:
+) -> tuple[bool, Reason, str]:
     if active:
-        return True, str(Reason.RUN_STARTED), f"{kind} {active[0].name} is running"
+        return True, Reason.RUN_STARTED, f"{kind} {active[0].name} is running"
     if decision is None:
-        return False, str(Reason.NO_POLICY), f"no {kind} policy applies"
+        return False, Reason.NO_POLICY, f"no {kind} policy applies"
     if decision.launch:
-        return True, str(Reason.RUN_STARTED), decision.message
-    return False, str(decision.why), decision.message
+        return True, Reason.RUN_STARTED, decision.message
+    return False, decision.why, decision.message
 
 
 def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
@@ -87,7 +88,7 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
     current = table.status
     conds: tuple[Condition, ...] = current.conditions
 
-    def put(type_: str, ok: bool, reason: str, message: str) -> None:
+    def put(type_: str, ok: bool, reason: Reason, message: str) -> None:
         nonlocal conds
         conds = set_condition(
             conds, type_, ok, reason, message, observed_generation=gen, now=out.now
@@ -97,7 +98,7 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
     if out.failure is not None:
         put(ConditionType.REACHABLE, False, out.failure.reason, out.failure.message)
     else:
-        put(ConditionType.REACHABLE, True, str(Reason.AS_EXPECTED), "the table's log was read")
+        put(ConditionType.REACHABLE, True, Reason.AS_EXPECTED, "the table's log was read")
     ok_c, reason_c, msg_c = _policy_message(out.compaction)
     ok_k, reason_k, msg_k = _policy_message(out.checkpoint)
     resolved = ok_c and ok_k
@@ -122,7 +123,7 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
     put(
         ConditionType.DEGRADED,
         bool(problems),
-        problems[0][0] if problems else str(Reason.AS_EXPECTED),
+        problems[0][0] if problems else Reason.AS_EXPECTED,
         "; ".join(m for _, m in problems) if problems else "no problem observed",
     )
     policies = [(ok_c, reason_c, msg_c), (ok_k, reason_k, msg_k)]
@@ -166,8 +167,8 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
 
 
 def _readiness(
-    out: Outcome, problems: list[tuple[str, str]], policies: list[tuple[bool, str, str]]
-) -> tuple[bool, str, str]:
+    out: Outcome, problems: list[tuple[Reason, str]], policies: list[tuple[bool, Reason, str]]
+) -> tuple[bool, Reason, str]:
     """Ready means observed *and maintained*: never while the log cannot be read, a policy does
     not resolve, the table cannot be written, or its last maintenance run failed, so Ready and
     the phase never contradict each other."""
@@ -176,22 +177,20 @@ def _readiness(
     for ok, reason, message in policies:
         if not ok:
             return False, reason, message
-    blocking = (str(Reason.UNSUPPORTED_PROTOCOL), str(Reason.RUN_FAILED))
+    blocking = (Reason.UNSUPPORTED_PROTOCOL, Reason.RUN_FAILED)
     for reason, message in problems:
         if reason in blocking:
             return False, reason, message
-    return True, str(Reason.TABLE_HEALTHY), "observed and maintained"
+    return True, Reason.TABLE_HEALTHY, "observed and maintained"
 
 
-def _degradations(out: Outcome) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
+def _degradations(out: Outcome) -> list[tuple[Reason, str]]:
+    problems: list[tuple[Reason, str]] = []
     health = out.health
     if out.failure is not None:
         problems.append((out.failure.reason, out.failure.message))
     if health is not None and not health.writable:
-        problems.append(
-            (str(Reason.UNSUPPORTED_PROTOCOL), f"observed only: {health.unwritable_reason}")
-        )
+        problems.append((Reason.UNSUPPORTED_PROTOCOL, f"observed only: {health.unwritable_reason}"))
     if (
         health is not None
         and health.compactable_small_files
@@ -199,7 +198,7 @@ def _degradations(out: Outcome) -> list[tuple[str, str]]:
     ):
         problems.append(
             (
-                str(Reason.SMALL_FILE_BACKLOG),
+                Reason.SMALL_FILE_BACKLOG,
                 f"{health.compactable_small_files} of {health.files} files are small "
                 "and could be compacted",
             )
@@ -210,13 +209,13 @@ def _degradations(out: Outcome) -> list[tuple[str, str]]:
         if health.commits_since_checkpoint > limit:
             problems.append(
                 (
-                    str(Reason.CHECKPOINT_LAG),
+                    Reason.CHECKPOINT_LAG,
                     f"{health.commits_since_checkpoint} commits since the last checkpoint",
                 )
             )
     for record in (out.last_compaction, out.last_checkpoint, out.last_vacuum):
-        if record is not None and record.outcome == "Failed":
-            problems.append((str(Reason.RUN_FAILED), f"run {record.run_name} failed"))
+        if record is not None and record.outcome == RunOutcome.FAILED:
+            problems.append((Reason.RUN_FAILED, f"run {record.run_name} failed"))
     return problems
 
 
@@ -230,7 +229,7 @@ def _phase(
     out: Outcome,
     compacting: list[ActiveRun],
     checkpointing: list[ActiveRun],
-    problems: list[tuple[str, str]],
+    problems: list[tuple[Reason, str]],
     *,
     resolved: bool = True,
 ) -> TablePhase:

@@ -95,6 +95,29 @@ def test_round_trip_through_json_shape() -> None:
     assert Condition.from_dict(data) == cond
 
 
+def test_reason_read_back_is_typed_and_written_as_plain_text() -> None:
+    ours = Condition.from_dict(
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "RunFailed",
+            "lastTransitionTime": "2026-01-01T12:00:00Z",
+        }
+    )
+    assert ours.reason is Reason.RUN_FAILED
+    foreign = Condition.from_dict(
+        {
+            "type": "Synced",
+            "status": "True",
+            "reason": "SyncedByArgo",
+            "lastTransitionTime": "2026-01-01T12:00:00Z",
+        }
+    )
+    assert foreign.reason == "SyncedByArgo" and not isinstance(foreign.reason, Reason)
+    written = ours.to_dict()["reason"]
+    assert type(written) is str and written == "RunFailed"  # YAML's safe dumper takes it
+
+
 def test_time_is_utc_with_offsets_normalised() -> None:
     assert parse_time("2026-01-01T13:00:00+01:00") == T0
 
