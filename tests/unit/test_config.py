@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.config import Config, ConfigError
 
 
@@ -39,6 +40,7 @@ def test_values_are_parsed_by_type() -> None:
         ({"TXNTABLE_LOG_FORMAT": "xml"}, "LOG_FORMAT"),
         ({"TXNTABLE_OBSERVE_INTERVAL_SECONDS": "-1"}, "OBSERVE_INTERVAL_SECONDS"),
     ],
+    ids=readable,
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):

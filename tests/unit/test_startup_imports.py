@@ -17,6 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
+
 #: libraries a process that has not started real work must not have loaded
 HEAVY = (
     "pyarrow",
@@ -72,6 +74,7 @@ def test_building_the_command_line_loads_nothing_heavy() -> None:
         ["demo", "--help"],
         ["inspect"],  # a usage error: exit 2 before anything is opened
     ],
+    ids=readable,
 )
 def test_help_version_and_usage_errors_load_nothing_heavy(argv: list[str]) -> None:
     setup = (

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, time
 
 import pytest
 
+from tests.unit.case_ids import readable
 from tests.unit.crdtools import load_crds, load_examples, schema_errors, schema_of
 from txntable.api import (
     CheckpointPolicy,
@@ -109,7 +110,7 @@ def test_unchanged_location_passes_the_update_rule() -> None:
         ({"location": "s3://b/t", "observeInterval": 60}, "spec.observeInterval", "duration"),
         ({"location": "s3://b/t", "compactionPolicyRef": {}}, "spec.compactionPolicyRef.name",
          "required"),
-    ],
+    ], ids=readable,
 )  # fmt: skip
 def test_codec_errors_name_the_field(spec: dict[str, object], path: str, reason: str) -> None:
     with pytest.raises(InvalidSpecError) as info:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.api import InvalidSpecError
 from txntable.api.conditions import (
     Condition,
@@ -131,6 +132,7 @@ def test_time_is_utc_with_offsets_normalised() -> None:
         ({"message": "x" * 32769}, "message"),
         ({"observed_generation": -1}, "observedGeneration"),
     ],
+    ids=readable,
 )
 def test_invalid_conditions_are_rejected(kwargs: dict[str, object], field: str) -> None:
     base: dict[str, object] = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.cli.main import EXIT_ENGINE_ERROR, EXIT_USAGE, main
 from txntable.engine import Table
 
@@ -31,6 +32,7 @@ def table(tmp_path: Path) -> str:
         (["optimize", "{t}", "--executor", "arrow", "--target-size", "12QQ"], "--target-size"),
         (["inspect", "{t}", "--small-below", "-1"], "--small-below"),
     ],
+    ids=readable,
 )
 def test_a_bad_flag_value_is_bad_usage(
     table: str, args: list[str], says: str, capsys: pytest.CaptureFixture[str]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CompactionPolicy, TxnTable
@@ -91,6 +92,7 @@ def test_spec_becomes_flags_and_flags_become_the_policy(
 @pytest.mark.parametrize(
     "avoid",
     [{"within": "10 minutes"}, {"within": "0s"}, {"writes": "Deletes"}, {"within": 600}],
+    ids=readable,
 )
 def test_bad_values_are_refused(avoid: dict[str, Any]) -> None:
     with pytest.raises(InvalidSpecError, match="avoidRecentWrites"):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CompactionPolicy, TxnTable
@@ -157,6 +158,7 @@ def test_the_policy_codecs_are_the_engines() -> None:
         ({"compression": "brotli"}, r"spec.parquet.compression: 'brotli' is not one of"),
         ({"dictionary": "auto"}, r"spec.parquet.dictionary: 'auto' is not one of"),
     ],
+    ids=readable,
 )
 def test_bad_parquet_settings_are_spec_errors(parquet: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSpecError, match=message):

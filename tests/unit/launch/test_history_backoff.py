@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.launch.backoff import Backoff
 from txntable.launch.history import runs_to_delete
 from txntable.launch.run import ANNOTATION_POLICY, LABEL_KIND, RunState, RunStatus
@@ -46,6 +47,7 @@ S, F, R, P, U = (
         ([S, F, R, P, U], 0, 0, [0, 1]),
         ([R, R, R, R], 0, 0, []),
     ],
+    ids=readable,
 )
 def test_history_keeps_the_newest_of_each_outcome(
     states: list[RunState], keep_ok: int, keep_failed: int, doomed: list[int]
@@ -95,6 +97,7 @@ def test_backoff_gives_up_after_max_retries() -> None:
 @pytest.mark.parametrize(
     "kw",
     [{"base": 0}, {"factor": 0.5}, {"cap": 1, "base": 2}, {"jitter": 1.0}, {"max_retries": -1}],
+    ids=readable,
 )
 def test_backoff_settings_are_checked(kw: dict[str, float]) -> None:
     with pytest.raises(ValueError):

@@ -15,6 +15,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.unit.case_ids import readable
 from tests.unit.launch.test_launch_manifests import request as make_request
 from txntable.config import Config
 from txntable.launch import manifests, permissions
@@ -227,6 +228,7 @@ def test_a_run_of_another_table_is_not_adopted(setup: Any) -> None:
         (api_error(403, "forbidden"), PermanentLaunchError, "Forbidden"),
         (api_error(404, "no such kind"), PermanentLaunchError, "KindNotServed"),
     ],
+    ids=readable,
 )
 def test_create_errors_are_transient_or_permanent(
     setup: Any, error: BaseException, expected: type, detail: Any
@@ -400,6 +402,7 @@ def cond(kind: str, status: str = "True", **kw: str) -> dict[str, str]:
             "BackoffLimit",
         ),
     ],
+    ids=readable,
 )
 def test_job_states(status: dict[str, Any], expected: RunState, message: str) -> None:
     launcher, *_ = job()

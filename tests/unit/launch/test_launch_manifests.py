@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.unit.case_ids import readable
 from txntable.api.constants import LABEL_MANAGED_BY, LABEL_POLICY, LABEL_RUN, LABEL_TABLE
 from txntable.config import Config
 from txntable.launch import manifests
@@ -258,6 +259,7 @@ def test_names_are_deterministic_and_fit() -> None:
         ("x" * 40, "y" * 41),
         ("orders.eu-west", "compaction-" + "z" * 60),
     ],
+    ids=readable,
 )
 def test_long_or_dotted_names_are_valid_and_distinct(table: str, policy: str) -> None:
     name = run_name("checkpoint", policy, table, WHEN, attempt=12)
@@ -301,6 +303,7 @@ def test_naive_times_and_bad_kinds_are_refused() -> None:
         ({"deadline_seconds": 0}, "deadline"),
         ({"scheduled_time": datetime(2026, 1, 1)}, "time zone"),
     ],
+    ids=readable,
 )
 def test_bad_requests_are_refused(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(PermanentLaunchError, match=message):

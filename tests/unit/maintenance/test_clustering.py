@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.case_ids import readable
 from tests.unit.maintenance.test_planner import MB, files_table
 from txntable.engine.model.actions import DomainMetadata, Protocol
 from txntable.engine.model.schema import Field
@@ -48,6 +49,7 @@ def test_clustered_means_the_writer_feature() -> None:
         (domain({"clusteringColumns": ["col-1", "col-2"]}), [("col-1",), ("col-2",)]),  # spec
         (domain({"clusteringColumns": [["a"]]}, removed=True), []),
     ],
+    ids=readable,
 )
 def test_clustering_paths(domains: dict[str, DomainMetadata], paths: list[tuple[str, ...]]) -> None:
     assert clustering_paths(domains) == paths
@@ -63,6 +65,7 @@ def test_clustering_paths(domains: dict[str, DomainMetadata], paths: list[tuple[
         ({"clusteringColumns": [[]]}, "bad clustering column"),
         ({"clusteringColumns": [3]}, "bad clustering column"),
     ],
+    ids=readable,
 )
 def test_malformed_domains_are_named(config: Any, message: str) -> None:
     with pytest.raises(ClusteringError, match=message):
@@ -88,6 +91,7 @@ def test_physical_names_map_back_to_logical_ones_under_column_mapping() -> None:
         ([("s",)], "cannot cluster by column 's' of type struct"),
         ([("a",), ("A",)], "'a' is listed twice"),
     ],
+    ids=readable,
 )
 def test_unusable_clustering_columns_are_refused(
     paths: list[tuple[str, ...]], message: str

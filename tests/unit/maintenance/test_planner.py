@@ -8,6 +8,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.engine.read.state import ADD_SCHEMA
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.planner import (
@@ -226,6 +227,7 @@ def test_parse_size_rejects(text):
         {"min_file_size": -1},
         {"commit_batch_bytes": 0},
     ],
+    ids=readable,
 )
 def test_bad_policies(kwargs):
     with pytest.raises(InvalidPolicyError):

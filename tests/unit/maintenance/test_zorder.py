@@ -9,6 +9,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.zorder import (
     bits_per_column,
@@ -31,6 +32,7 @@ def u64(values: list[int]) -> pa.Array:
         ([2, 3], [2, 3], [12, 15]),
         ([0b11], [0b00], [0b1010]),
     ],
+    ids=readable,
 )
 def test_interleave_two_columns(x, y, expected):
     assert interleave([u64(x), u64(y)], bits=2).to_pylist() == expected
@@ -58,6 +60,7 @@ def test_bits_per_column():
         [True, None, False, True],
         [1.5, None, -0.0, 2.5],
     ],
+    ids=readable,
 )
 def test_ranks_preserve_order_and_ties(values):
     ranks = normalised_ranks(pa.array(values), bits=32).to_pylist()

@@ -239,6 +239,29 @@ def last_run(minutes_ago: int, version: int = 35) -> dict[str, Any]:
             Reason.TRIGGERED,
         ),  # missed since the last run: catch up once
     ],
+    ids=[
+        "due",
+        "table-suspended",
+        "policy-suspended",
+        "unwritable",
+        "compaction-running",
+        "checkpoint-running",
+        "concurrency-limit",
+        "too-few-compactable",
+        "below-threshold",
+        "outside-window",
+        "inside-window",
+        "inside-window-berlin",
+        "cooldown",
+        "after-cooldown",
+        "commits-since-run-due",
+        "commits-since-run-not-due",
+        "small-file-percent-due",
+        "small-file-percent-not-due",
+        "schedule-fired",
+        "schedule-past-deadline",
+        "schedule-missed-catch-up",
+    ],
 )
 def test_compaction_decisions(
     tbl: TxnTable,
@@ -358,6 +381,20 @@ def test_schedule_slot_is_deterministic() -> None:
             None,
         ),
     ],
+    ids=[
+        "interval-inline",
+        "interval-not-due",
+        "interval-spark-mode",
+        "over-inline-max-actions-spark",
+        "spark-concurrency-limit",
+        "inline-ignores-concurrency-limit",
+        "max-age-due",
+        "max-age-not-due",
+        "max-age-no-new-commits",
+        "policy-suspended",
+        "checkpoint-running",
+        "unwritable",
+    ],
 )
 def test_checkpoint_decisions(
     policy: CheckpointPolicy,
@@ -476,6 +513,27 @@ def vacuum_decision(
          work(retries={"vacuum": Retry(1, NOW + timedelta(minutes=5), "run vac-1 failed")}),
          False, Reason.BACKING_OFF),
     ],
+    ids=[
+        "never-vacuumed",
+        "interval-passed",
+        "short-interval-passed",
+        "inside-interval",
+        "inside-short-interval",
+        "nothing-reclaimable",
+        "below-min-reclaimable",
+        "at-min-reclaimable",
+        "vacuum-off-by-default",
+        "vacuum-disabled",
+        "compaction-running",
+        "vacuum-running",
+        "compaction-due-takes-vacuum",
+        "table-suspended",
+        "policy-suspended",
+        "unwritable",
+        "concurrency-limit",
+        "outside-window",
+        "backing-off",
+    ],
 )  # fmt: skip
 def test_vacuum_decisions(
     tbl: TxnTable,
@@ -520,6 +578,13 @@ def removed_days_before_last_vacuum(days: float, last_hours_ago: float = 25) -> 
         # unknown figures (a broken retention property, a tombstone without a timestamp): due
         (replace(removed_days_before_last_vacuum(9), file_retention_ms=None), {}, True,
          Reason.TRIGGERED),
+    ],
+    ids=[
+        "swept",
+        "young-removes-now-reclaimable",
+        "clock-skew-margin",
+        "policy-keeps-longer",
+        "unknown-retention",
     ],
 )  # fmt: skip
 def test_a_table_swept_by_its_last_vacuum_is_not_vacuumed_again(

@@ -77,6 +77,22 @@ REARRANGE = [remove(A, dc=False), add("p=1/c", dc=False)]
         ([DomainMetadata("delta.rowTracking", "{}"), *REARRANGE], S, False, SI),
         ([AddCDCFile(path="_change_data/x", size=1)], WS, False, SI),
     ],
+    ids=[
+        "rearrange-S-optimize",
+        "rearrange-WS-optimize",
+        "rearrange-WS-data-changing",
+        "rearrange-S-data-changing",
+        "remove-add-S-data-changing",
+        "empty-S",
+        "empty-WS-data-changing",
+        "metadata-S",
+        "metadata-WS",
+        "protocol-S",
+        "txn-S",
+        "own-domain-and-rearrange-S",
+        "rowTracking-domain-and-rearrange-S",
+        "cdc-WS",
+    ],
 )
 def test_downgrade_rule(
     actions: list[object], table_level: IsolationLevel, changes_data: bool, expected: IsolationLevel

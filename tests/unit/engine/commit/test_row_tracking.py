@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.row_tracking_support import inline_dv
+from tests.unit.case_ids import readable
 from tests.unit.txn_support import fast, log_versions, metadata, new_table, raw_commit, read_commit
 from txntable.engine.commit import row_tracking as rt
 from txntable.engine.commit.conflicts import WinningCommit
@@ -211,6 +212,7 @@ def _enable(table: Table, config: dict[str, str], protocol: Protocol | None = No
         ({**ENABLED, rt.SUSPENDED_KEY: "true"}, None, "cannot both be true"),
         ({}, Protocol(1, 7, None, ["appendOnly", FEATURE]), "domainMetadata"),
     ],
+    ids=readable,
 )
 def test_bad_enablement_is_refused(
     config: dict[str, str], protocol: Protocol | None, message: str

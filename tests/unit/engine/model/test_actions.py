@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TESTDATA
+from tests.unit.case_ids import readable
 from txntable.engine.errors import CorruptLogError, InvalidActionError
 from txntable.engine.model.actions import (
     AddFile,
@@ -189,6 +190,7 @@ def test_non_ascii_is_written_raw() -> None:
         ('{"remove": {"path": "x", "dataChange": "yes"}}', "dataChange"),
         ('{"txn": {"appId": "a", "version": 1.5}}', "version"),
     ],
+    ids=readable,
 )
 def test_invalid_lines_name_the_file_and_line(line: str, fragment: str) -> None:
     good = json.dumps({"commitInfo": {"operation": "WRITE"}})

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import TESTDATA
+from tests.unit.case_ids import readable
 from txntable.engine.errors import (
     UnsupportedFeatureError,
     UnsupportedReaderFeatureError,
@@ -45,6 +46,14 @@ def test_legacy_versions_imply_features() -> None:
     assert writer_features(explicit) == {"deletionVectors", "appendOnly"}
 
 
+def protocol_id(value: object) -> str | None:
+    """Case id: ``r3w7`` and the features for a Protocol, ``readable`` for anything else."""
+    if not isinstance(value, Protocol):
+        return readable(value)
+    features = sorted({*(value.reader_features or ()), *(value.writer_features or ())})
+    return "+".join([f"r{value.min_reader_version}w{value.min_writer_version}", *features])
+
+
 @pytest.mark.parametrize(
     "protocol",
     [
@@ -57,6 +66,7 @@ def test_legacy_versions_imply_features() -> None:
         Protocol(3, 7, ["deletionVectors", "v2Checkpoint", "timestampNtz"], ["deletionVectors"]),
         Protocol(3, 7, ["vacuumProtocolCheck"], ["vacuumProtocolCheck", "checkpointProtection"]),
     ],
+    ids=protocol_id,
 )
 def test_readable_and_writable(protocol: Protocol) -> None:
     check_readable(protocol)
@@ -77,6 +87,7 @@ def test_readable_and_writable(protocol: Protocol) -> None:
             "catalogManaged",
         ),
     ],
+    ids=protocol_id,
 )
 def test_unreadable_protocols_name_the_problem(
     protocol: Protocol, named: str, message: str
@@ -109,6 +120,7 @@ def test_unreadable_protocols_name_the_problem(
             "variantShredding-preview",
         ),
     ],
+    ids=protocol_id,
 )
 def test_unwritable_protocols_name_the_feature(protocol: Protocol, named: str) -> None:
     check_readable(protocol)
@@ -134,6 +146,7 @@ def test_unwritable_protocols_name_the_feature(protocol: Protocol, named: str) -
             "identityColumns",
         ),
     ],
+    ids=protocol_id,
 )
 def test_supported_if_inactive_features_are_refused_when_active(
     protocol: Protocol, metadata: Metadata, named: str

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.engine.errors import (
     InvalidActionError,
     UnsupportedWriterFeatureError,
@@ -223,6 +224,7 @@ def test_explicit_stats_columns_are_translated_to_physical_names() -> None:
         ["variantType-preview"],
         ["columnMapping", "variantType", "typeWidening", "deletionVectors"],
     ],
+    ids=readable,
 )
 def test_rewrites_honour_layout_features_that_appends_do_not(features: list[str]) -> None:
     protocol = Protocol(3, 7, features, features)
@@ -252,6 +254,7 @@ def test_shredding_is_refused_even_for_rewrites(feature: str) -> None:
         (pa.int32(), "decimal(10,0)", 2**31 - 1),
         (pa.int64(), "decimal(20,0)", -(2**63)),
     ],
+    ids=readable,
 )
 def test_every_widening_of_the_protocol_is_lossless(
     source: pa.DataType, target: str, value: Any

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import TESTDATA, reference_tables
+from tests.unit.case_ids import readable
 from txntable.engine.errors import InvalidActionError
 from txntable.engine.model.actions import Metadata, parse_commit
 from txntable.engine.model.schema import (
@@ -72,6 +73,7 @@ def test_every_reference_schema_converts(where: str, schema_string: str) -> None
             pa.struct([pa.field("a", pa.date32())]),
         ),
     ],
+    ids=readable,
 )
 def test_types(delta: Any, arrow: pa.DataType) -> None:
     assert to_arrow_type(delta) == arrow
@@ -139,6 +141,7 @@ def test_column_mapping_physical_names() -> None:
         ),
         ("timestamp_ntz", ["2024-01-01 10:00:00.000001"], [dt.datetime(2024, 1, 1, 10, 0, 0, 1)]),
     ],
+    ids=readable,
 )
 def test_partition_values_are_typed(delta_type: str, raw: list[Any], typed: list[Any]) -> None:
     out = parse_partition_column(pa.array(raw, pa.string()), delta_type)

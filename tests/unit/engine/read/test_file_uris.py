@@ -9,6 +9,7 @@ import fsspec
 import pyarrow as pa
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.engine.model.actions import AddFile, Metadata, Protocol
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.read.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState, actions_to_table
@@ -61,6 +62,7 @@ def _storages(tmp_path: Path) -> list[Storage]:
         [PATHS[:1] * 50, PATHS, []],  # a clean chunk, a mixed one and an empty one
         [[f"d={i % 7}/f{i}.parquet" for i in range(1000)]],
     ],
+    ids=readable,
 )
 def test_file_uris_equal_row_by_row_resolution(tmp_path: Path, chunks: list[list[str]]) -> None:
     for storage in _storages(tmp_path):

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.case_ids import readable
 from tests.unit.crdtools import EXAMPLES, load_examples
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.base import LocalStorage
@@ -287,6 +288,7 @@ def test_locking_options_are_accepted_without_effect_and_reported(
         ({"AWS_BUCKET": "other"}, "bucket names 'other', the URI 'b'"),
         ({"AWS_REGION": " "}, "AWS_REGION is empty"),
     ],
+    ids=readable,
 )
 def test_bad_options_fail_with_the_name_and_never_a_secret(
     options: dict[str, str], message: str
@@ -419,6 +421,7 @@ def test_azure_names_choose_the_account_endpoint_and_credential() -> None:
         ({"AZURE_STORAGE_ACCOUNT_NAME": "other"}, "names 'other', the URI 'lake'"),
         ({"AZURE_CONTAINER_NAME": "other"}, "names 'other', the URI 'data'"),
     ],
+    ids=readable,
 )
 def test_bad_azure_options_fail_with_the_name_and_never_a_secret(
     options: dict[str, str], message: str

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.model.actions import Metadata
 from txntable.engine.model.schema import schema_string_from_arrow
@@ -86,6 +87,7 @@ S = ParquetSettings
         ({}, S(row_group_rows=0), "row group rows 0 must be an integer from 1"),
         ({}, S(dictionary="sometimes"), r"dictionary mode 'sometimes' \(accepted: auto, on, off\)"),
     ],
+    ids=readable,
 )
 def test_invalid_settings_name_the_value_and_the_accepted_ones(
     configuration: dict[str, str], settings: ParquetSettings | None, message: str
@@ -163,6 +165,7 @@ def _dictionary_by_column(meta: pq.FileMetaData) -> dict[str, bool]:
         ("on", {"id": True, "country": True, "tags.list.element": True}),
         ("off", {"id": False, "country": False, "tags.list.element": False}),
     ],
+    ids=readable,
 )
 def test_dictionary_modes(mode: str, expected: dict[str, bool]) -> None:
     meta = _footer(resolve({}, ParquetSettings(dictionary=mode)), _DATA)

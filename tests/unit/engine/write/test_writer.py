@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.unit.case_ids import readable
 from txntable.engine.errors import InvalidArgumentError, UnsupportedWriterFeatureError
 from txntable.engine.model.actions import Metadata
 from txntable.engine.model.schema import (
@@ -100,6 +101,7 @@ def test_data_is_cast_to_the_table_schema_and_missing_nullable_columns_filled(
         (pa.table({"id": pa.array([None], pa.int64())}), "NOT NULL"),
         (pa.table({"other": [1]}), "not in the table schema"),
     ],
+    ids=readable,
 )
 def test_bad_data_is_rejected_before_anything_is_written(
     storage: MemoryStorage, data: pa.Table, message: str
@@ -172,7 +174,7 @@ def test_arrow_schema_round_trips_through_delta_json() -> None:
     assert uses_timestamp_ntz(json.loads(text)) and not uses_timestamp_ntz("timestamp")
 
 
-@pytest.mark.parametrize("bad", [pa.null(), pa.uint64(), pa.duration("s")])
+@pytest.mark.parametrize("bad", [pa.null(), pa.uint64(), pa.duration("s")], ids=readable)
 def test_types_delta_cannot_store_are_refused(bad: pa.DataType) -> None:
     with pytest.raises(InvalidArgumentError, match="no Delta equivalent"):
         from_arrow_type(bad)
