@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, get_type_hints
 
+from txntable.api.common import Backend
+
 PREFIX = "TXNTABLE_"
 
-BACKENDS = ("sparkapplication", "job", "local")
+BACKENDS = tuple(b.config_name for b in Backend)  # as TXNTABLE_DEFAULT_BACKEND spells them
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 

@@ -88,11 +88,28 @@ def reject_secret_keys(options: Mapping[str, str], path: str) -> None:
 
 
 class Backend(StrEnum):
-    """Where a maintenance run executes (architecture.md, "Launch backends")."""
+    """Where a maintenance run executes (architecture.md, "Launch backends"): the one
+    definition for the CRDs (``spec.spark.backend``, spelled as the values here), the
+    operator's configuration and the chart (``TXNTABLE_DEFAULT_BACKEND``, ``rbac.backends``,
+    spelled in lower case: ``Backend("job")`` is ``Backend.JOB``) and the launchers."""
 
     SPARK_APPLICATION = "SparkApplication"
     JOB = "Job"
     LOCAL = "Local"
+
+    @property
+    def config_name(self) -> str:
+        """The lower-case spelling of the configuration and the chart."""
+        return self.value.lower()
+
+    @classmethod
+    def _missing_(cls, value: object) -> Backend | None:
+        """Any case: the configuration's ``sparkapplication`` is ``SparkApplication``."""
+        if isinstance(value, str):
+            for member in cls:
+                if member.value.lower() == value.lower():
+                    return member
+        return None
 
 
 class PullPolicy(StrEnum):

@@ -383,7 +383,7 @@ class Operator:
         out = set()
         for p in policies:
             chosen = p.spec.spark.backend if p is not None else None
-            out.add(Backend.parse(chosen.value if chosen else self.config.default_backend))
+            out.add(chosen or Backend(self.config.default_backend))
         return out
 
     def _runs(

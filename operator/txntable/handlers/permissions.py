@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Final
 
+from txntable.api.common import Backend
 from txntable.api.constants import (
     GROUP,
     PLURAL_CHECKPOINT_POLICY,
@@ -32,7 +33,6 @@ from txntable.api.constants import (
     PLURAL_TABLE,
 )
 from txntable.launch.permissions import Permission, launcher_permissions
-from txntable.launch.run import Backend
 
 __all__ = [
     "CONTROLLER",

@@ -47,7 +47,7 @@ def predicate(filters: tuple[PartitionFilter, ...]) -> str | None:
 
 
 def _backend(template: SparkTemplate, config: Config) -> Backend:
-    return Backend.parse(template.backend.value if template.backend else config.default_backend)
+    return template.backend or Backend(config.default_backend)
 
 
 def _master(backend: Backend, template: SparkTemplate, sizing: Sizing | None = None) -> str:

@@ -7,7 +7,7 @@ history limits and retry backoff as pure functions; the RBAC the launchers need 
 ``permissions``. Imports ``txntable.api`` constants and ``txntable.config``, never the engine.
 """
 
-from txntable.api.common import RunKind
+from txntable.api.common import Backend, RunKind
 from txntable.launch.backoff import Backoff
 from txntable.launch.base import Launcher
 from txntable.launch.errors import (
@@ -20,7 +20,7 @@ from txntable.launch.factory import make_launcher
 from txntable.launch.history import runs_to_delete
 from txntable.launch.local import LocalLauncher
 from txntable.launch.names import attempt_of, run_name
-from txntable.launch.run import Backend, Resources, RunRequest, RunState, RunStatus
+from txntable.launch.run import Resources, RunRequest, RunState, RunStatus
 
 __all__ = [
     "Backend",

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from txntable.api.common import Backend
 from txntable.api.constants import LABEL_MANAGED_BY, LABEL_RUN, MANAGED_BY
 from txntable.launch.errors import PermanentLaunchError
-from txntable.launch.run import Backend, RunRequest, RunStatus
+from txntable.launch.run import RunRequest, RunStatus
 
 
 class Launcher(ABC):

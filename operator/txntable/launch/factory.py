@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from txntable.api.common import Backend
 from txntable.config import Config
 from txntable.launch.base import Launcher
 from txntable.launch.local import LocalLauncher
-from txntable.launch.run import Backend
+from txntable.launch.run import parse_backend
 
 
 def make_launcher(
@@ -23,7 +24,7 @@ def make_launcher(
     runs_dir: Path | None = None,
 ) -> Launcher:
     """A launcher for ``backend``: cluster ones need ``api_client``, local needs ``runs_dir``."""
-    chosen = backend if isinstance(backend, Backend) else Backend.parse(backend)
+    chosen = backend if isinstance(backend, Backend) else parse_backend(backend)
     if chosen is Backend.LOCAL:
         if runs_dir is None:
             raise ValueError("the local backend needs a runs directory")

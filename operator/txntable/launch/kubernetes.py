@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
+from txntable.api.common import Backend
 from txntable.api.constants import LABEL_MANAGED_BY, LABEL_TABLE, MANAGED_BY
 from txntable.config import Config
 from txntable.launch import manifests
@@ -27,7 +28,6 @@ from txntable.launch.errors import LaunchError, PermanentLaunchError, RunNotFoun
 from txntable.launch.kube_calls import call, dig, parse_time, serialize, status_code
 from txntable.launch.names import label_value
 from txntable.launch.run import (
-    Backend,
     RunRequest,
     RunState,
     RunStatus,

@@ -33,13 +33,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from txntable.api.common import RunKind
+from txntable.api.common import Backend, RunKind
 from txntable.api.constants import LABEL_TABLE
 from txntable.launch.base import Launcher, check_adoptable
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError
 from txntable.launch.names import check_dns_label, label_value
 from txntable.launch.run import (
-    Backend,
     RunRequest,
     RunState,
     RunStatus,

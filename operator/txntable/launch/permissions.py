@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from txntable.launch.run import Backend
+from txntable.api.common import Backend
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from txntable.api.common import RunKind
+from txntable.api.common import Backend, RunKind
 from txntable.api.constants import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_POLICY,
@@ -71,23 +71,16 @@ RESERVED_SPARK_CONF: Final = frozenset(
 MIB: Final = 1024 * 1024
 
 
-class Backend(StrEnum):
-    """Where a run executes; values match ``Config.default_backend`` (``config.BACKENDS``)."""
-
-    SPARK_APPLICATION = "sparkapplication"
-    JOB = "job"
-    LOCAL = "local"
-
-    @classmethod
-    def parse(cls, value: str) -> Backend:
-        """Case-insensitive, so the CRD's ``SparkApplication``/``Job``/``Local`` map too."""
-        try:
-            return cls(value.lower())
-        except ValueError:
-            raise PermanentLaunchError(
-                f"unknown backend {value!r} (one of {', '.join(b.value for b in cls)})",
-                reason="InvalidBackend",
-            ) from None
+def parse_backend(value: str) -> Backend:
+    """The backend ``value`` names, in any case (the CRD's ``SparkApplication``, the
+    configuration's ``sparkapplication``); an unknown name is a permanent launch error."""
+    try:
+        return Backend(value)
+    except ValueError:
+        raise PermanentLaunchError(
+            f"unknown backend {value!r} (one of {', '.join(b.config_name for b in Backend)})",
+            reason="InvalidBackend",
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +151,7 @@ class RunRequest:
         if not isinstance(self.kind, RunKind):
             object.__setattr__(self, "kind", RunKind(self.kind))
         if not isinstance(self.backend, Backend):
-            object.__setattr__(self, "backend", Backend.parse(self.backend))
+            object.__setattr__(self, "backend", parse_backend(self.backend))
         check_dns_label(self.namespace, "namespace")
         check_dns_subdomain(self.table, "table")
         check_dns_subdomain(self.policy, "policy")

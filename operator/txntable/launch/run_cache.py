@@ -27,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
+from txntable.api.common import Backend
 from txntable.api.constants import LABEL_TABLE
 from txntable.launch.base import Launcher
 from txntable.launch.errors import LaunchError
 from txntable.launch.names import label_value
-from txntable.launch.run import Backend, RunRequest, RunStatus
+from txntable.launch.run import RunRequest, RunStatus
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.unit.case_ids import readable
+from txntable.api.common import Backend as ApiBackend
 from txntable.api.constants import LABEL_MANAGED_BY, LABEL_POLICY, LABEL_RUN, LABEL_TABLE
 from txntable.config import Config
 from txntable.launch import manifests
@@ -313,7 +314,11 @@ def test_bad_requests_are_refused(changes: dict[str, Any], message: str) -> None
 def test_backend_names_from_config_and_crd_both_parse() -> None:
     assert request(backend="SparkApplication").backend is Backend.SPARK_APPLICATION
     assert request(backend="job").backend is Backend.JOB
-    assert {b.value for b in Backend} == set(__import__("txntable.config").config.BACKENDS)
+    assert {b.config_name for b in Backend} == set(__import__("txntable.config").config.BACKENDS)
+    # one enum: the CRD's spelling is the launchers' backend
+    assert Backend is ApiBackend
+    with pytest.raises(PermanentLaunchError, match="unknown backend 'yarn'"):
+        request(backend="yarn")
 
 
 def test_memory_is_rounded_up_and_pods_get_overhead() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.unit.launch.test_launch_kubernetes import BACKENDS, api_error
 from tests.unit.launch.test_launch_manifests import request as make_request
+from txntable.api.common import Backend
 from txntable.handlers.secret_cache import SecretCache, SecretData
 from txntable.launch.errors import TransientLaunchError
 from txntable.launch.run import RunState
@@ -39,7 +40,7 @@ def lists(api: Any) -> int:
 
 def set_state(api: Any, namespace: str, name: str, backend: Any) -> None:
     obj = api.objects[(namespace, name)]
-    if backend.value == "sparkapplication":
+    if backend is Backend.SPARK_APPLICATION:
         obj["status"] = {"applicationState": {"state": "COMPLETED"}}
     else:
         cond = {"type": "Complete", "status": "True"}
