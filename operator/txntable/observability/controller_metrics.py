@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -77,208 +78,195 @@ class HealthLike(Protocol):
     def reclaimable_bytes(self) -> int: ...
 
 
+TABLE: Final = ("namespace", "table")
+_RUN: Final = (*TABLE, "kind")
+
+Collector = Counter | Gauge | Histogram
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One collector of the controller: the ``ControllerMetrics`` attribute that holds it, its
+    class, name, help text, labels and (histograms) buckets."""
+
+    attr: str
+    cls: type[Counter] | type[Gauge] | type[Histogram]
+    name: str
+    doc: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+    @property
+    def per_table(self) -> bool:
+        """Labelled by namespace and table first: dropped with the table (``forget_table``)."""
+        return self.labels[: len(TABLE)] == TABLE
+
+    def build(self, registry: CollectorRegistry) -> Collector:
+        if self.buckets is not None:
+            return Histogram(
+                self.name, self.doc, self.labels, buckets=self.buckets, registry=registry
+            )
+        return self.cls(self.name, self.doc, self.labels, registry=registry)
+
+
+#: Every collector, declared once (docs/metrics.md lists them all); ``ControllerMetrics`` has
+#: one attribute per row, and the series ``forget_table`` drops follow from the labels.
+METRICS: Final[tuple[Metric, ...]] = (
+    # the controller process
+    Metric("start_time", Gauge, "txntable_controller_start_time_seconds",
+           "Unix time the controller process started (present while it is up)."),
+    # table health, from each observation (observe_table)
+    Metric("version", Gauge, "txntable_table_version", "Latest version in the table's log.",
+           TABLE),
+    Metric("files", Gauge, "txntable_table_files", "Live data files.", TABLE),
+    Metric("bytes", Gauge, "txntable_table_bytes", "Bytes in live data files.", TABLE),
+    Metric("small_files", Gauge, "txntable_table_small_files",
+           "Live files below the policy's minimum size.", TABLE),
+    Metric("small_bytes", Gauge, "txntable_table_small_file_bytes", "Bytes in small files.",
+           TABLE),
+    Metric("compactable", Gauge, "txntable_table_compactable_small_files",
+           "Small files sharing a partition with another small file (compaction can merge).",
+           TABLE),
+    Metric("partitions", Gauge, "txntable_table_partitions",
+           "Distinct partitions among live files.", TABLE),
+    Metric("dv_files", Gauge, "txntable_table_files_with_deletion_vectors",
+           "Live files carrying a deletion vector.", TABLE),
+    Metric("deleted_rows", Gauge, "txntable_table_deleted_rows",
+           "Rows the deletion vectors of live files delete (still on disk).", TABLE),
+    Metric("reclaimable", Gauge, "txntable_table_vacuum_reclaimable_bytes",
+           "Bytes of removed files older than the table's deletedFileRetentionDuration "
+           "(what VACUUM would delete; a lower bound).", TABLE),
+    Metric("since_checkpoint", Gauge, "txntable_table_commits_since_checkpoint",
+           "Commits after the newest checkpoint (all if none).", TABLE),
+    Metric("last_commit", Gauge, "txntable_table_last_commit_timestamp_seconds",
+           "Unix time of the newest commit.", TABLE),
+    Metric("last_checkpoint", Gauge, "txntable_table_last_checkpoint_timestamp_seconds",
+           "Unix time the newest checkpoint was written (absent when there is none).", TABLE),
+    Metric("writable", Gauge, "txntable_table_writable",
+           "1 when txntable can write the table's protocol.", TABLE),
+    Metric("observed", Gauge, "txntable_table_observed_timestamp_seconds",
+           "Unix time of the last observation.", TABLE),
+    Metric("conflict_backoff", Gauge, "txntable_table_conflict_backoff_seconds",
+           "Seconds until the next compaction run may start because our recent runs kept "
+           "conflicting with other writers (0: no back-off; spec.avoidRecentWrites.backOff).",
+           TABLE),
+    Metric("event_driven", Gauge, "txntable_table_event_driven",
+           "1 when the table's commits wake its observation, 0 when it is polled.", TABLE),
+    # commits seen in the table's log (observe_log_commits)
+    Metric("log_commits", Counter, "txntable_log_commits_total",
+           "Commits seen landing in the table's log, by operation, engine family and whether "
+           "the writer lost attempts first (first_attempt, retried, unknown).",
+           (*TABLE, "operation", "engine", "outcome")),
+    Metric("log_retries", Counter, "txntable_log_commit_retries_total",
+           "Write attempts that commits seen in the log lost to other writers before landing "
+           "(exact for txntable and delta-rs, at least one per late commit for other engines).",
+           (*TABLE, "engine")),
+    # maintenance runs (run_finished)
+    Metric("runs", Counter, "txntable_maintenance_runs_total",
+           "Finished maintenance runs by kind and outcome.", (*_RUN, "outcome")),
+    Metric("run_duration", Histogram, "txntable_maintenance_run_duration_seconds",
+           "Duration of finished maintenance runs.", _RUN, RUN_BUCKETS),
+    Metric("last_success", Gauge, "txntable_maintenance_last_success_timestamp_seconds",
+           "Unix time the last successful (or nothing-to-do) run of this kind was recorded.",
+           _RUN),
+    Metric("failure_streak", Gauge, "txntable_maintenance_consecutive_failures",
+           "Runs of this kind that ended failed or conflicted since the last success (reset "
+           "by a succeeded or nothing-to-do run, and by a controller restart).", _RUN),
+    Metric("files_removed", Counter, "txntable_maintenance_files_removed_total",
+           "Files runs removed (rewritten).", _RUN),
+    Metric("files_added", Counter, "txntable_maintenance_files_added_total",
+           "Files runs added.", _RUN),
+    Metric("bytes_removed", Counter, "txntable_maintenance_bytes_removed_total",
+           "Bytes of files runs removed.", _RUN),
+    Metric("bytes_added", Counter, "txntable_maintenance_bytes_added_total",
+           "Bytes of files runs added.", _RUN),
+    Metric("bytes_dropped", Counter, "txntable_maintenance_bytes_dropped_total",
+           "Input bytes of bins runs rewrote but did not commit (other writers changed their "
+           "inputs first): wasted work.", _RUN),
+    Metric("partitions_deferred", Counter, "txntable_maintenance_partitions_deferred_total",
+           "Partitions with work that conflict-aware planning left alone because other "
+           "writers changed them recently.", _RUN),
+    Metric("vacuum_files", Counter, "txntable_vacuum_files_deleted_total",
+           "Files VACUUM deleted at the end of runs (data files and deletion vectors).", _RUN),
+    Metric("vacuum_bytes", Counter, "txntable_vacuum_bytes_deleted_total",
+           "Bytes of the files VACUUM deleted at the end of runs.", _RUN),
+    Metric("run_attempts", Counter, "txntable_run_commit_attempts_total",
+           "Commit attempts made by maintenance runs (from their result's engineMetrics).",
+           _RUN),
+    Metric("run_retries", Counter, "txntable_run_commit_retries_total",
+           "Commit attempts of maintenance runs lost to another writer and retried.", _RUN),
+    Metric("run_commits", Counter, "txntable_run_commits_total",
+           "Commit calls of maintenance runs by engine outcome.", (*_RUN, "outcome")),
+    Metric("run_conflicts", Counter, "txntable_run_commit_conflicts_total",
+           "Commits of maintenance runs that failed with a Delta conflict, by type.",
+           (*_RUN, "conflict_type")),
+    # reconcile handlers and commit events (reconcile_finished, commit_event)
+    Metric("reconciles", Counter, "txntable_reconciles_total",
+           "Reconcile handler calls by kind and outcome (ok, error).", ("kind", "outcome")),
+    Metric("reconcile_duration", Histogram, "txntable_reconcile_duration_seconds",
+           "Time one reconcile handler call took.", ("kind",), LATENCY_BUCKETS),
+    Metric("commit_events", Counter, "txntable_commit_events_total",
+           "Commits announced by an event source (LogProbe, SQS) before the debounce.",
+           ("source",)),
+    Metric("last_reconcile", Gauge, "txntable_last_reconcile_timestamp_seconds",
+           "Unix time the last reconcile finished without error."),
+)  # fmt: skip
+
+
 class ControllerMetrics:
-    """The controller's collectors on ``registry`` (a fresh one when not given)."""
+    """The controller's collectors on ``registry`` (a fresh one when not given): one
+    attribute per row of ``METRICS``."""
+
+    start_time: Gauge
+    version: Gauge
+    files: Gauge
+    bytes: Gauge
+    small_files: Gauge
+    small_bytes: Gauge
+    compactable: Gauge
+    partitions: Gauge
+    dv_files: Gauge
+    deleted_rows: Gauge
+    reclaimable: Gauge
+    since_checkpoint: Gauge
+    last_commit: Gauge
+    last_checkpoint: Gauge
+    writable: Gauge
+    observed: Gauge
+    conflict_backoff: Gauge
+    event_driven: Gauge
+    log_commits: Counter
+    log_retries: Counter
+    runs: Counter
+    run_duration: Histogram
+    last_success: Gauge
+    failure_streak: Gauge
+    files_removed: Counter
+    files_added: Counter
+    bytes_removed: Counter
+    bytes_added: Counter
+    bytes_dropped: Counter
+    partitions_deferred: Counter
+    vacuum_files: Counter
+    vacuum_bytes: Counter
+    run_attempts: Counter
+    run_retries: Counter
+    run_commits: Counter
+    run_conflicts: Counter
+    reconciles: Counter
+    reconcile_duration: Histogram
+    commit_events: Counter
+    last_reconcile: Gauge
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        t = ["namespace", "table"]
-
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(f"txntable_table_{name}", doc, t, registry=r)
-
-        self.start_time = Gauge(
-            "txntable_controller_start_time_seconds",
-            "Unix time the controller process started (present while it is up).",
-            registry=r,
-        )
-        self.start_time.set(time.time())
-        self.version = gauge("version", "Latest version in the table's log.")
-        self.files = gauge("files", "Live data files.")
-        self.bytes = gauge("bytes", "Bytes in live data files.")
-        self.small_files = gauge("small_files", "Live files below the policy's minimum size.")
-        self.small_bytes = gauge("small_file_bytes", "Bytes in small files.")
-        self.compactable = gauge(
-            "compactable_small_files",
-            "Small files sharing a partition with another small file (compaction can merge).",
-        )
-        self.partitions = gauge("partitions", "Distinct partitions among live files.")
-        self.dv_files = gauge(
-            "files_with_deletion_vectors", "Live files carrying a deletion vector."
-        )
-        self.deleted_rows = gauge(
-            "deleted_rows", "Rows the deletion vectors of live files delete (still on disk)."
-        )
-        self.reclaimable = gauge(
-            "vacuum_reclaimable_bytes",
-            "Bytes of removed files older than the table's deletedFileRetentionDuration "
-            "(what VACUUM would delete; a lower bound).",
-        )
-        self.since_checkpoint = gauge(
-            "commits_since_checkpoint", "Commits after the newest checkpoint (all if none)."
-        )
-        self.last_commit = gauge("last_commit_timestamp_seconds", "Unix time of the newest commit.")
-        self.last_checkpoint = gauge(
-            "last_checkpoint_timestamp_seconds",
-            "Unix time the newest checkpoint was written (absent when there is none).",
-        )
-        self.writable = gauge("writable", "1 when txntable can write the table's protocol.")
-        self.observed = gauge("observed_timestamp_seconds", "Unix time of the last observation.")
-        self.conflict_backoff = gauge(
-            "conflict_backoff_seconds",
-            "Seconds until the next compaction run may start because our recent runs kept "
-            "conflicting with other writers (0: no back-off; spec.avoidRecentWrites.backOff).",
-        )
-        self.log_commits = Counter(
-            "txntable_log_commits_total",
-            "Commits seen landing in the table's log, by operation, engine family and whether "
-            "the writer lost attempts first (first_attempt, retried, unknown).",
-            [*t, "operation", "engine", "outcome"],
-            registry=r,
-        )
-        self.log_retries = Counter(
-            "txntable_log_commit_retries_total",
-            "Write attempts that commits seen in the log lost to other writers before landing "
-            "(exact for txntable and delta-rs, at least one per late commit for other engines).",
-            [*t, "engine"],
-            registry=r,
-        )
-        k = [*t, "kind"]
-        self.runs = Counter(
-            "txntable_maintenance_runs_total",
-            "Finished maintenance runs by kind and outcome.",
-            [*k, "outcome"],
-            registry=r,
-        )
-        self.run_duration = Histogram(
-            "txntable_maintenance_run_duration_seconds",
-            "Duration of finished maintenance runs.",
-            k,
-            buckets=RUN_BUCKETS,
-            registry=r,
-        )
-        self.last_success = Gauge(
-            "txntable_maintenance_last_success_timestamp_seconds",
-            "Unix time the last successful (or nothing-to-do) run of this kind was recorded.",
-            k,
-            registry=r,
-        )
-        self.failure_streak = Gauge(
-            "txntable_maintenance_consecutive_failures",
-            "Runs of this kind that ended failed or conflicted since the last success (reset "
-            "by a succeeded or nothing-to-do run, and by a controller restart).",
-            k,
-            registry=r,
-        )
-        self.files_removed = Counter(
-            "txntable_maintenance_files_removed_total", "Files runs removed (rewritten).", k,
-            registry=r,
-        )  # fmt: skip
-        self.files_added = Counter(
-            "txntable_maintenance_files_added_total", "Files runs added.", k, registry=r
-        )
-        self.bytes_removed = Counter(
-            "txntable_maintenance_bytes_removed_total", "Bytes of files runs removed.", k,
-            registry=r,
-        )  # fmt: skip
-        self.bytes_added = Counter(
-            "txntable_maintenance_bytes_added_total", "Bytes of files runs added.", k, registry=r
-        )
-        self.bytes_dropped = Counter(
-            "txntable_maintenance_bytes_dropped_total",
-            "Input bytes of bins runs rewrote but did not commit (other writers changed their "
-            "inputs first): wasted work.",
-            k,
-            registry=r,
-        )
-        self.partitions_deferred = Counter(
-            "txntable_maintenance_partitions_deferred_total",
-            "Partitions with work that conflict-aware planning left alone because other "
-            "writers changed them recently.",
-            k,
-            registry=r,
-        )
-        self.vacuum_files = Counter(
-            "txntable_vacuum_files_deleted_total",
-            "Files VACUUM deleted at the end of runs (data files and deletion vectors).",
-            k,
-            registry=r,
-        )
-        self.vacuum_bytes = Counter(
-            "txntable_vacuum_bytes_deleted_total",
-            "Bytes of the files VACUUM deleted at the end of runs.",
-            k,
-            registry=r,
-        )
-        self.run_attempts = Counter(
-            "txntable_run_commit_attempts_total",
-            "Commit attempts made by maintenance runs (from their result's engineMetrics).",
-            k,
-            registry=r,
-        )
-        self.run_retries = Counter(
-            "txntable_run_commit_retries_total",
-            "Commit attempts of maintenance runs lost to another writer and retried.",
-            k,
-            registry=r,
-        )
-        self.run_commits = Counter(
-            "txntable_run_commits_total",
-            "Commit calls of maintenance runs by engine outcome.",
-            [*k, "outcome"],
-            registry=r,
-        )
-        self.run_conflicts = Counter(
-            "txntable_run_commit_conflicts_total",
-            "Commits of maintenance runs that failed with a Delta conflict, by type.",
-            [*k, "conflict_type"],
-            registry=r,
-        )
-        self.reconciles = Counter(
-            "txntable_reconciles_total",
-            "Reconcile handler calls by kind and outcome (ok, error).",
-            ["kind", "outcome"],
-            registry=r,
-        )
-        self.reconcile_duration = Histogram(
-            "txntable_reconcile_duration_seconds",
-            "Time one reconcile handler call took.",
-            ["kind"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.commit_events = Counter(
-            "txntable_commit_events_total",
-            "Commits announced by an event source (LogProbe, SQS) before the debounce.",
-            ["source"],
-            registry=r,
-        )
-        self.event_driven = Gauge(
-            "txntable_table_event_driven",
-            "1 when the table's commits wake its observation, 0 when it is polled.",
-            t,
-            registry=r,
-        )
-        self.last_reconcile = Gauge(
-            "txntable_last_reconcile_timestamp_seconds",
-            "Unix time the last reconcile finished without error.",
-            registry=r,
-        )
-        self._per_table: list[Counter | Gauge | Histogram] = [
-            self.version, self.files, self.bytes, self.small_files, self.small_bytes,
-            self.compactable, self.partitions, self.dv_files, self.deleted_rows, self.reclaimable,
-            self.since_checkpoint, self.last_commit,
-            self.last_checkpoint, self.writable, self.observed, self.log_commits,
-            self.log_retries, self.runs, self.run_duration, self.last_success, self.failure_streak,
-            self.files_removed, self.files_added, self.bytes_removed, self.bytes_added,
-            self.vacuum_files, self.vacuum_bytes, self.run_attempts, self.run_retries,
-            self.run_commits, self.run_conflicts, self.event_driven,
-        ]  # fmt: skip
+        for metric in METRICS:
+            setattr(self, metric.attr, metric.build(self.registry))
+        self._per_table: list[Collector] = [getattr(self, m.attr) for m in METRICS if m.per_table]
         self._operations = OperationLabels()
         self._log_position: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
-        self._per_table.append(self.conflict_backoff)
+        self.start_time.set(time.time())
 
     # -- table health ----------------------------------------------------------------------
     def observe_table(self, namespace: str, name: str, health: HealthLike) -> None:

@@ -11,8 +11,13 @@ from prometheus_client import CollectorRegistry
 
 from tests.conftest import TESTDATA
 from tests.unit.txn_support import fast
+from txntable.api.common import RunKind, RunOutcome
 from txntable.engine.table import Table
-from txntable.observability.controller_metrics import ControllerMetrics, run_outcome_label
+from txntable.observability.controller_metrics import (
+    METRICS,
+    ControllerMetrics,
+    run_outcome_label,
+)
 from txntable.observability.log_commits import classify, engine_family
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.run_report import engine_summary, parse_summary
@@ -72,6 +77,42 @@ def test_table_gauges_follow_health_and_vanish_when_forgotten() -> None:
         value(r, "txntable_maintenance_runs_total", **t, kind="optimize", outcome="failed") is None
     )
     assert value(r, "txntable_table_version", namespace="ns", table="other") == 42
+
+
+def test_a_forgotten_table_leaves_no_series_behind() -> None:
+    """Every collector labelled by namespace and table drops the table (which ones follows from
+    METRICS: the dropped-bytes and deferred-partitions counters were once left out)."""
+    m = ControllerMetrics()
+    m.observe_table("ns", "orders", health())
+    m.observe_conflict_backoff("ns", "orders", 5.0)
+    result = {
+        "numFilesRemoved": 2,
+        "numBytesDropped": 10,
+        "deferredPartitions": ["day=1"],
+        "vacuum": {"numDeleted": 1, "bytes": 5},
+    }
+    m.run_finished("ns", "orders", RunKind.OPTIMIZE, RunOutcome.SUCCEEDED, seconds=1, result=result)
+
+    def names_of_orders() -> set[str]:
+        return {
+            s.name
+            for family in m.registry.collect()
+            for s in family.samples
+            if s.labels.get("table") == "orders"
+        }
+
+    assert {
+        "txntable_maintenance_bytes_dropped_total",
+        "txntable_maintenance_partitions_deferred_total",
+        "txntable_table_conflict_backoff_seconds",
+    } <= names_of_orders()
+    m.forget_table("ns", "orders")
+    assert names_of_orders() == set()
+
+
+def test_every_declared_metric_is_a_typed_attribute() -> None:
+    assert set(ControllerMetrics.__annotations__) == {metric.attr for metric in METRICS}
+    assert len({metric.name for metric in METRICS}) == len(METRICS)
 
 
 def test_engine_family_from_engine_info() -> None:
