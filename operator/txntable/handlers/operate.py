@@ -51,7 +51,7 @@ from txntable.engine.errors import (
 from txntable.engine.model.schema import to_arrow_type
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.storage.base import Storage
-from txntable.handlers.foresight import Foresight
+from txntable.handlers.foresight import Conflicts, Foresight
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.handlers.run_sizing import RunSizer, running_note
 from txntable.launch import (
@@ -80,7 +80,7 @@ from txntable.reconcile.decide import (
     vacuumed,
 )
 from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept
-from txntable.reconcile.plan import plan_status
+from txntable.reconcile.plan import CompactionPlan, plan_status
 from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
@@ -112,6 +112,71 @@ class Tick:
     events: tuple[Event, ...]
     launched: tuple[str, ...]
     active_runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What one tick observed: the table's log and health (None: unreadable, ``failure`` says
+    why), its runs, the last run of each kind and the last VACUUM."""
+
+    engine_table: Table | None
+    health: TableHealth | None
+    failure: Failure | None
+    runs: list[RunStatus]
+    last_compaction: RunRecord | None
+    last_checkpoint: RunRecord | None
+    last_vacuum: RunRecord | None
+    vacuum_time: datetime | None
+
+    @property
+    def active(self) -> tuple[ActiveRun, ...]:
+        """The runs still in flight."""
+        return tuple(
+            ActiveRun(r.name, r.kind, r.started) for r in self.runs if not r.state.finished
+        )
+
+    def in_status(self, table: TxnTable) -> TxnTable:
+        """``table`` with the last runs and VACUUM seen now in its status."""
+        status = replace(
+            table.status,
+            last_compaction=self.last_compaction,
+            last_checkpoint=self.last_checkpoint,
+            last_vacuum=self.last_vacuum,
+            last_vacuum_time=self.vacuum_time,
+        )
+        return replace(table, status=status)
+
+
+@dataclass(slots=True)
+class _Acts:
+    """What one tick decided and started; ``work`` counts the runs started so far, so each
+    decision sees those before it."""
+
+    work: Work
+    last_compaction: RunRecord | None
+    last_checkpoint: RunRecord | None
+    last_vacuum: RunRecord | None
+    compaction: Decision | None = None
+    vacuum: Decision | None = None
+    checkpoint: Decision | None = None
+    launched: list[str] = field(default_factory=list)
+
+    def started(self, table: TxnTable, name: str, kind: RunKind, version: int) -> RunRecord:
+        """Count the run ``name`` as in flight; return its record."""
+        now = self.work.now
+        self.work = replace(
+            self.work,
+            active=(*self.work.active, ActiveRun(name, kind, now)),
+            active_total=self.work.active_total + 1,
+        )
+        self.launched.append(name)
+        return RunRecord(
+            run_name=name,
+            table=table.metadata.name,
+            outcome=RunOutcome.RUNNING,
+            start_time=now.replace(microsecond=0),
+            version=version,
+        )
 
 
 @dataclass
@@ -238,145 +303,161 @@ class Operator:
     ) -> Tick:
         """Observe ``table``, follow its runs, decide and act; return the next status."""
         now = self.clock()
-        ns = table.metadata.namespace or "default"
-        key = table.metadata.key
-        options = dict(table.spec.storage.options) | dict(storage_options or {})
         comp = resolve(table, compaction_policies, "compaction")
         ckpt = resolve(table, checkpoint_policies, "checkpoint")
-        min_size = comp.policy.spec.min_file_size if comp.policy else DEFAULT_MIN_FILE_SIZE
-        engine_table, health, failure = self._observe(key, table, options, min_size)
         events: list[Event] = []
-        runs = self._runs(table, comp.policy, ckpt.policy, events)
+        seen = self._see(table, comp.policy, ckpt.policy, storage_options, events)
+        table = seen.in_status(table)  # decide on what this tick learned, not on the last status
+        plan, conflicts = self._foresee(table, comp.policy, seen, now)
+        work = Work(
+            now,
+            seen.active,
+            max(active_total, len(seen.active)),
+            self.config.max_concurrent_runs,
+            self._retries(table.metadata.key, comp.policy, seen, now),
+            conflicts=conflicts.hold,
+            plan_id=plan.plan_id if plan else None,
+        )
+        acts = _Acts(work, seen.last_compaction, seen.last_checkpoint, seen.last_vacuum)
+        if seen.health is not None and seen.engine_table is not None:
+            if comp.policy is not None:
+                self._compact_and_vacuum(table, comp.policy, seen.health, acts, events)
+            if ckpt.policy is not None:
+                self._checkpoint(
+                    table, ckpt.policy, seen.health, seen.engine_table, acts=acts, events=events
+                )
+        outcome = Outcome(
+            now=now,
+            health=seen.health,
+            failure=seen.failure,
+            compaction=comp,
+            checkpoint=ckpt,
+            compaction_decision=acts.compaction,
+            checkpoint_decision=acts.checkpoint,
+            active=acts.work.active,
+            last_compaction=acts.last_compaction,
+            last_checkpoint=acts.last_checkpoint,
+            vacuum_decision=acts.vacuum,
+            last_vacuum=acts.last_vacuum,
+            last_vacuum_time=seen.vacuum_time,
+            plan=plan_status(plan) if plan is not None else None,
+            conflicts=conflicts.status,
+        )
+        status = table_status(table, outcome)
+        return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
+
+    def _see(
+        self,
+        table: TxnTable,
+        comp: CompactionPolicy | None,
+        ckpt: CheckpointPolicy | None,
+        storage_options: Mapping[str, str] | None,
+        events: list[Event],
+    ) -> _Seen:
+        """Observe the table's log and follow its runs: its health, the runs of its policies'
+        backends, the last run of each kind and the last VACUUM; export the table's metrics."""
+        key = table.metadata.key
+        options = dict(table.spec.storage.options) | dict(storage_options or {})
+        min_size = comp.spec.min_file_size if comp else DEFAULT_MIN_FILE_SIZE
+        engine_table, health, failure = self._observe(key, table, options, min_size)
+        runs = self._runs(table, comp, ckpt, events)
         last_c, last_k, last_v = self._records(key, table, runs, engine_table, events)
         vacuum_time = _last_vacuum_time(
             table.status.last_vacuum_time,
             runs,
-            compaction_vacuums=bool(comp.policy and comp.policy.spec.vacuum.enabled),
+            compaction_vacuums=bool(comp and comp.spec.vacuum.enabled),
         )
         if health is not None and vacuum_time is not None:
-            health = self._unswept(key, health, comp.policy, vacuum_time)
+            health = self._unswept(key, health, comp, vacuum_time)
         if self.metrics is not None and health is not None and engine_table is not None:
-            self.metrics.observe_table(ns, table.metadata.name, health)
-            self.metrics.observe_table_log(ns, table.metadata.name, engine_table, health.version)
-        # Decide on what this tick learned, not on the status written before it.
-        table = replace(
-            table,
-            status=replace(
-                table.status,
-                last_compaction=last_c,
-                last_checkpoint=last_k,
-                last_vacuum=last_v,
-                last_vacuum_time=vacuum_time,
-            ),
-        )
+            ns, name = table.metadata.namespace or "default", table.metadata.name
+            self.metrics.observe_table(ns, name, health)
+            self.metrics.observe_table_log(ns, name, engine_table, health.version)
+        return _Seen(engine_table, health, failure, runs, last_c, last_k, last_v, vacuum_time)
+
+    def _foresee(
+        self, table: TxnTable, comp: CompactionPolicy | None, seen: _Seen, now: datetime
+    ) -> tuple[CompactionPlan | None, Conflicts]:
+        """The next compaction run's plan (when the log could be read) and our runs' conflicts
+        with other writers, with the back-off they call for."""
+        key = table.metadata.key
         summary = self._summaries.get(key)
         plan = (
-            self.foresight.plan(key, comp.policy, summary, runs, now)
-            if comp.policy is not None and summary is not None and health is not None
+            self.foresight.plan(key, comp, summary, seen.runs, now)
+            if comp is not None and summary is not None and seen.health is not None
             else None
         )
         conflicts = self.foresight.conflicts(
-            table, comp.policy, runs, last_c, now, metrics=self.metrics
+            table, comp, seen.runs, seen.last_compaction, now, metrics=self.metrics
         )
-        cooldown = comp.policy.spec.triggers.cooldown if comp.policy else 0
+        return plan, conflicts
+
+    def _retries(
+        self, key: str, comp: CompactionPolicy | None, seen: _Seen, now: datetime
+    ) -> dict[RunKind, Retry]:
+        """The back-off of each run kind whose last run failed; a compaction that ran out of
+        memory with all the policy allows is held until the policy changes."""
+        cooldown = comp.spec.triggers.cooldown if comp else 0
         retries = {
             kind: retry
             for kind, record, floor in (
-                (RunKind.OPTIMIZE, last_c, cooldown),
-                (RunKind.CHECKPOINT, last_k, 0),
-                (RunKind.VACUUM, last_v, cooldown),
+                (RunKind.OPTIMIZE, seen.last_compaction, cooldown),
+                (RunKind.CHECKPOINT, seen.last_checkpoint, 0),
+                (RunKind.VACUUM, seen.last_vacuum, cooldown),
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
-        if comp.policy is not None:  # out of memory with all the policy allows: no retry
+        if comp is not None:
             optimize = retries.get(RunKind.OPTIMIZE)
             attempt = optimize.attempt if optimize is not None else 0
-            if (held := self.sizer.hold(key, comp.policy, attempt)) is not None:
+            if (held := self.sizer.hold(key, comp, attempt)) is not None:
                 retries[RunKind.OPTIMIZE] = held
-        active = tuple(ActiveRun(r.name, r.kind, r.started) for r in runs if not r.state.finished)
-        active_total = max(active_total, len(active))
-        comp_decision: Decision | None = None
-        ckpt_decision: Decision | None = None
-        vac_decision: Decision | None = None
-        launched: list[str] = []
-        if health is not None and engine_table is not None:
-            work = Work(now, active, active_total, self.config.max_concurrent_runs, retries)
-            work = replace(work, conflicts=conflicts.hold, plan_id=plan.plan_id if plan else None)
-            if comp.policy is not None:
-                comp_decision = decide_compaction(table, comp.policy, health, work)
-                said = self.foresight.announcement(
-                    comp_decision, table.status.conditions, work.plan_id
-                )
-                if said is not None:
-                    events.append(Event("Normal", *said))
-                name = (
-                    self._start_compaction(table, comp.policy, comp_decision, events)
-                    if comp_decision.launch
-                    else None
-                )
-                if name:
-                    launched.append(name)
-                    active = (*active, ActiveRun(name, RunKind.OPTIMIZE, now))
-                    last_c = RunRecord(
-                        run_name=name,
-                        table=table.metadata.name,
-                        outcome=RunOutcome.RUNNING,
-                        start_time=now.replace(microsecond=0),
-                        version=health.version,
-                    )
-                    work = replace(work, active=active, active_total=active_total + 1)
-                vac_decision = decide_vacuum(table, comp.policy, health, work, comp_decision)
-                vac_name = (
-                    self._start_vacuum(table, comp.policy, vac_decision, events)
-                    if vac_decision.launch
-                    else None
-                )
-                if vac_name:
-                    launched.append(vac_name)
-                    active = (*active, ActiveRun(vac_name, RunKind.VACUUM, now))
-                    last_v = RunRecord(
-                        run_name=vac_name,
-                        table=table.metadata.name,
-                        outcome=RunOutcome.RUNNING,
-                        start_time=now.replace(microsecond=0),
-                        version=health.version,
-                    )
-                    work = replace(work, active=active, active_total=work.active_total + 1)
-            if ckpt.policy is not None:
-                ckpt_decision = decide_checkpoint(table, ckpt.policy, health, work)
-                if ckpt_decision.launch:
-                    previous_k = last_k
-                    last_k = (
-                        self._start_checkpoint(
-                            table,
-                            ckpt.policy,
-                            ckpt_decision,
-                            engine_table=engine_table,
-                            events=events,
-                            now=now,
-                        )
-                        or last_k
-                    )
-                    if last_k is not None and last_k is not previous_k:
-                        launched.append(last_k.run_name)
-        outcome = Outcome(
-            now=now,
-            health=health,
-            failure=failure,
-            compaction=comp,
-            checkpoint=ckpt,
-            compaction_decision=comp_decision,
-            checkpoint_decision=ckpt_decision,
-            active=active,
-            last_compaction=last_c,
-            last_checkpoint=last_k,
-            vacuum_decision=vac_decision,
-            last_vacuum=last_v,
-            last_vacuum_time=vacuum_time,
-            plan=plan_status(plan) if plan is not None else None,
-            conflicts=conflicts.status,
+        return retries
+
+    def _compact_and_vacuum(
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy,
+        health: TableHealth,
+        acts: _Acts,
+        events: list[Event],
+    ) -> None:
+        """Decide and start the compaction, then the VACUUM-only run that waits for it."""
+        decision = decide_compaction(table, policy, health, acts.work)
+        acts.compaction = decision
+        said = self.foresight.announcement(decision, table.status.conditions, acts.work.plan_id)
+        if said is not None:
+            events.append(Event("Normal", *said))
+        name = self._start_compaction(table, policy, decision, events) if decision.launch else None
+        if name:
+            acts.last_compaction = acts.started(table, name, RunKind.OPTIMIZE, health.version)
+        vacuum = decide_vacuum(table, policy, health, acts.work, decision)
+        acts.vacuum = vacuum
+        name = self._start_vacuum(table, policy, vacuum, events) if vacuum.launch else None
+        if name:
+            acts.last_vacuum = acts.started(table, name, RunKind.VACUUM, health.version)
+
+    def _checkpoint(
+        self,
+        table: TxnTable,
+        policy: CheckpointPolicy,
+        health: TableHealth,
+        engine_table: Table,
+        *,
+        acts: _Acts,
+        events: list[Event],
+    ) -> None:
+        """Decide and start (or write inline) the checkpoint."""
+        decision = decide_checkpoint(table, policy, health, acts.work)
+        acts.checkpoint = decision
+        if not decision.launch:
+            return
+        record = self._start_checkpoint(
+            table, policy, decision, engine_table=engine_table, events=events, now=acts.work.now
         )
-        return Tick(table_status(table, outcome), tuple(events), tuple(launched), len(active))
+        if record is not None and record is not acts.last_checkpoint:
+            acts.last_checkpoint = record
+            acts.launched.append(record.run_name)
 
     # -- runs ----------------------------------------------------------------------------
     def _backends(self, *policies: CompactionPolicy | CheckpointPolicy | None) -> set[Backend]:
@@ -402,9 +483,7 @@ class Operator:
             except LaunchError as exc:
                 events.append(Event("Warning", "RunListFailed", str(exc)))
                 continue
-            found = self.sizer.detail(
-                table.metadata.uid or f"{ns}/{table.metadata.name}", ns, launcher, found
-            )
+            found = self.sizer.detail(table.metadata.key, ns, launcher, found)
             runs.extend(found)
             limits = [p for p in (comp, ckpt) if p is not None]
             if limits:
