@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from txntable.api.conditions import Condition, ConditionType, Reason, set_condition
+from txntable.api.conditions import ConditionType, Reason, set_condition
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -83,56 +83,21 @@ def _run_condition(
 
 
 def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
-    """The status to write for ``table`` after one reconcile."""
+    """The status to write for ``table`` after one reconcile: its conditions, the phase that
+    sums them up, the policies and runs it follows, and the figures of its log."""
     gen = table.metadata.generation
     current = table.status
-    conds: tuple[Condition, ...] = current.conditions
-
-    def put(type_: str, ok: bool, reason: Reason, message: str) -> None:
-        nonlocal conds
+    problems = _degradations(out)
+    conds = current.conditions
+    for type_, ok, reason, message in _conditions(out, problems):
         conds = set_condition(
             conds, type_, ok, reason, message, observed_generation=gen, now=out.now
         )
-
-    health = out.health
-    if out.failure is not None:
-        put(ConditionType.REACHABLE, False, out.failure.reason, out.failure.message)
-    else:
-        put(ConditionType.REACHABLE, True, Reason.AS_EXPECTED, "the table's log was read")
-    ok_c, reason_c, msg_c = _policy_message(out.compaction)
-    ok_k, reason_k, msg_k = _policy_message(out.checkpoint)
-    resolved = ok_c and ok_k
-    put(
-        ConditionType.POLICY_RESOLVED,
-        resolved,
-        reason_c if not ok_c else reason_k,
-        f"{msg_c}; {msg_k}",
-    )
-    compacting = [r for r in out.active if r.kind == RunKind.OPTIMIZE]
-    checkpointing = [r for r in out.active if r.kind == RunKind.CHECKPOINT]
-    vacuuming = [r for r in out.active if r.kind == RunKind.VACUUM]
-    put(
-        ConditionType.COMPACTING, *_run_condition("compaction", out.compaction_decision, compacting)
-    )
-    put(ConditionType.VACUUMING, *_run_condition("vacuum", out.vacuum_decision, vacuuming))
-    put(
-        ConditionType.CHECKPOINTING,
-        *_run_condition("checkpoint", out.checkpoint_decision, checkpointing),
-    )
-    problems = _degradations(out)
-    put(
-        ConditionType.DEGRADED,
-        bool(problems),
-        problems[0][0] if problems else Reason.AS_EXPECTED,
-        "; ".join(m for _, m in problems) if problems else "no problem observed",
-    )
-    policies = [(ok_c, reason_c, msg_c), (ok_k, reason_k, msg_k)]
-    put(ConditionType.READY, *_readiness(out, problems, policies))
     status = replace(
         current,
         observed_generation=gen,
         conditions=conds,
-        phase=_phase(table, out, compacting, checkpointing, problems, resolved=resolved),
+        phase=_phase(table, out, problems),
         compaction_policy=out.compaction.policy.metadata.name if out.compaction.policy else None,
         checkpoint_policy=out.checkpoint.policy.metadata.name if out.checkpoint.policy else None,
         last_compaction=out.last_compaction,
@@ -142,28 +107,77 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
         plan=out.plan,
         conflicts=out.conflicts,
     )
-    if health is not None:
-        status = replace(
-            status,
-            version=health.version,
-            protocol=TableProtocol(
-                min_reader_version=health.min_reader_version,
-                min_writer_version=health.min_writer_version,
-                reader_features=health.reader_features,
-                writer_features=health.writer_features,
+    return _with_health(status, out.health) if out.health is not None else status
+
+
+def _conditions(
+    out: Outcome, problems: list[tuple[Reason, str]]
+) -> list[tuple[ConditionType, bool, Reason, str]]:
+    """(type, ok, reason, message) of each condition txntable writes, in their order."""
+    if out.failure is not None:
+        reachable = (False, out.failure.reason, out.failure.message)
+    else:
+        reachable = (True, Reason.AS_EXPECTED, "the table's log was read")
+    policies = [_policy_message(out.compaction), _policy_message(out.checkpoint)]
+    (ok_c, reason_c, msg_c), (ok_k, reason_k, msg_k) = policies
+    return [
+        (ConditionType.REACHABLE, *reachable),
+        (
+            ConditionType.POLICY_RESOLVED,
+            ok_c and ok_k,
+            reason_c if not ok_c else reason_k,
+            f"{msg_c}; {msg_k}",
+        ),
+        (
+            ConditionType.COMPACTING,
+            *_run_condition("compaction", out.compaction_decision, _active(out, RunKind.OPTIMIZE)),
+        ),
+        (
+            ConditionType.VACUUMING,
+            *_run_condition("vacuum", out.vacuum_decision, _active(out, RunKind.VACUUM)),
+        ),
+        (
+            ConditionType.CHECKPOINTING,
+            *_run_condition(
+                "checkpoint", out.checkpoint_decision, _active(out, RunKind.CHECKPOINT)
             ),
-            files=health.files,
-            size_bytes=health.size_bytes,
-            small_files=health.small_files,
-            files_with_deletion_vectors=health.files_with_deletion_vectors,
-            deleted_rows=health.deleted_rows,
-            reclaimable_bytes=health.reclaimable_bytes,
-            partitions=health.partitions,
-            commits_since_checkpoint=health.commits_since_checkpoint,
-            last_commit_time=health.last_commit_time.replace(microsecond=0),
-            last_checkpoint_version=health.checkpoint_version,
-        )
-    return status
+        ),
+        (
+            ConditionType.DEGRADED,
+            bool(problems),
+            problems[0][0] if problems else Reason.AS_EXPECTED,
+            "; ".join(m for _, m in problems) if problems else "no problem observed",
+        ),
+        (ConditionType.READY, *_readiness(out, problems, policies)),
+    ]
+
+
+def _active(out: Outcome, kind: RunKind) -> list[ActiveRun]:
+    return [r for r in out.active if r.kind == kind]
+
+
+def _with_health(status: TxnTableStatus, health: TableHealth) -> TxnTableStatus:
+    """``status`` with the figures of the table's log observed this time."""
+    return replace(
+        status,
+        version=health.version,
+        protocol=TableProtocol(
+            min_reader_version=health.min_reader_version,
+            min_writer_version=health.min_writer_version,
+            reader_features=health.reader_features,
+            writer_features=health.writer_features,
+        ),
+        files=health.files,
+        size_bytes=health.size_bytes,
+        small_files=health.small_files,
+        files_with_deletion_vectors=health.files_with_deletion_vectors,
+        deleted_rows=health.deleted_rows,
+        reclaimable_bytes=health.reclaimable_bytes,
+        partitions=health.partitions,
+        commits_since_checkpoint=health.commits_since_checkpoint,
+        last_commit_time=health.last_commit_time.replace(microsecond=0),
+        last_checkpoint_version=health.checkpoint_version,
+    )
 
 
 def _readiness(
@@ -224,15 +238,10 @@ def _latest(*moments: datetime | None) -> datetime | None:
     return max(known) if known else None
 
 
-def _phase(
-    table: TxnTable,
-    out: Outcome,
-    compacting: list[ActiveRun],
-    checkpointing: list[ActiveRun],
-    problems: list[tuple[Reason, str]],
-    *,
-    resolved: bool = True,
-) -> TablePhase:
+def _phase(table: TxnTable, out: Outcome, problems: list[tuple[Reason, str]]) -> TablePhase:
+    resolved = _policy_message(out.compaction)[0] and _policy_message(out.checkpoint)[0]
+    compacting = _active(out, RunKind.OPTIMIZE)
+    checkpointing = _active(out, RunKind.CHECKPOINT)
     if out.failure is not None:
         return TablePhase.UNREACHABLE
     if table.spec.suspend:
