@@ -253,22 +253,26 @@ def _conditional_put(name: str, value: Any) -> bool:
     )
 
 
-def parse_s3_options(options: Mapping[str, Any]) -> S3Settings:
-    """Sort the options of an S3 table into client settings; raise on unknown or refused ones.
-
-    Raises ``InvalidArgumentError`` naming the option (never a credential's value)."""
+def _sort_options(
+    options: Mapping[str, Any],
+    refused: Mapping[str, str],
+    without_effect_names: Mapping[str, str],
+    canonical_names: Mapping[str, str],
+) -> tuple[dict[str, tuple[str, Any]], dict[str, str], list[str]]:
+    """Sort option names (any case) into (given by canonical name, without effect, unknown);
+    raise on a refused option or on two aliases set to different values."""
     given: dict[str, tuple[str, Any]] = {}
     without_effect: dict[str, str] = {}
     unknown: list[str] = []
     for raw_name, value in options.items():
         name = str(raw_name)
         lower = name.strip().lower()
-        if lower in _S3_REFUSED:
-            raise InvalidArgumentError(f"storage option {name}: {_S3_REFUSED[lower]}")
-        if lower in _S3_WITHOUT_EFFECT:
-            without_effect[name] = _S3_WITHOUT_EFFECT[lower]
+        if lower in refused:
+            raise InvalidArgumentError(f"storage option {name}: {refused[lower]}")
+        if lower in without_effect_names:
+            without_effect[name] = without_effect_names[lower]
             continue
-        canonical = _CANONICAL.get(lower)
+        canonical = canonical_names.get(lower)
         if canonical is None:
             unknown.append(name)
             continue
@@ -277,6 +281,51 @@ def parse_s3_options(options: Mapping[str, Any]) -> S3Settings:
                 f"storage options {given[canonical][0]} and {name} set the same thing; keep one"
             )
         given[canonical] = (name, value)
+    return given, without_effect, unknown
+
+
+@dataclass(frozen=True)
+class _Given:
+    """The options a table sets, by canonical name: (the name as written, the value)."""
+
+    options: Mapping[str, tuple[str, Any]]
+
+    def __contains__(self, canonical: str) -> bool:
+        return canonical in self.options
+
+    def __getitem__(self, canonical: str) -> tuple[str, Any]:
+        return self.options[canonical]
+
+    def name(self, canonical: str) -> str:
+        """The option's name as written (the canonical name when not given)."""
+        return self.options[canonical][0] if canonical in self.options else canonical
+
+    def text(self, canonical: str) -> str | None:
+        """The value stripped, None when not given; an empty value is an error."""
+        if canonical not in self.options:
+            return None
+        name, value = self.options[canonical]
+        out = str(value).strip()
+        if not out:
+            raise InvalidArgumentError(f"storage option {name} is empty")
+        return out
+
+    def flag(self, canonical: str) -> bool | None:
+        """The value as a boolean, None when not given."""
+        return bool_option(*self.options[canonical]) if canonical in self.options else None
+
+    def conditional_put(self) -> bool:
+        """Whether the store takes conditional writes (the default: yes)."""
+        return _conditional_put(*self["conditional_put"]) if "conditional_put" in self else True
+
+
+def parse_s3_options(options: Mapping[str, Any]) -> S3Settings:
+    """Sort the options of an S3 table into client settings; raise on unknown or refused ones.
+
+    Raises ``InvalidArgumentError`` naming the option (never a credential's value)."""
+    given, without_effect, unknown = _sort_options(
+        options, _S3_REFUSED, _S3_WITHOUT_EFFECT, _CANONICAL
+    )
     if unknown:
         raise InvalidArgumentError(
             f"unknown S3 storage option{'s' if len(unknown) > 1 else ''} "
@@ -284,22 +333,25 @@ def parse_s3_options(options: Mapping[str, Any]) -> S3Settings:
             f"fsspec aliases): {', '.join(primary_s3_option_names())}; and, without effect, "
             "the delta-rs locking and HTTP tuning options (docs/writing-and-storage.md)"
         )
-    return _settings(given, without_effect)
+    return _settings(_Given(given), without_effect)
 
 
-def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str]) -> S3Settings:
-    def text(canonical: str) -> str | None:
-        if canonical not in given:
-            return None
-        name, value = given[canonical]
-        out = str(value).strip()
-        if not out:
-            raise InvalidArgumentError(f"storage option {name} is empty")
-        return out
+def _settings(given: _Given, without_effect: dict[str, str]) -> S3Settings:
+    # keyword arguments are evaluated in order: a bad option is reported as before
+    return S3Settings(
+        session=_s3_session(given),
+        client=_s3_client(given),
+        config=_s3_config(given),
+        put_args=_s3_put_args(given),
+        request_args={"RequestPayer": "requester"} if given.flag("request_payer") else {},
+        conditional_put=given.conditional_put(),
+        bucket=given.text("bucket"),
+        without_effect=without_effect,
+    )
 
-    def flag(canonical: str) -> bool | None:
-        return bool_option(*given[canonical]) if canonical in given else None
 
+def _s3_session(given: _Given) -> dict[str, str]:
+    """boto3 session arguments: the credentials or the profile."""
     session: dict[str, str] = {}
     for canonical, arg in (
         ("access_key_id", "aws_access_key_id"),
@@ -307,46 +359,52 @@ def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str])
         ("session_token", "aws_session_token"),
         ("profile", "profile_name"),
     ):
-        value = text(canonical)
+        value = given.text(canonical)
         if value is not None:
             session[arg] = value
-    client: dict[str, Any] = {}
-    config: dict[str, Any] = {}
-    put_args: dict[str, Any] = {}
-    request_args: dict[str, str] = {}
+    return session
 
-    allow_http = flag("allow_http")
-    endpoint = text("endpoint")
+
+def _s3_client(given: _Given) -> dict[str, Any]:
+    """boto3 client arguments: endpoint (http:// only when allowed), region, TLS."""
+    client: dict[str, Any] = {}
+    allow_http = given.flag("allow_http")
+    endpoint = given.text("endpoint")
     if endpoint is not None:
         scheme = urlsplit(endpoint).scheme.lower()
         if scheme not in ("http", "https"):
             raise InvalidArgumentError(
-                f"storage option {given['endpoint'][0]} must be an http:// or https:// URL, "
+                f"storage option {given.name('endpoint')} must be an http:// or https:// URL, "
                 f"got {endpoint!r}"
             )
         if scheme == "http" and allow_http is False:
             raise InvalidArgumentError(
-                f"storage option {given['endpoint'][0]} is plain http:// but "
-                f"{given['allow_http'][0]} is false"
+                f"storage option {given.name('endpoint')} is plain http:// but "
+                f"{given.name('allow_http')} is false"
             )
         client["endpoint_url"] = endpoint
-    region = text("region") or text("default_region")
+    region = given.text("region") or given.text("default_region")
     if region is not None:
         client["region_name"] = region
-    if flag("use_ssl") is False:
+    if given.flag("use_ssl") is False:
         client["use_ssl"] = False
-    ca_bundle = text("ca_bundle")
+    ca_bundle = given.text("ca_bundle")
     if ca_bundle is not None:
         client["verify"] = ca_bundle
-    if flag("allow_invalid_certificates"):
+    if given.flag("allow_invalid_certificates"):
         client["verify"] = False
+    return client
 
-    style = flag("virtual_hosted_style_request")
-    addressing = text("addressing_style")
+
+def _s3_config(given: _Given) -> dict[str, Any]:
+    """botocore Config arguments: addressing, timeouts, proxy, signing, retries."""
+    config: dict[str, Any] = {}
+    style = given.flag("virtual_hosted_style_request")
+    addressing = given.text("addressing_style")
     if addressing is not None:
         if addressing.lower() not in ("path", "virtual"):
             raise InvalidArgumentError(
-                f"storage option {given['addressing_style'][0]} must be path or virtual, "
+                f"storage option {given.name('addressing_style')} must be path or virtual, "
                 f"got {addressing!r}"
             )
         config["s3"] = {"addressing_style": addressing.lower()}
@@ -356,13 +414,13 @@ def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str])
         config["connect_timeout"] = _seconds(*given["connect_timeout"])
     if "timeout" in given:
         config["read_timeout"] = _seconds(*given["timeout"])
-    proxy = text("proxy_url")
+    proxy = given.text("proxy_url")
     if proxy is not None:
         config["proxies"] = {"http": proxy, "https": proxy}
-    agent = text("user_agent")
+    agent = given.text("user_agent")
     if agent is not None:
         config["user_agent"] = agent
-    if flag("skip_signature"):
+    if given.flag("skip_signature"):
         config["signature_version"] = "unsigned"
     if "max_retries" in given:
         name, value = given["max_retries"]
@@ -370,50 +428,40 @@ def _settings(given: dict[str, tuple[str, Any]], without_effect: dict[str, str])
             raise InvalidArgumentError(f"storage option {name} must be a whole number >= 0")
         # botocore's max_attempts counts retries, not the first request
         config["retries"] = {"mode": "standard", "max_attempts": int(str(value).strip())}
+    return config
 
-    checksum = text("checksum_algorithm")
+
+def _s3_put_args(given: _Given) -> dict[str, Any]:
+    """Arguments of every PUT: checksum and server-side encryption."""
+    put_args: dict[str, Any] = {}
+    checksum = given.text("checksum_algorithm")
     if checksum is not None:
         if checksum.lower() not in _CHECKSUMS:
             raise InvalidArgumentError(
-                f"storage option {given['checksum_algorithm'][0]} must be one of "
+                f"storage option {given.name('checksum_algorithm')} must be one of "
                 f"{', '.join(sorted(_CHECKSUMS))}, got {checksum!r}"
             )
         put_args["ChecksumAlgorithm"] = _CHECKSUMS[checksum.lower()]
-    sse = text("server_side_encryption")
+    sse = given.text("server_side_encryption")
     if sse is not None:
         if sse.lower() not in _SSE:
             raise InvalidArgumentError(
-                f"storage option {given['server_side_encryption'][0]} must be one of "
+                f"storage option {given.name('server_side_encryption')} must be one of "
                 f"AES256, aws:kms, aws:kms:dsse (SSE-C is not supported), got {sse!r}"
             )
         put_args["ServerSideEncryption"] = _SSE[sse.lower()]
-    kms_key = text("sse_kms_key_id")
+    kms_key = given.text("sse_kms_key_id")
     if kms_key is not None:
         if not str(put_args.get("ServerSideEncryption", "")).startswith("aws:kms"):
             raise InvalidArgumentError(
-                f"storage option {given['sse_kms_key_id'][0]} needs server_side_encryption "
+                f"storage option {given.name('sse_kms_key_id')} needs server_side_encryption "
                 "aws:kms or aws:kms:dsse"
             )
         put_args["SSEKMSKeyId"] = kms_key
-    bucket_key = flag("sse_bucket_key_enabled")
+    bucket_key = given.flag("sse_bucket_key_enabled")
     if bucket_key is not None:
         put_args["BucketKeyEnabled"] = bucket_key
-    if flag("request_payer"):
-        request_args["RequestPayer"] = "requester"
-
-    conditional = True
-    if "conditional_put" in given:
-        conditional = _conditional_put(*given["conditional_put"])
-    return S3Settings(
-        session=session,
-        client=client,
-        config=config,
-        put_args=put_args,
-        request_args=request_args,
-        conditional_put=conditional,
-        bucket=text("bucket"),
-        without_effect=without_effect,
-    )
+    return put_args
 
 
 def _with_environment(
@@ -606,124 +654,105 @@ def parse_azure_options(
     import os
 
     env = os.environ if environ is None else environ
-    given: dict[str, tuple[str, Any]] = {}
-    without_effect: dict[str, str] = {}
-    unknown: list[str] = []
-    for raw_name, value in options.items():
-        name = str(raw_name)
-        lower = name.strip().lower()
-        if lower in _AZURE_REFUSED:
-            raise InvalidArgumentError(f"storage option {name}: {_AZURE_REFUSED[lower]}")
-        if lower in _AZURE_WITHOUT_EFFECT:
-            without_effect[name] = _AZURE_WITHOUT_EFFECT[lower]
-            continue
-        canonical = _AZURE_CANONICAL.get(lower)
-        if canonical is None:
-            unknown.append(name)
-            continue
-        if canonical in given and str(given[canonical][1]) != str(value):
-            raise InvalidArgumentError(
-                f"storage options {given[canonical][0]} and {name} set the same thing; keep one"
-            )
-        given[canonical] = (name, value)
+    sorted_options, without_effect, unknown = _sort_options(
+        options, _AZURE_REFUSED, _AZURE_WITHOUT_EFFECT, _AZURE_CANONICAL
+    )
     if unknown:
         raise InvalidArgumentError(
             f"unknown Azure storage option{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(sorted(unknown))}; accepted (any case, with their object_store "
             f"aliases): {', '.join(a[0].upper() for a in _AZURE_ALIASES.values())}"
         )
-
-    def text(canonical: str) -> str | None:
-        if canonical not in given:
-            return None
-        name, value = given[canonical]
-        out = str(value).strip()
-        if not out:
-            raise InvalidArgumentError(f"storage option {name} is empty")
-        return out
-
-    def flag(canonical: str) -> bool:
-        return bool_option(*given[canonical]) if canonical in given else False
-
-    account = text("account_name")
-    endpoint = text("endpoint")
-    secrets: dict[str, str] = {}
-    auth = "default"
+    given = _Given(sorted_options)
+    account = given.text("account_name")
+    endpoint = given.text("endpoint")
     emulator_url = None
-    if flag("use_emulator"):
+    if given.flag("use_emulator"):
         emulator_url = env.get("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10000").rstrip("/")
-        if "account_key" not in given and "sas" not in given:
-            auth, secrets = "key", {"account_key": EMULATOR_KEY}
-    chosen: list[str] = [c for c in ("account_key", "sas", "token", "client_secret") if c in given]
-    if flag("skip_signature"):
-        chosen.append("skip_signature")
-    if flag("use_azure_cli"):
-        chosen.append("use_azure_cli")
-    if len(chosen) > 1:
-        names = ", ".join(given[c][0] if c in given else c for c in chosen)
-        raise InvalidArgumentError(f"storage options {names} each choose a credential; keep one")
-    if "account_key" in given:
-        auth, secrets = "key", {"account_key": text("account_key") or ""}
-    elif "sas" in given:
-        auth, secrets = "sas", {"sas": (text("sas") or "").lstrip("?")}
-    elif "token" in given:
-        auth, secrets = "token", {"token": text("token") or ""}
-    elif "client_secret" in given:
-        if "client_id" not in given or "tenant_id" not in given:
-            raise InvalidArgumentError(
-                f"storage option {given['client_secret'][0]} needs AZURE_CLIENT_ID and "
-                "AZURE_TENANT_ID too"
-            )
-        auth, secrets = "client_secret", {"client_secret": text("client_secret") or ""}
-    elif "federated_token_file" in given:
-        if "client_id" not in given or "tenant_id" not in given:
-            raise InvalidArgumentError(
-                f"storage option {given['federated_token_file'][0]} needs AZURE_CLIENT_ID and "
-                "AZURE_TENANT_ID too"
-            )
-        auth = "workload_identity"
-    elif flag("skip_signature"):
-        auth = "anonymous"
-    elif flag("use_azure_cli"):
-        auth = "cli"
+    auth, secrets = _azure_credential(given)
     if endpoint is not None:
-        scheme = urlsplit(endpoint).scheme.lower()
-        if scheme not in ("http", "https"):
-            raise InvalidArgumentError(
-                f"storage option {given['endpoint'][0] if 'endpoint' in given else 'endpoint'} "
-                f"must be an http:// or https:// URL, got {endpoint!r}"
-            )
-        if scheme == "http" and not flag("allow_http") and not flag("use_emulator"):
-            raise InvalidArgumentError(
-                f"the Azure endpoint {endpoint!r} is plain http://: set AZURE_ALLOW_HTTP=true "
-                "to allow it"
-            )
-    client: dict[str, Any] = {}
-    if "connect_timeout" in given:
-        client["connection_timeout"] = _seconds(*given["connect_timeout"])
-    if "timeout" in given:
-        client["read_timeout"] = _seconds(*given["timeout"])
-    proxy = text("proxy_url")
-    if proxy is not None:
-        client["proxies"] = {"http": proxy, "https": proxy}
-    agent = text("user_agent")
-    if agent is not None:
-        client["user_agent"] = agent
-    conditional = True
-    if "conditional_put" in given:
-        conditional = _conditional_put(*given["conditional_put"])
+        _check_azure_endpoint(given, endpoint)
+    # keyword arguments are evaluated in order: a bad option is reported as before
     return AzureSettings(
         account_name=account,
         endpoint=endpoint.rstrip("/") if endpoint else None,
         emulator_url=emulator_url,
         auth=auth,
         secrets=secrets,
-        client_id=text("client_id"),
-        tenant_id=text("tenant_id"),
-        authority_host=text("authority_host"),
-        federated_token_file=text("federated_token_file"),
-        client=client,
-        container=text("container_name"),
-        conditional_put=conditional,
+        client=_azure_client(given),
+        conditional_put=given.conditional_put(),
+        client_id=given.text("client_id"),
+        tenant_id=given.text("tenant_id"),
+        authority_host=given.text("authority_host"),
+        federated_token_file=given.text("federated_token_file"),
+        container=given.text("container_name"),
         without_effect=without_effect,
     )
+
+
+def _azure_credential(given: _Given) -> tuple[str, dict[str, str]]:
+    """(auth, secrets): the one credential the options choose (the emulator's well-known key
+    when none is given to the emulator; ``default``: the Azure SDK's chain)."""
+    auth, secrets = "default", {}
+    if given.flag("use_emulator") and "account_key" not in given and "sas" not in given:
+        auth, secrets = "key", {"account_key": EMULATOR_KEY}
+    chosen: list[str] = [c for c in ("account_key", "sas", "token", "client_secret") if c in given]
+    if given.flag("skip_signature"):
+        chosen.append("skip_signature")
+    if given.flag("use_azure_cli"):
+        chosen.append("use_azure_cli")
+    if len(chosen) > 1:
+        names = ", ".join(given.name(c) for c in chosen)
+        raise InvalidArgumentError(f"storage options {names} each choose a credential; keep one")
+    if "account_key" in given:
+        return "key", {"account_key": given.text("account_key") or ""}
+    if "sas" in given:
+        return "sas", {"sas": (given.text("sas") or "").lstrip("?")}
+    if "token" in given:
+        return "token", {"token": given.text("token") or ""}
+    if "client_secret" in given or "federated_token_file" in given:
+        canonical = "client_secret" if "client_secret" in given else "federated_token_file"
+        if "client_id" not in given or "tenant_id" not in given:
+            raise InvalidArgumentError(
+                f"storage option {given.name(canonical)} needs AZURE_CLIENT_ID and "
+                "AZURE_TENANT_ID too"
+            )
+        if canonical == "client_secret":
+            return "client_secret", {"client_secret": given.text("client_secret") or ""}
+        return "workload_identity", secrets  # the emulator's key stays, as before
+    if given.flag("skip_signature"):
+        return "anonymous", secrets
+    if given.flag("use_azure_cli"):
+        return "cli", secrets
+    return auth, secrets
+
+
+def _check_azure_endpoint(given: _Given, endpoint: str) -> None:
+    """An http(s) URL; plain http only when allowed or for the emulator."""
+    scheme = urlsplit(endpoint).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise InvalidArgumentError(
+            f"storage option {given.name('endpoint')} must be an http:// or https:// URL, "
+            f"got {endpoint!r}"
+        )
+    if scheme == "http" and not given.flag("allow_http") and not given.flag("use_emulator"):
+        raise InvalidArgumentError(
+            f"the Azure endpoint {endpoint!r} is plain http://: set AZURE_ALLOW_HTTP=true "
+            "to allow it"
+        )
+
+
+def _azure_client(given: _Given) -> dict[str, Any]:
+    """Transport settings: timeouts, proxy, user agent."""
+    client: dict[str, Any] = {}
+    if "connect_timeout" in given:
+        client["connection_timeout"] = _seconds(*given["connect_timeout"])
+    if "timeout" in given:
+        client["read_timeout"] = _seconds(*given["timeout"])
+    proxy = given.text("proxy_url")
+    if proxy is not None:
+        client["proxies"] = {"http": proxy, "https": proxy}
+    agent = given.text("user_agent")
+    if agent is not None:
+        client["user_agent"] = agent
+    return client
