@@ -341,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
+    from txntable.api.common import RunKind
     from txntable.maintenance.errors import MaintenanceError
     from txntable.observability.metrics import EngineMetrics
     from txntable.observability.pushgateway import push_run_metrics
@@ -360,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # them) and, when configured, to a Pushgateway
         doc["engineMetrics"] = engine_summary(metrics)
         table = os.environ.get(ENV_TABLE_NAME) or "unnamed"
-        kind = "vacuum" if args.vacuum_only else "optimize"
+        kind = RunKind.VACUUM if args.vacuum_only else RunKind.OPTIMIZE
         push_run_metrics(metrics.registry, kind=kind, table=table)
     print(json.dumps(doc, separators=(",", ":")), flush=True)
     return code

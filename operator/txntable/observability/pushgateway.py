@@ -18,6 +18,8 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, push_to_gateway
 
+from txntable.api.common import RunKind
+
 log = logging.getLogger(__name__)
 
 ENV_URL = "TXNTABLE_PUSHGATEWAY_URL"
@@ -27,7 +29,7 @@ JOB = "txntable-run"
 def push_run_metrics(
     registry: CollectorRegistry,
     *,
-    kind: str,
+    kind: RunKind,
     table: str,
     url: str | None = None,
     environ: Mapping[str, str] | None = None,

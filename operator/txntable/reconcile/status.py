@@ -71,12 +71,13 @@ def _policy_message(res: Resolution[Any]) -> tuple[bool, Reason, str]:
 
 
 def _run_condition(
-    kind: str, decision: Decision | None, active: list[ActiveRun]
+    out: Outcome, kind: RunKind, decision: Decision | None
 ) -> tuple[bool, Reason, str]:
+    active = _active(out, kind)
     if active:
-        return True, Reason.RUN_STARTED, f"{kind} {active[0].name} is running"
+        return True, Reason.RUN_STARTED, f"{kind.noun} {active[0].name} is running"
     if decision is None:
-        return False, Reason.NO_POLICY, f"no {kind} policy applies"
+        return False, Reason.NO_POLICY, f"no {kind.noun} policy applies"
     if decision.launch:
         return True, Reason.RUN_STARTED, decision.message
     return False, decision.why, decision.message
@@ -130,17 +131,15 @@ def _conditions(
         ),
         (
             ConditionType.COMPACTING,
-            *_run_condition("compaction", out.compaction_decision, _active(out, RunKind.OPTIMIZE)),
+            *_run_condition(out, RunKind.OPTIMIZE, out.compaction_decision),
         ),
         (
             ConditionType.VACUUMING,
-            *_run_condition("vacuum", out.vacuum_decision, _active(out, RunKind.VACUUM)),
+            *_run_condition(out, RunKind.VACUUM, out.vacuum_decision),
         ),
         (
             ConditionType.CHECKPOINTING,
-            *_run_condition(
-                "checkpoint", out.checkpoint_decision, _active(out, RunKind.CHECKPOINT)
-            ),
+            *_run_condition(out, RunKind.CHECKPOINT, out.checkpoint_decision),
         ),
         (
             ConditionType.DEGRADED,
