@@ -177,6 +177,18 @@ def test_a_missing_table_with_a_create_spec_is_created(tmp_path: Path) -> None:
     assert c.launcher.launched == []
 
 
+def test_a_create_spec_never_creates_a_table_where_the_directory_is_missing(
+    tmp_path: Path,
+) -> None:
+    """A missing local directory may be a volume that is not mounted: creating the table there
+    would write it into the container's own filesystem, so it stays unreachable instead."""
+    create = {"columns": [{"name": "id", "type": "long"}]}
+    c = Controller(txntable(tmp_path / "t", create=create))
+    tick = c.tick(compaction=[compaction()])
+    assert conditions(tick)["Reachable"] == ("False", Reason.STORAGE_UNREACHABLE)
+    assert not (tmp_path / "t").exists()
+
+
 # -- policies --------------------------------------------------------------------------------
 def test_a_missing_policy_is_reported_and_nothing_is_launched(tmp_path: Path) -> None:
     fragmented(tmp_path / "t")  # 12 small files: the missing policy would compact it
