@@ -3,7 +3,7 @@
 One controller must follow thousands of TxnTables: its API traffic, memory and CPU must stay
 small per table while nothing needs doing, and it must still notice a new commit within about
 one observe interval. This benchmark measures exactly that from outside the process: kmock's
-Kubernetes emulator runs in this process (in a thread, with its own event loop) and counts every
+Kubernetes emulator runs in a child process of its own (``RemoteEmulator``) and counts every
 request the controller makes; the controller is a separate ``python -m txntable`` process whose
 RSS and CPU time come from ``/proc``. Each table is a small local Delta table (a copy of one
 template) with policies that have nothing to do (no small-file backlog, no checkpoint due) and a
@@ -15,15 +15,18 @@ the same table ``bench.controller_memory`` uses), spread evenly over the N names
 small, so the compaction policy's small-file trigger is set above 100,000 to keep them idle too.
 
 Phases for each case: start the controller; wait until every table has a status (the first
-observation of all N, "warm-up"); let one interval pass; count requests, CPU and RSS over a window
-of ``WINDOW_INTERVALS`` observe intervals ("steady"); then commit once to a sample of tables and
-time how long each status takes to show the new version ("observation lag", compared with the
-interval). The 1-minute load average is sampled every few seconds through the whole case: the
-machine is shared, so CPU is reported as the controller's CPU-seconds (``/proc``), which other
-load disturbs less than wall time.
+observation of all N, "warm-up"); wait until an interval passes without a TxnTable metadata
+patch (``_settle``: Kopf's one-off writes of new objects); count requests, CPU and RSS over a
+window of ``WINDOW_INTERVALS`` observe intervals ("steady"); then commit once to a sample of
+tables and time how long each status takes to show the new version ("observation lag",
+compared with the interval). The 1-minute load average is sampled every few seconds through
+the whole case: the machine is shared, so CPU is reported as the controller's CPU-seconds
+(``/proc``), which other load disturbs less than wall time.
 
-``python -m bench.scale [--quick] [--cases 100,300,1000,1000x50] [--interval S]`` prints Markdown
-(``NxB``: N tables of which B are big); ``make bench`` runs ``FULL_CASES`` and records them.
+``python -m bench.scale [--quick] [--cases 100,300,1000,1000x50] [--interval S] [--at REV]``
+prints Markdown (``NxB``: N tables of which B are big; ``--at``: the controller of commit REV,
+exported with ``git archive``, instead of the checkout's); ``make bench`` runs ``FULL_CASES``
+(about 15 minutes on 2 cores) and records them.
 """
 
 from __future__ import annotations
