@@ -1,0 +1,78 @@
+"""Table ticks parse each policy once per resourceVersion, and never read a policy's status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txntable.api.errors import InvalidSpecError
+from txntable.api.policies import CompactionPolicy
+from txntable.handlers.kopf_handlers import ParsedResources, compaction_policies
+
+
+def policy(name: str, version: str | None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    if version is not None:
+        meta["resourceVersion"] = version
+    return {
+        "apiVersion": "txntable.io/v1alpha1",
+        "kind": "CompactionPolicy",
+        "metadata": meta,
+        "spec": {"triggers": {"smallFiles": 200}, **spec},
+    }
+
+
+class Counting:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> CompactionPolicy:
+        self.calls.append(body["metadata"]["name"])
+        return CompactionPolicy.from_manifest(body)
+
+
+def test_a_policy_is_parsed_once_per_resource_version() -> None:
+    parsed, parse = ParsedResources(), Counting()
+    store = [policy("a", "1"), policy("b", "7")]
+    first = parsed.parse_all(store, parse)
+    again = parsed.parse_all(store, parse)
+    assert [p.metadata.name for p in again] == ["a", "b"]
+    assert again[0] is first[0] and parse.calls == ["a", "b"]
+    changed = parsed.parse_all([policy("a", "2", targetFileSize="64Mi")], parse)
+    assert parse.calls == ["a", "b", "a"]
+    assert changed[0] is not first[0]
+
+
+def test_invalid_policies_are_skipped_and_not_parsed_again() -> None:
+    parsed, calls = ParsedResources(), []
+
+    def refuse(body: dict[str, Any]) -> Any:
+        calls.append(body["metadata"]["name"])
+        raise InvalidSpecError("spec", "bad")
+
+    store = [policy("bad", "3")]
+    assert parsed.parse_all(store, refuse) == []
+    assert parsed.parse_all(store, refuse) == []
+    assert calls == ["bad"]
+
+
+def test_a_body_without_resource_version_is_parsed_every_time() -> None:
+    parsed, parse = ParsedResources(), Counting()
+    store = [policy("a", None)]
+    parsed.parse_all(store, parse)
+    parsed.parse_all(store, parse)
+    assert parse.calls == ["a", "a"]
+
+
+def test_the_cache_starts_again_at_its_limit() -> None:
+    parsed, parse = ParsedResources(), Counting()
+    parsed.LIMIT = 2
+    parsed.parse_all([policy("a", "1"), policy("b", "1"), policy("c", "1")], parse)
+    parsed.parse_all([policy("a", "1")], parse)
+    assert parse.calls == ["a", "b", "c", "a"]
+
+
+def test_the_policy_index_leaves_the_status_out() -> None:
+    body = policy("a", "1")
+    body["status"] = {"matchedTables": [f"t{i}" for i in range(1000)]}
+    indexed = compaction_policies(namespace="ns", body=body)
+    assert "status" not in indexed["ns"] and indexed["ns"]["spec"] == body["spec"]
