@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from txntable.cli.errors import CliError
@@ -54,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
     for deferred in result.deferred_partitions or ():
         print(f"  deferred partition {deferred['partitionValues']}: {deferred['reason']}")
     if result.error:
-        print(f"error: {result.error}")
+        print(f"error: {result.error}", file=sys.stderr)
     return code
