@@ -88,6 +88,29 @@ class Reason(StrEnum):
     AWAITING_APPROVAL = "AwaitingApproval"
 
 
+class EventReason(StrEnum):
+    """CamelCase reasons of the Kubernetes Events the controller posts on a table: one per thing
+    that happened to a run, plus the two holds announced once (the ``Reason`` of the same name).
+    docs/operations.md lists them; a run's end is ``Run<RunOutcome>`` (``for_outcome``)."""
+
+    RUN_STARTED = "RunStarted"
+    RUN_SUCCEEDED = "RunSucceeded"
+    RUN_NOTHING_TO_DO = "RunNothingToDo"
+    RUN_CONFLICTED = "RunConflicted"
+    RUN_FAILED = "RunFailed"
+    RUN_OUT_OF_MEMORY = "RunOutOfMemory"
+    RUN_REJECTED = "RunRejected"
+    RUN_LAUNCH_FAILED = "RunLaunchFailed"
+    RUN_LIST_FAILED = "RunListFailed"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    CONFLICT_BACK_OFF = "ConflictBackOff"
+
+    @classmethod
+    def for_outcome(cls, outcome: str) -> EventReason:
+        """The event reason of a run that ended with ``outcome`` (a finished ``RunOutcome``)."""
+        return cls(f"Run{outcome}")
+
+
 @dataclass(frozen=True)
 class Condition:
     """One ``metav1.Condition``: what is (not) the case, why, since when, for which generation."""

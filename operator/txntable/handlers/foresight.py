@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from txntable.api.conditions import Condition, ConditionType, Reason
+from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
 from txntable.api.types import CompactionPolicy, ConflictStatus, RunKind, RunRecord, TxnTable
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
@@ -160,13 +160,10 @@ class Foresight:
     @staticmethod
     def announcement(
         decision: Decision | None, conditions: Sequence[Condition], plan_id: str | None
-    ) -> tuple[str, str] | None:
+    ) -> tuple[EventReason, str] | None:
         """(reason, message) of the event to post for ``decision`` when it holds a compaction
         back for approval or conflicts and the Compacting condition did not say so yet."""
-        if decision is None or decision.why not in (
-            Reason.AWAITING_APPROVAL,
-            Reason.CONFLICT_BACK_OFF,
-        ):
+        if decision is None or (reason := _HOLD_EVENTS.get(decision.why)) is None:
             return None
         prior = next((c for c in conditions if c.type == ConditionType.COMPACTING), None)
         if prior is not None and prior.reason == decision.why:
@@ -174,7 +171,7 @@ class Foresight:
                 return None
             if plan_id is not None and f"plan {plan_id} " in prior.message:
                 return None
-        return str(decision.why), decision.message
+        return reason, decision.message
 
 
 def _throughput(runs: Sequence[RunStatus]) -> list[tuple[int, float]]:
@@ -194,3 +191,8 @@ def _throughput(runs: Sequence[RunStatus]) -> list[tuple[int, float]]:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: the decisions that hold a compaction back, and the event announcing each once
+_HOLD_EVENTS: dict[Reason, EventReason] = {
+    Reason.AWAITING_APPROVAL: EventReason.AWAITING_APPROVAL,
+    Reason.CONFLICT_BACK_OFF: EventReason.CONFLICT_BACK_OFF,
+}

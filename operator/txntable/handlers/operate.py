@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from txntable.api import defaults as api_defaults
-from txntable.api.conditions import Reason
+from txntable.api.conditions import EventReason, Reason
 from txntable.api.quantity import parse_bytes
 from txntable.api.types import (
     CheckpointPolicy,
@@ -100,7 +100,7 @@ class Event:
     """A Kubernetes Event to post on the table (type Normal/Warning, CamelCase reason)."""
 
     type: str
-    reason: str
+    reason: EventReason
     message: str
 
 
@@ -481,7 +481,7 @@ class Operator:
             try:
                 found = launcher.list_runs(ns, table.metadata.name)
             except LaunchError as exc:
-                events.append(Event("Warning", "RunListFailed", str(exc)))
+                events.append(Event("Warning", EventReason.RUN_LIST_FAILED, str(exc)))
                 continue
             found = self.sizer.detail(table.metadata.key, ns, launcher, found)
             runs.extend(found)
@@ -609,12 +609,16 @@ class Operator:
         if run.out_of_memory and outcome is RunOutcome.FAILED:
             message = (message + "; " if message else "") + "out of memory"
             events.append(
-                Event("Warning", "RunOutOfMemory", f"{kind_word} run {run.name} ran out of memory")
+                Event(
+                    "Warning",
+                    EventReason.RUN_OUT_OF_MEMORY,
+                    f"{kind_word} run {run.name} ran out of memory",
+                )
             )
         events.append(
             Event(
                 "Normal" if outcome is not RunOutcome.FAILED else "Warning",
-                f"Run{outcome.value}",
+                EventReason.for_outcome(outcome),
                 said[:1024],
             )
         )
@@ -644,10 +648,10 @@ class Operator:
                 launcher.delete(req.namespace, old)
             status = launcher.launch(req)
         except PermanentLaunchError as exc:
-            events.append(Event("Warning", "RunRejected", str(exc)))
+            events.append(Event("Warning", EventReason.RUN_REJECTED, str(exc)))
             return None
         except LaunchError as exc:
-            events.append(Event("Warning", "RunLaunchFailed", f"{exc} (will retry)"))
+            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, f"{exc} (will retry)"))
             return None
         if status.adopted and status.state.finished:
             # This run already ran (a restart lost its record): it is recorded from the
@@ -659,7 +663,7 @@ class Operator:
         events.append(
             Event(
                 "Normal",
-                "RunStarted",
+                EventReason.RUN_STARTED,
                 f"compaction {req.name} {verb}: {decision.message}{sized}"[:1024],
             )
         )
@@ -677,17 +681,19 @@ class Operator:
             req = vacuum_request(table, policy, decision, self.config)
             status = self.launchers(req.backend).launch(req)
         except PermanentLaunchError as exc:
-            events.append(Event("Warning", "RunRejected", str(exc)))
+            events.append(Event("Warning", EventReason.RUN_REJECTED, str(exc)))
             return None
         except LaunchError as exc:
-            events.append(Event("Warning", "RunLaunchFailed", f"{exc} (will retry)"))
+            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, f"{exc} (will retry)"))
             return None
         if status.adopted and status.state.finished:
             log.info("vacuum %s already finished (%s)", req.name, status.state.value)
             return None
         verb = "adopted" if status.adopted else "started"
         events.append(
-            Event("Normal", "RunStarted", f"vacuum {req.name} {verb}: {decision.message}")
+            Event(
+                "Normal", EventReason.RUN_STARTED, f"vacuum {req.name} {verb}: {decision.message}"
+            )
         )
         log.info("vacuum %s %s (%s)", req.name, verb, decision.message)
         return req.name
@@ -710,12 +716,14 @@ class Operator:
             req = checkpoint_request(table, policy, decision, self.config)
             status = self.launchers(req.backend).launch(req)
         except LaunchError as exc:
-            events.append(Event("Warning", "RunLaunchFailed", str(exc)))
+            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, str(exc)))
             return None
         if status.adopted and status.state.finished:
             log.info("checkpoint %s already finished (%s)", req.name, status.state.value)
             return None
-        events.append(Event("Normal", "RunStarted", f"checkpoint {req.name}: {decision.message}"))
+        events.append(
+            Event("Normal", EventReason.RUN_STARTED, f"checkpoint {req.name}: {decision.message}")
+        )
         return RunRecord(
             run_name=req.name,
             table=table.metadata.name,
@@ -746,7 +754,9 @@ class Operator:
                 cleanup_note = f", {len(cleaned.deleted)} expired log files deleted"
         except EngineError as exc:
             self._inline_finished(table, RunOutcome.FAILED, time.monotonic() - started)
-            events.append(Event("Warning", "RunFailed", f"inline checkpoint failed: {exc}"))
+            events.append(
+                Event("Warning", EventReason.RUN_FAILED, f"inline checkpoint failed: {exc}")
+            )
             return RunRecord(
                 run_name=name,
                 table=table.metadata.name,
@@ -759,7 +769,7 @@ class Operator:
         seconds = time.monotonic() - started
         self._inline_finished(table, RunOutcome.SUCCEEDED, seconds)
         message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
-        events.append(Event("Normal", "RunSucceeded", message))
+        events.append(Event("Normal", EventReason.RUN_SUCCEEDED, message))
         return RunRecord(
             run_name=name,
             table=table.metadata.name,
