@@ -4,9 +4,11 @@ back-off, kept per table between reconciles.
 ``Operator.reconcile`` asks ``Foresight`` once per tick. The plan (``reconcile.plan``) is
 recomputed from the table's summary only when the log, the policy or the learnt throughput
 changed, or ``PLAN_REFRESH`` passed (removed files age past the retention with no commit), so a
-tick of an idle table costs no planning and writes no status. Conflict figures of our finished
-runs come from their result lines and are kept in ``status.conflicts`` (they outlive the runs'
-history limits and a controller restart); the back-off they call for is ``reconcile.conflicts``.
+tick of an idle table costs no planning and writes no status; the compaction run started on
+that plan is sized from it (``current``, ``handlers.run_sizing``), not from a second planning.
+Conflict figures of our finished runs come from their result lines and are kept in
+``status.conflicts`` (they outlive the runs' history limits and a controller restart); the
+back-off they call for is ``reconcile.conflicts``.
 Events for a compaction held by approval or by the back-off are posted once: when the Compacting
 condition did not already say so (for approval: for the same planId).
 """
@@ -116,6 +118,27 @@ class Foresight:
         with self._lock:
             self._plans[key] = (signature, now, made)
         return made
+
+    def current(
+        self, key: str, policy: CompactionPolicy, summary: TableSummary
+    ) -> CompactionPlan | None:
+        """The plan ``plan()`` last made for ``key`` when it was made from ``summary`` (this
+        log version) under ``policy`` as it is now; None when there is none or it is stale.
+        The run's sizing reads its bins from it instead of planning the table again."""
+        meta = policy.metadata
+        with self._lock:
+            known = self._plans.get(key)
+        if known is None:
+            return None
+        made_from = known[0][:5]
+        now_from = (
+            summary.version,
+            id(summary),
+            meta.name,
+            meta.generation,
+            meta.resource_version if meta.generation is None else None,
+        )
+        return known[2] if made_from == now_from else None
 
     # -- conflicts -----------------------------------------------------------------------
     def conflicts(

@@ -640,7 +640,9 @@ class Operator:
         events: list[Event],
     ) -> str | None:
         key = table.metadata.key
-        sizing = self.sizer.size(key, policy, self._summaries.get(key))
+        summary = self._summaries.get(key)
+        plan = self.foresight.current(key, policy, summary) if summary is not None else None
+        sizing = self.sizer.size(key, policy, summary, plan)
         try:
             req = compaction_request(table, policy, decision, self.config, sizing)
             launcher = self.launchers(req.backend)

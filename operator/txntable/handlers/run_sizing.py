@@ -11,8 +11,10 @@ memory a run reported. From them and the policy it answers two questions of the 
   in its status, until the policy's ceiling (``spec.spark.autoSize.maxExecutorMemory``) is
   raised past the one that run was sized under (then one more memory retry starts).
 * ``size``: the next run's ``Sizing``: the memory retry after an OOM; with
-  ``spec.spark.autoSize.enabled``, sized from the plan (``reconcile.plan.plan_from_summary``) and
-  the peaks seen; otherwise the policy's figures as written.
+  ``spec.spark.autoSize.enabled``, sized from the plan and the peaks seen (the plan the
+  controller keeps in status, ``handlers.foresight``, when it is current; planned here with
+  ``reconcile.plan.plan_from_summary`` only when there is none); otherwise the policy's figures
+  as written.
 """
 
 from __future__ import annotations
@@ -39,9 +41,8 @@ from txntable.launch.sizing import (
     size_run,
 )
 from txntable.maintenance.errors import MaintenanceError
-from txntable.maintenance.planner import OptimizePolicy
 from txntable.reconcile.decide import Retry
-from txntable.reconcile.plan import plan_from_summary
+from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
 
 log = logging.getLogger(__name__)
 
@@ -65,31 +66,25 @@ def policy_sizing(policy: CompactionPolicy) -> Sizing:
     return fixed(limits(policy), policy.spec.spark.executor.instances)
 
 
-def optimize_policy(policy: CompactionPolicy) -> OptimizePolicy:
-    """What the job plans with, from the CompactionPolicy (the flags ``requests`` passes)."""
-    spec = policy.spec
-    within = spec.avoid_recent_writes.within
-    return OptimizePolicy(
-        target_file_size=spec.target_file_size,
-        min_file_size=spec.min_file_size,
-        min_input_files=spec.min_input_files,
-        max_bytes=spec.max_bytes_per_run,
-        where=predicate(spec.partition_filters),
-        zorder_by=tuple(spec.z_order_by),
-        dv_purge_ratio=spec.deletion_vector_purge_percent / 100,
-        avoid_recent_writes_ms=within * 1000 if within is not None else None,
-    )
-
-
-def plan_figures(summary: TableSummary | None, policy: CompactionPolicy) -> PlanFigures | None:
-    """Bins, input bytes and largest bin of the next run, from the controller's summary."""
+def plan_figures(
+    summary: TableSummary | None,
+    policy: CompactionPolicy,
+    plan: CompactionPlan | None = None,
+) -> PlanFigures | None:
+    """Bins, input bytes and largest bin of the next run: from ``plan`` (the controller's
+    current plan, ``Foresight.current``) when it was made at ``summary``'s version, else planned
+    from the controller's summary."""
     if summary is None:
         return None
-    try:
-        plan = plan_from_summary(summary, optimize_policy(policy))
-    except (EngineError, MaintenanceError, ValueError) as exc:
-        log.debug("no plan to size the run by: %s", exc)
-        return None
+    if plan is None or plan.version != summary.version:
+        spec = policy.spec
+        try:
+            plan = plan_from_summary(
+                summary, optimize_policy(spec, predicate(spec.partition_filters))
+            )
+        except (EngineError, MaintenanceError, ValueError) as exc:
+            log.debug("no plan to size the run by: %s", exc)
+            return None
     return PlanFigures(
         input_bytes=plan.input_bytes, bins=plan.bins, largest_bin_bytes=plan.largest_bin_bytes
     )
@@ -199,8 +194,15 @@ class RunSizer:
             "retried until that ceiling is raised",
         )
 
-    def size(self, key: str, policy: CompactionPolicy, summary: TableSummary | None) -> Sizing:
-        """The next compaction run's resources (module docstring)."""
+    def size(
+        self,
+        key: str,
+        policy: CompactionPolicy,
+        summary: TableSummary | None,
+        plan: CompactionPlan | None = None,
+    ) -> Sizing:
+        """The next compaction run's resources (module docstring); ``plan``: the controller's
+        current plan of the table, planned again only when there is none."""
         run = self._failed_oom(key)
         if run is not None:
             _, retry = self._retry_of(run, policy)
@@ -208,7 +210,7 @@ class RunSizer:
                 return retry
         if not policy.spec.spark.auto_size.enabled:
             return policy_sizing(policy)
-        figures = plan_figures(summary, policy)
+        figures = plan_figures(summary, policy, plan)
         if figures is None or figures.bins == 0:
             return policy_sizing(policy)
         known = self._known.get(key)

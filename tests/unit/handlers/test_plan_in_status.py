@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from tests.unit.handlers.test_failed_runs import MemoryLauncher
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
@@ -23,8 +24,10 @@ from txntable.api.types import CompactionPolicy, TxnTable, TxnTableStatus
 from txntable.config import Config
 from txntable.engine import Table
 from txntable.engine.read.summary import TableSummary
+from txntable.handlers import foresight, run_sizing
 from txntable.handlers.operate import Operator, Tick
-from txntable.reconcile.plan import optimize_policy, plan_from_summary
+from txntable.launch.sizing import SizedFrom
+from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
 
 T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
@@ -156,3 +159,33 @@ def test_annotations_are_read_from_the_manifest() -> None:
     meta = ObjectMeta.from_dict({"name": "t", "annotations": {ANNOTATION_APPROVE_PLAN: "abc"}})
     assert meta.annotations[ANNOTATION_APPROVE_PLAN] == "abc"
     assert dict(ObjectMeta.from_dict({"name": "t"}).annotations) == {}
+
+
+def test_the_run_is_sized_from_the_plan_in_status_planned_once_per_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planned: list[int] = []
+
+    def counting(summary: TableSummary, *args: Any, **kwargs: Any) -> CompactionPlan:
+        planned.append(summary.version)
+        return plan_from_summary(summary, *args, **kwargs)
+
+    monkeypatch.setattr(foresight, "plan_from_summary", counting)
+    monkeypatch.setattr(run_sizing, "plan_from_summary", counting)
+    c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
+    first = c.tick(0)
+    assert len(c.launcher.launched) == 1  # 12 small files: due at once
+    run = c.launcher.runs[c.launcher.launched[0]]
+    assert run.sizing is not None and run.sizing.sized_from is SizedFrom.PLAN
+    assert first.status.plan is not None and first.status.plan.bins == 2
+    assert planned == [6]  # versions 0-6: the plan in status, and the run sized from it
+    c.tick(30)  # nothing changed: no planning at all
+    assert planned == [6]
+    c.append(99)
+    c.tick(60)
+    assert planned == [6, 7]  # one planning per change of the log
+    # a plan made under another generation of the policy is not the current one
+    summary = c.operator._summaries["uid-1"]
+    newer = replace(c.policy, metadata=replace(c.policy.metadata, generation=2))
+    assert c.operator.foresight.current("uid-1", c.policy, summary) is not None
+    assert c.operator.foresight.current("uid-1", newer, summary) is None
