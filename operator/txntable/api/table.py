@@ -176,6 +176,20 @@ class PlannedPartition:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlanResources:
+    """The Spark resources the next compaction run would be launched with (``launch.sizing``):
+    the policy's own figures, or sized from this plan under ``spec.spark.autoSize``, or the
+    memory retry after a run that ran out of memory."""
+
+    executors: int = spec_field(minimum=0)
+    executor_cores: int = spec_field(minimum=1)
+    executor_memory_bytes: int = spec_field(minimum=0)
+    driver_memory_bytes: int = spec_field(minimum=0)
+    sized_from: str = spec_field(min_length=1, max_length=32)
+    reason: str | None = spec_field(None, max_length=1024)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PlanStatus:
     """What the next compaction run would do, computed from the observed log
     (``reconcile.plan``); ``plan_id`` changes only when that work changes."""
@@ -190,6 +204,7 @@ class PlanStatus:
     vacuum_files: int | None = spec_field(None, minimum=0)
     vacuum_bytes: int | None = spec_field(None, minimum=0)
     estimated_seconds: int | None = spec_field(None, minimum=0)
+    resources: PlanResources | None = spec_field(None)
     exact: bool = spec_field(True)
     note: str | None = spec_field(None, max_length=2048)
 

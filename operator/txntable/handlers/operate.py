@@ -28,6 +28,7 @@ from typing import Any
 from txntable.api import defaults as api_defaults
 from txntable.api.conditions import EventReason, Reason
 from txntable.api.quantity import parse_bytes
+from txntable.api.table import PlanResources, PlanStatus
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -340,7 +341,7 @@ class Operator:
             vacuum_decision=acts.vacuum,
             last_vacuum=acts.last_vacuum,
             last_vacuum_time=seen.vacuum_time,
-            plan=plan_status(plan) if plan is not None else None,
+            plan=self._plan_status(table, comp.policy, plan),
             conflicts=conflicts.status,
         )
         status = table_status(table, outcome)
@@ -374,6 +375,25 @@ class Operator:
             self.metrics.observe_table(ns, name, health)
             self.metrics.observe_table_log(ns, name, engine_table, health.version)
         return _Seen(engine_table, health, failure, runs, last_c, last_k, last_v, vacuum_time)
+
+    def _plan_status(
+        self, table: TxnTable, policy: CompactionPolicy | None, plan: CompactionPlan | None
+    ) -> PlanStatus | None:
+        """``plan`` as status shows it, with the Spark resources its run would be launched with
+        (the same sizer the launch uses, so status and the run agree)."""
+        if plan is None or policy is None:
+            return None
+        key = table.metadata.key
+        sizing = self.sizer.size(key, policy, self._summaries.get(key), plan)
+        resources = PlanResources(
+            executors=sizing.executor_instances,
+            executor_cores=sizing.executor_cores,
+            executor_memory_bytes=sizing.executor_memory,
+            driver_memory_bytes=sizing.driver_memory,
+            sized_from=sizing.sized_from.value,
+            reason=sizing.reason[:1024] or None,
+        )
+        return plan_status(plan, resources)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: _Seen, now: datetime

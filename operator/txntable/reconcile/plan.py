@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.api.policies import CompactionPolicySpec
-from txntable.api.table import PlannedPartition, PlanStatus
+from txntable.api.table import PlannedPartition, PlanResources, PlanStatus
 from txntable.engine.checkpoint import retention
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.model.predicates import bind, typed_partition_values
@@ -421,9 +421,10 @@ def _partition_text(values: tuple[tuple[str, str | None], ...]) -> str:
     return text if len(text) <= PARTITION_TEXT_LENGTH else text[: PARTITION_TEXT_LENGTH - 3] + "..."
 
 
-def plan_status(plan: CompactionPlan) -> PlanStatus:
+def plan_status(plan: CompactionPlan, resources: PlanResources | None = None) -> PlanStatus:
     """The small view of ``plan`` kept in ``TxnTable.status.plan`` (no version, no time: it
-    changes only when the work, the estimate or the notes change)."""
+    changes only when the work, the estimate, the resources or the notes change);
+    ``resources``: what the run would be launched with (the controller's run sizer)."""
     note = "; ".join(plan.notes)
     if len(note) > NOTE_LENGTH:
         note = note[: NOTE_LENGTH - 3] + "..."
@@ -443,6 +444,7 @@ def plan_status(plan: CompactionPlan) -> PlanStatus:
         vacuum_files=plan.vacuum.files if plan.vacuum else None,
         vacuum_bytes=plan.vacuum.bytes if plan.vacuum else None,
         estimated_seconds=plan.estimated_seconds,
+        resources=resources,
         exact=plan.exact,
         note=note or None,
     )

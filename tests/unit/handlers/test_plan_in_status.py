@@ -189,3 +189,30 @@ def test_the_run_is_sized_from_the_plan_in_status_planned_once_per_change(
     newer = replace(c.policy, metadata=replace(c.policy.metadata, generation=2))
     assert c.operator.foresight.current("uid-1", c.policy, summary) is not None
     assert c.operator.foresight.current("uid-1", newer, summary) is None
+
+
+def test_status_plan_shows_the_resources_its_run_is_launched_with(tmp_path: Path) -> None:
+    c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
+    tick = c.tick(0)
+    assert len(c.launcher.launched) == 1
+    run = c.launcher.runs[c.launcher.launched[0]]
+    shown = tick.status.plan.resources if tick.status.plan else None
+    assert shown is not None and run.sizing is not None
+    assert shown.sized_from == "Plan" == run.sizing.sized_from.value
+    assert (shown.executors, shown.executor_cores) == (
+        run.sizing.executor_instances,
+        run.sizing.executor_cores,
+    )
+    assert shown.executor_memory_bytes == run.sizing.executor_memory
+    assert shown.driver_memory_bytes == run.sizing.driver_memory and shown.reason
+    rendered = tick.status.to_status()["plan"]["resources"]
+    assert rendered["sizedFrom"] == "Plan" and rendered["executorMemoryBytes"] > 0
+    assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status
+
+
+def test_without_auto_size_status_plan_shows_the_policys_own_figures(tmp_path: Path) -> None:
+    c = Controller(tmp_path, suspend=True, spark={"executor": {"instances": 3, "cores": 2}})
+    plan = c.tick(0).status.plan
+    assert plan is not None and plan.resources is not None
+    assert plan.resources.sized_from == "Policy"
+    assert (plan.resources.executors, plan.resources.executor_cores) == (3, 2)
