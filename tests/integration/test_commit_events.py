@@ -8,14 +8,8 @@ reason in its status. Waits are bounded loops on the observable result, never ti
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +18,7 @@ import boto3
 import pyarrow as pa
 import pytest
 
+from tests.integration.moto_support import moto_server
 from txntable.api.table import EventSource, ObservationMode
 from txntable.engine.table import Table
 from txntable.handlers.commit_events import CommitEvents
@@ -114,37 +109,10 @@ def test_unwatched_and_disabled_tables_are_polled(tmp_path: Path) -> None:
 # -- S3 -> SQS through moto's server --------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    server = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-    if server is None:
-        pytest.fail("moto_server is missing: install the dev extra (pip install -e '.[dev]')")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [server, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("moto_server did not start within 15 s")
+    with moto_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _options(url: str) -> dict[str, str]:

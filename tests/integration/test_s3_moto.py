@@ -9,13 +9,8 @@ conditional writes, and delta-rs reading what we wrote there.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +23,7 @@ from deltalake import DeltaTable
 
 from tests.faults import LANDED_EXISTS, FaultyStorage
 from tests.integration.concurrent_writers import SCHEMA
+from tests.integration.moto_support import moto_server
 from txntable.engine.errors import UnsafeCommitStorageError
 from txntable.engine.storage.base import FileExistsInStoreError
 from txntable.engine.storage.s3 import S3Storage
@@ -39,38 +35,11 @@ REPO = Path(__file__).resolve().parents[2]
 BUCKET = "txntable-tests"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    server = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-    if server is None:
-        pytest.fail("moto_server is missing: install the dev extra (pip install -e '.[dev]')")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [server, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("moto_server did not start within 15 s")
+    with moto_server() as url:
         S3Storage(f"s3://{BUCKET}", _options(url)).client.create_bucket(Bucket=BUCKET)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _options(url: str) -> dict[str, str]:
