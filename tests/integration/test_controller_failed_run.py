@@ -10,6 +10,7 @@ stays ``Degraded`` instead of swinging back to ``Compacting`` at every tick.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -37,9 +38,12 @@ class FailingSparkOperator:
     """Marks every new SparkApplication FAILED with an error message, as the Spark Operator
     does for a driver that died; counts the applications it saw (the real launches)."""
 
-    def __init__(self, kmock: Any) -> None:
+    def __init__(self, kmock: Any, error: str = ERROR) -> None:
         self.kmock = kmock
+        self.error = error
         self.failed: list[str] = []
+        #: each application's manifest as the controller created it, by name
+        self.apps: dict[str, dict[str, Any]] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -57,10 +61,11 @@ class FailingSparkOperator:
                 name = app["metadata"]["name"]
                 if name in self.failed:
                     continue
+                self.apps[name] = json.loads(json.dumps(app))
                 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 obj = self.kmock.objects[SPARKAPPS, "default", name]
                 obj["status"] = {
-                    "applicationState": {"state": "FAILED", "errorMessage": ERROR},
+                    "applicationState": {"state": "FAILED", "errorMessage": self.error},
                     "lastSubmissionAttemptTime": now,
                     "terminationTime": now,
                 }

@@ -11,22 +11,19 @@ after the retry's OOM launch nothing more, and say why in the Compacting conditi
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_controller_failed_run import by_reason
+from tests.integration.test_controller_failed_run import FailingSparkOperator, by_reason
 from tests.integration.test_controller_kmock import (
-    SPARKAPPS,
     apply,
     fragmented_table,
     manifests,
     operate_until,
     register_resources,
-    spark_apps,
     status,
 )
 from txntable.api.constants import ANNOTATION_SIZING
@@ -35,40 +32,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 OOM = "driver container failed with ExitCode: 137, Reason: OOMKilled"
 MIB = 1024 * 1024
-
-
-class OomSparkOperator:
-    """Fails every new SparkApplication out of memory; keeps each one's spec as created."""
-
-    def __init__(self, kmock: Any) -> None:
-        self.kmock = kmock
-        self.apps: dict[str, dict[str, Any]] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> OomSparkOperator:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            for app in spark_apps(self.kmock):
-                name = app["metadata"]["name"]
-                if name in self.apps:
-                    continue
-                self.apps[name] = json.loads(json.dumps(app))
-                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                obj = self.kmock.objects[SPARKAPPS, "default", name]
-                obj["status"] = {
-                    "applicationState": {"state": "FAILED", "errorMessage": OOM},
-                    "lastSubmissionAttemptTime": now,
-                    "terminationTime": now,
-                }
-            time.sleep(0.2)
 
 
 def _mib(text: str) -> int:
@@ -99,7 +62,7 @@ async def test_an_oom_run_is_retried_once_with_twice_the_memory(kmock: Any, tmp_
         # both failed: give the controller time to (wrongly) launch a third run
         return time.monotonic() > after.setdefault("until", time.monotonic() + 8)
 
-    with OomSparkOperator(kmock) as standin:
+    with FailingSparkOperator(kmock, OOM) as standin:
         assert await operate_until(kmock, settled, timeout=240), (status(kmock), standin.apps)
 
     assert len(standin.apps) == 2, list(standin.apps)
