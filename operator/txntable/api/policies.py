@@ -61,6 +61,9 @@ MSG_MIN_ABOVE_TARGET: Final = "minFileSize must not exceed targetFileSize"
 MSG_EMPTY_WINDOW: Final = "a maintenance window must not start and end at the same time"
 MSG_FILTER_ARITY: Final = "In and NotIn take one or more values; other operators exactly one"
 MSG_LEVEL_CODEC: Final = "compressionLevel applies only to zstd and gzip"
+MSG_CEILING_BELOW_HEAP: Final = (
+    "autoSize.maxExecutorMemory must exceed executor.memory (the heap; the pod adds overhead)"
+)
 MSG_GZIP_LEVEL: Final = "gzip levels are 1 to 9"
 
 
@@ -294,6 +297,13 @@ class CompactionSparkTemplate(SparkTemplate):
     """The Spark template of compaction runs: the shared one plus plan-based sizing."""
 
     auto_size: AutoSize = spec_field(factory=AutoSize)
+
+    def check(self, path: str) -> None:
+        """The shared checks, and the CEL rule's mirror: a memory ceiling below the heap would
+        leave sizing and the out-of-memory retry nothing to give."""
+        super().check(path)
+        if self.auto_size.max_executor_memory <= self.executor.memory:
+            raise InvalidSpecError(path, MSG_CEILING_BELOW_HEAP)
 
 
 @dataclass(frozen=True, kw_only=True)

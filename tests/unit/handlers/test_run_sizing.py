@@ -34,12 +34,16 @@ OOM = "driver container failed with ExitCode: 137, Reason: OOMKilled"
 
 
 def policy(
-    auto: dict[str, Any] | None = None, backend: str = "SparkApplication"
+    auto: dict[str, Any] | None = None,
+    backend: str = "SparkApplication",
+    driver_memory: str | None = None,
 ) -> CompactionPolicy:
     spark: dict[str, Any] = {
         "backend": backend,
         "executor": {"instances": 3, "cores": 2, "memory": "1Gi"},
     }
+    if driver_memory is not None:
+        spark["driver"] = {"memory": driver_memory}
     if auto is not None:
         spark["autoSize"] = auto
     return CompactionPolicy.from_manifest(
@@ -171,7 +175,8 @@ def test_one_memory_retry_then_a_hold_until_the_ceiling_rises(summary: TableSumm
 
 
 def test_a_run_at_the_ceiling_is_held_at_once(summary: TableSummary) -> None:
-    pol = policy({"maxExecutorMemory": "1Gi"})  # sizing off: the policy's 1 GiB heap + overhead
+    # sizing off: the executors' 1 GiB heap + 384 MiB overhead and the driver are the ceiling
+    pol = policy({"maxExecutorMemory": "1408Mi"}, driver_memory="1408Mi")
     sizer = RunSizer()
     run = _failed("opt-1", sizer.size(KEY, pol, summary).to_annotation())
     sizer.detail(KEY, "lake", _Launcher([run]), [run])  # type: ignore[arg-type]
