@@ -36,6 +36,7 @@ from txntable.engine.model.actions import AddFile
 from txntable.engine.model.deletion_vectors import deleted_rows, keep_mask
 from txntable.engine.model.physical import PhysicalLayout, conform_table
 from txntable.engine.model.stats import StatsConfig, stats_for_table
+from txntable.engine.read.data_files import check_legacy_calendar, parquet_file
 from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage, open_uri_input
 from txntable.engine.storage.paths import decode_path, encode_path, has_scheme, partition_dir
@@ -166,7 +167,9 @@ def _read_parquet(pf: pq.ParquetFile, raw_path: str, max_bytes: int | None) -> p
             for j in range(group.num_columns)
         )
         check_task_input(f"input {raw_path}", size, max_bytes)
-    return pf.read()
+    data = pf.read()
+    check_legacy_calendar(pf, data, raw_path)
+    return data
 
 
 def _read_input(
@@ -179,9 +182,9 @@ def _read_input(
         open_uri_input(decoded, options) if has_scheme(raw_path) else storage.open_input(decoded)
     )
     if isinstance(source, str):
-        return _read_parquet(pq.ParquetFile(source), raw_path, max_bytes)
+        return _read_parquet(parquet_file(source), raw_path, max_bytes)
     with source:
-        return _read_parquet(pq.ParquetFile(source), raw_path, max_bytes)
+        return _read_parquet(parquet_file(source), raw_path, max_bytes)
 
 
 def write_options(task: BinTask) -> ParquetWriteOptions:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from txntable.engine.errors import InvalidArgumentError, InvalidCommitError
 from txntable.engine.model.actions import (
@@ -40,6 +39,7 @@ from txntable.engine.model.actions import (
 from txntable.engine.model.deletion_vectors import deleted_rows, keep_mask
 from txntable.engine.model.features import writer_features
 from txntable.engine.model.schema import parse_schema
+from txntable.engine.read.data_files import read_table
 from txntable.engine.storage.paths import decode_path, has_scheme
 
 if TYPE_CHECKING:
@@ -430,14 +430,14 @@ def stable_row_ids(snapshot: Snapshot, columns: Sequence[str] = ()) -> pa.Table:
     for row in snapshot.files().select(wanted).to_pylist():
         raw: str = row["path"]
         if has_scheme(raw) or decode_path(raw).startswith("/"):
-            data = pq.read_table(snapshot.resolve(raw))
+            data = read_table(snapshot.resolve(raw))
         else:
             source = storage.open_input(decode_path(raw))
             if isinstance(source, str):
-                data = pq.read_table(source)
+                data = read_table(source)
             else:
                 with source:
-                    data = pq.read_table(source)
+                    data = read_table(source)
         ids, versions = stable_row_tracking(
             data, row["baseRowId"], row["defaultRowCommitVersion"], materialized, raw
         )

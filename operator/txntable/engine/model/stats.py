@@ -122,11 +122,16 @@ def _truncate_max(value: str) -> str | None:
     return None  # a run of U+10FFFF to the end: keep no bound rather than a wrong one
 
 
-def _iso_ms(value: dt.datetime, round_up: bool) -> str:
+def _iso_ms(value: dt.datetime, round_up: bool) -> str | None:
+    """The bound to the millisecond; None when rounding up leaves the calendar (a maximum in
+    the last millisecond of 9999: no bound is safe, a truncated one would be too small)."""
     micros = value.microsecond
     millis = micros // 1000
     if round_up and micros % 1000:
-        value = value.replace(microsecond=0) + dt.timedelta(milliseconds=millis + 1)
+        try:
+            value = value.replace(microsecond=0) + dt.timedelta(milliseconds=millis + 1)
+        except OverflowError:
+            return None
     else:
         value = value.replace(microsecond=millis * 1000)
     text = value.replace(tzinfo=None).isoformat(timespec="milliseconds")

@@ -23,7 +23,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from txntable.engine.commit.validate import is_true
@@ -37,6 +36,7 @@ from txntable.engine.model.deletion_vectors import deleted_bitmap, deleted_rows,
 from txntable.engine.model.features import writer_features
 from txntable.engine.model.predicate_tree import TRUE, And, Predicate
 from txntable.engine.model.predicates import BoundPredicate, typed_partition_values
+from txntable.engine.read.data_files import check_legacy_calendar, parquet_file, read_table
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.paths import decode_path, has_scheme
 
@@ -173,17 +173,19 @@ def _read(snapshot: Snapshot, raw: str, columns: Sequence[str] | None) -> tuple[
     file's number of rows."""
     decoded = decode_path(raw)
     if has_scheme(raw) or decoded.startswith("/"):
-        data = pq.read_table(snapshot.resolve(raw))
+        data = read_table(snapshot.resolve(raw))
         num_rows = data.num_rows
         if columns is not None:
             data = data.select([c for c in columns if c in data.schema.names])
         return data, num_rows
     source = snapshot.storage.open_input(decoded)
     try:
-        parquet = pq.ParquetFile(source)
+        parquet = parquet_file(source)
         names = parquet.schema_arrow.names
         present = None if columns is None else [c for c in columns if c in names]
-        return parquet.read(columns=present), parquet.metadata.num_rows
+        data = parquet.read(columns=present)
+        check_legacy_calendar(parquet, data, raw)
+        return data, parquet.metadata.num_rows
     finally:
         if not isinstance(source, str):
             source.close()
@@ -217,10 +219,22 @@ def _complete(
         if name in snapshot.partition_columns:
             arrays.append(pa.repeat(typed.column(name)[0], num_rows))
         elif name in data.column_names:
-            arrays.append(data.column(name))
+            arrays.append(_as_schema_type(data.column(name), schema.field(name).type))
         else:
             arrays.append(pa.nulls(num_rows, schema.field(name).type))
     return pa.Table.from_arrays(arrays, names=list(wanted))
+
+
+def _as_schema_type(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """A file's column in the table's type where a lossless cast gets it there: an INT96
+    timestamp is read without a time zone (the file says none; the schema says UTC), an older
+    file may hold a narrower type. Anything else is left as read."""
+    if column.type == target:
+        return column
+    try:
+        return column.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return column
 
 
 def _num_records(add: AddFile) -> int | None:
