@@ -15,9 +15,13 @@ Spark keeps it, plus one safeguard):
   directories and ``_change_data``) and nothing outside the table root.
 
 The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days) and cannot be shorter
-than it without ``force`` (Spark's retention check). With the ``vacuumProtocolCheck`` feature the
-table must be fully writable by this engine. A run is recorded as ``VACUUM START`` and
-``VACUUM END`` commits (commitInfo only, no data change) when the engine can write the table.
+than it without ``force`` (Spark's retention check). Every feature of the table must be one whose
+rules this engine knows (``features.check_maintainable``), whether or not the table has the
+``vacuumProtocolCheck`` feature: Delta Spark checks the write protocol before every VACUUM, and a
+feature this engine does not know may keep files the log does not name. The Iceberg metadata
+of an Iceberg-compatible table (``metadata/``) is never deleted. A run is recorded as
+``VACUUM START`` and ``VACUUM END`` commits (commitInfo only, no data change) when the engine can
+write the table.
 
 Where the files are listed and deleted is pluggable (``Sweeper``): in this process
 (``InProcessSweeper``, the default) or as Spark tasks for huge tables
@@ -44,7 +48,8 @@ from txntable.engine.checkpoint import retention
 from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
 from txntable.engine.model.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
 from txntable.engine.model.deletion_vectors import dv_file
-from txntable.engine.model.features import check_readable, check_writable, reader_features
+from txntable.engine.model.features import check_maintainable, table_features
+from txntable.engine.model.iceberg_compat import ICEBERG_FEATURES
 from txntable.engine.read.segment import list_all_commits
 from txntable.engine.read.snapshot import Snapshot, read_commits
 from txntable.engine.storage.base import FileInfo, Storage
@@ -111,10 +116,13 @@ class VacuumRules:
     paths: AbstractSet[str]
     #: UUIDs of referenced deletion vectors (such a file is kept wherever it lies)
     dv_ids: AbstractSet[str]
+    #: directory names VACUUM never enters although they are not hidden (``metadata``: the
+    #: Iceberg metadata of an Iceberg-compatible table, which the Delta log does not reference)
+    keep_dirs: tuple[str, ...] = ()
 
     def skip_dir(self, name: str) -> bool:
         """A directory (its own name) that VACUUM never enters."""
-        return is_hidden(name, self.partition_names)
+        return name in self.keep_dirs or is_hidden(name, self.partition_names)
 
     def keeps(self, name: str) -> bool:
         """Whether a version inside the retention reads the file ``name`` (relative)."""
@@ -265,9 +273,7 @@ def vacuum_rules(
 ) -> tuple[VacuumRules, int]:
     """The decision for this snapshot and the retention used; checks, reads the log, lists
     nothing of the data and changes nothing."""
-    check_readable(snapshot.protocol)
-    if "vacuumProtocolCheck" in reader_features(snapshot.protocol):
-        check_writable(snapshot.protocol, snapshot.metadata)
+    check_maintainable(snapshot.protocol, "VACUUM")
     config = snapshot.configuration
     table_retention = retention.duration_ms(
         config, retention.DELETED_FILE_RETENTION, retention.DEFAULT_DELETED_FILE_RETENTION_MS
@@ -302,8 +308,22 @@ def vacuum_rules(
         partition_names=(*partition_columns, *physical),
         paths=keep.paths,
         dv_ids=keep.dv_ids,
+        keep_dirs=(ICEBERG_METADATA_DIR,) if keeps_iceberg_metadata(snapshot) else (),
     )
     return rules, retention_ms
+
+
+#: where Delta's UniForm writes the Iceberg metadata of a table (its root's ``metadata``)
+ICEBERG_METADATA_DIR = "metadata"
+
+
+def keeps_iceberg_metadata(snapshot: Snapshot) -> bool:
+    """Whether the table may hold Iceberg metadata VACUUM must leave alone: it supports an
+    Iceberg compatibility feature or names Iceberg among ``delta.universalFormat.enabledFormats``
+    (the log references none of those files, and an old one may still be Iceberg's current)."""
+    features = table_features(snapshot.protocol)
+    formats = snapshot.configuration.get("delta.universalFormat.enabledFormats") or ""
+    return bool(features & ICEBERG_FEATURES) or "iceberg" in formats.lower()
 
 
 def plan_vacuum(

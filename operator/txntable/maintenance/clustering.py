@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from txntable.engine.model.actions import DomainMetadata, Protocol
-from txntable.engine.model.features import writer_features
+from txntable.engine.model.features import table_features
 from txntable.engine.model.schema import Field, to_arrow_type
 from txntable.engine.read.snapshot import Snapshot
 from txntable.maintenance.errors import ClusteringError
@@ -37,8 +37,9 @@ _MAPPING_MODE = "delta.columnMapping.mode"
 
 
 def is_clustered(protocol: Protocol) -> bool:
-    """The table is clustered (its protocol lists the ``clustering`` writer feature)."""
-    return CLUSTERING_FEATURE in writer_features(protocol)
+    """The table is clustered (its protocol lists the ``clustering`` writer feature, or
+    ``liquid``, its name in Delta's first liquid clustering tables)."""
+    return CLUSTERING_FEATURE in table_features(protocol)
 
 
 def clustering_paths(domains: Mapping[str, DomainMetadata]) -> list[tuple[str, ...]]:

@@ -77,6 +77,9 @@ class BinTask:
     #: Parquet writer settings (``ParquetWriteOptions.to_json``) resolved once by the run; empty:
     #: the table property ``delta.parquet.compression.codec`` or the defaults
     parquet: Mapping[str, Any] = field(default_factory=dict)
+    #: write the partition columns into the files too, after the data columns
+    #: (``iceberg_compat.materializes_partitions``: materializePartitionColumns, icebergCompat)
+    materialize_partitions: bool = False
 
 
 @dataclass(frozen=True)
@@ -293,22 +296,34 @@ class BinIO:
         """Write ``chunk`` (conformed rows) as one new data file, named ``name`` or a fresh
         name; its ``add`` action as JSON. ``written`` gets the path before the write starts."""
         relative = self.relative_path(name or data_file_name(self.parquet.file_tag))
-        size = _write_output(self.storage, relative, chunk, written, self.parquet)
         tracked = self.tracked
+        data = chunk.drop_columns(list(tracked.names)) if tracked else chunk
+        stats = stats_for_table(data, config=self._stats, opaque=self.layout.unbounded_paths)
+        content = self._file_columns(chunk)
+        size = _write_output(self.storage, relative, content, written, self.parquet)
         add = AddFile(
             path=encode_path(relative),
             partition_values=dict(self.partition_values),
             size=size,
             modification_time=int(time.time() * 1000),
             data_change=False,
-            stats=stats_for_table(
-                chunk.drop_columns(list(tracked.names)) if tracked else chunk,
-                config=self._stats,
-                opaque=self.layout.variant_paths,
-            ),
+            stats=stats,  # partition columns get none, materialized or not
             tags=self.tags,
         )
         return add.to_json()
+
+    def _file_columns(self, chunk: pa.Table) -> pa.Table:
+        """What a new file holds: ``chunk``'s data columns, the partition columns when the table
+        materializes them (after the data columns, as Iceberg compatibility asks), then row
+        tracking's hidden columns."""
+        if not self.task.materialize_partitions or not self.layout.partition_schema.names:
+            return chunk
+        values = self.layout.partition_columns(self.partition_values, chunk.num_rows)
+        count = len(self.layout.schema)
+        columns = [*chunk.columns[:count], *values.columns, *chunk.columns[count:]]
+        own = list(chunk.schema)
+        fields = [*own[:count], *values.schema, *own[count:]]
+        return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def rewrite_bin(task: BinTask) -> BinResult:

@@ -52,6 +52,7 @@ from txntable.engine.errors import (
 )
 from txntable.engine.model.actions import AddFile, RemoveFile
 from txntable.engine.model.features import check_writable
+from txntable.engine.model.iceberg_compat import materializes_partitions
 from txntable.engine.model.physical import partition_physical_names
 from txntable.engine.model.predicates import bind
 from txntable.engine.model.schema import to_arrow_type
@@ -391,6 +392,9 @@ class _Run:
             base_row_ids=base_row_ids,
             row_commit_versions=row_commit_versions,
             parquet=self.parquet.to_json(),
+            materialize_partitions=materializes_partitions(
+                self.snapshot.protocol, meta.configuration
+            ),
         )
 
     def _row_tracking(self, b: Bin) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:

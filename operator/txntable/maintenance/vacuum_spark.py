@@ -159,6 +159,7 @@ def find_doomed(
             partition_names=tuple(common["partition_names"]),
             paths=frozenset(paths),
             dv_ids=dv,
+            keep_dirs=tuple(common.get("keep_dirs") or ()),
         )
         for info in _subtree(storage, directory).list_tree(rules.skip_dir):
             full = FileInfo(f"{directory}/{info.name}", info.size, info.mtime_ms)
@@ -170,7 +171,13 @@ def find_doomed(
 def delete_chunks(chunks: Sequence[Sequence[str]], common: Mapping[str, Any]) -> int:
     """One delete task: every name is checked before any of its chunk goes."""
     storage = open_storage(common["location"], common["storage_options"])
-    scope = VacuumRules(0, tuple(common["partition_names"]), frozenset(), frozenset())
+    scope = VacuumRules(
+        0,
+        tuple(common["partition_names"]),
+        frozenset(),
+        frozenset(),
+        tuple(common.get("keep_dirs") or ()),
+    )
     done = 0
     for chunk in chunks:
         bad = [name for name in chunk if not scope.in_scope(name)]
@@ -233,6 +240,7 @@ class SparkSweeper:
             "storage_options": self.storage_options,
             "cutoff_ms": rules.cutoff_ms,
             "partition_names": list(rules.partition_names),
+            "keep_dirs": list(rules.keep_dirs),
         }
         root_files, dirs = list_root(storage)
         out = [info for info in root_files if rules.doomed(info)]
@@ -279,6 +287,7 @@ class SparkSweeper:
             "location": _location(storage),
             "storage_options": self.storage_options,
             "partition_names": list(rules.partition_names),
+            "keep_dirs": list(rules.keep_dirs),
         }
         chunks = [
             list(names[i : i + self.chunk_size]) for i in range(0, len(names), self.chunk_size)

@@ -71,6 +71,8 @@ class HealthLike(Protocol):
     @property
     def writable(self) -> bool: ...
     @property
+    def maintainable(self) -> bool: ...
+    @property
     def files_with_deletion_vectors(self) -> int: ...
     @property
     def deleted_rows(self) -> int: ...
@@ -143,7 +145,9 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("last_checkpoint", Gauge, "txntable_table_last_checkpoint_timestamp_seconds",
            "Unix time the newest checkpoint was written (absent when there is none).", TABLE),
     Metric("writable", Gauge, "txntable_table_writable",
-           "1 when txntable can write the table's protocol.", TABLE),
+           "1 when OPTIMIZE can rewrite the table's files (its protocol allows a rewrite).", TABLE),
+    Metric("maintainable", Gauge, "txntable_table_maintainable",
+           "1 when checkpoints, log cleanup and VACUUM can run (every feature is known).", TABLE),
     Metric("observed", Gauge, "txntable_table_observed_timestamp_seconds",
            "Unix time of the last observation.", TABLE),
     Metric("conflict_backoff", Gauge, "txntable_table_conflict_backoff_seconds",
@@ -232,6 +236,7 @@ class ControllerMetrics:
     last_commit: Gauge
     last_checkpoint: Gauge
     writable: Gauge
+    maintainable: Gauge
     observed: Gauge
     conflict_backoff: Gauge
     event_driven: Gauge
@@ -289,6 +294,7 @@ class ControllerMetrics:
         else:
             _remove(self.last_checkpoint, labels)
         self.writable.labels(*labels).set(1 if health.writable else 0)
+        self.maintainable.labels(*labels).set(1 if health.maintainable else 0)
         self.observed.labels(*labels).set(time.time())
 
     def observe_conflict_backoff(self, namespace: str, name: str, seconds: float) -> None:

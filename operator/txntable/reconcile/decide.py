@@ -300,8 +300,8 @@ def decide_vacuum(
         return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
         return _wait(Reason.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
-    if not health.writable:
-        return _wait(Reason.UNSUPPORTED_PROTOCOL, f"never vacuumed: {health.unwritable_reason}")
+    if not health.maintainable:
+        return _wait(Reason.UNSUPPORTED_PROTOCOL, f"never vacuumed: {health.unmaintainable_reason}")
     if compaction is not None and compaction.launch:
         return _wait(Reason.NOT_DUE, "the compaction run starting now ends with VACUUM")
     mine = [r for r in active if r.kind in (RunKind.OPTIMIZE, RunKind.VACUUM)]
@@ -372,9 +372,10 @@ def decide_checkpoint(
         return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
         return _wait(Reason.POLICY_SUSPENDED, f"policy {policy.metadata.name} is suspended")
-    if not health.writable:
+    if not health.maintainable:
         return _wait(
-            Reason.UNSUPPORTED_PROTOCOL, f"no checkpoints written: {health.unwritable_reason}"
+            Reason.UNSUPPORTED_PROTOCOL,
+            f"no checkpoints written: {health.unmaintainable_reason}",
         )
     mine = [r for r in active if r.kind == RunKind.CHECKPOINT]
     if mine:

@@ -20,9 +20,13 @@ import pyarrow.compute as pc
 
 from txntable.engine import Snapshot
 from txntable.engine.checkpoint import retention
-from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
+from txntable.engine.errors import (
+    InvalidActionError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
 from txntable.engine.model.actions import Metadata, Protocol
-from txntable.engine.model.features import check_writable
+from txntable.engine.model.features import check_maintainable, check_writable
 from txntable.engine.read.segment import CheckpointRef
 from txntable.engine.read.summary import TableSummary
 
@@ -51,8 +55,15 @@ class TableHealth:
     checkpoint_version: int | None
     checkpoint_time: datetime | None
     commits_since_checkpoint: int
+    #: OPTIMIZE can rewrite the table's files (``check_writable`` for a commit that changes no
+    #: row); else why not
     writable: bool
     unwritable_reason: str | None = None
+    #: checkpoints, log cleanup and VACUUM can run (every feature known to this engine,
+    #: ``check_maintainable``); else why not. A table may be maintainable but not writable
+    #: (shredded variants, an unmet Iceberg compatibility rule), never the other way round.
+    maintainable: bool = True
+    unmaintainable_reason: str | None = None
     #: live files carrying a deletion vector, and the rows those vectors delete
     files_with_deletion_vectors: int = 0
     deleted_rows: int = 0
@@ -133,8 +144,13 @@ def _health(
     writable, reason = True, None
     try:
         check_writable(protocol, metadata, rows_unchanged=True)
-    except UnsupportedFeatureError as exc:
+    except (UnsupportedFeatureError, InvalidActionError) as exc:
         writable, reason = False, str(exc)
+    maintainable, refusal = True, None
+    try:
+        check_maintainable(protocol, "maintenance")
+    except UnsupportedFeatureError as exc:
+        maintainable, refusal = False, str(exc)
     since = version - checkpoint.version if checkpoint is not None else version + 1
     return TableHealth(
         version=version,
@@ -150,6 +166,8 @@ def _health(
         commits_since_checkpoint=since,
         writable=writable,
         unwritable_reason=reason,
+        maintainable=maintainable,
+        unmaintainable_reason=refusal,
         **figures,
     )
 

@@ -202,8 +202,8 @@ def _degradations(out: Outcome) -> list[tuple[Reason, str]]:
     health = out.health
     if out.failure is not None:
         problems.append((out.failure.reason, out.failure.message))
-    if health is not None and not health.writable:
-        problems.append((Reason.UNSUPPORTED_PROTOCOL, f"observed only: {health.unwritable_reason}"))
+    if health is not None:
+        problems.extend(_refused_steps(out, health))
     if (
         health is not None
         and health.compactable_small_files
@@ -230,6 +230,18 @@ def _degradations(out: Outcome) -> list[tuple[Reason, str]]:
         if record is not None and record.outcome == RunOutcome.FAILED:
             problems.append((Reason.RUN_FAILED, f"run {record.run_name} failed"))
     return problems
+
+
+def _refused_steps(out: Outcome, health: TableHealth) -> list[tuple[Reason, str]]:
+    """The maintenance the table's policies ask for and its protocol refuses: nothing at all
+    (an unknown feature), or OPTIMIZE only (checkpoints, cleanup and VACUUM change no row and
+    honour more features than a rewrite)."""
+    if not health.maintainable:
+        return [(Reason.UNSUPPORTED_PROTOCOL, f"observed only: {health.unmaintainable_reason}")]
+    compaction = out.compaction.policy
+    if health.writable or compaction is None:
+        return []
+    return [(Reason.UNSUPPORTED_PROTOCOL, f"never compacted: {health.unwritable_reason}")]
 
 
 def _latest(*moments: datetime | None) -> datetime | None:

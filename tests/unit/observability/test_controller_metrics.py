@@ -64,6 +64,12 @@ def test_table_gauges_follow_health_and_vanish_when_forgotten() -> None:
     assert value(r, "txntable_table_partitions", **t) == 3
     assert value(r, "txntable_table_commits_since_checkpoint", **t) == 2
     assert value(r, "txntable_table_writable", **t) == 1
+    assert value(r, "txntable_table_maintainable", **t) == 1
+    # OPTIMIZE refused, checkpoints and VACUUM still run (shredded variants, say)
+    m.observe_table("ns", "orders", health(writable=False))
+    assert value(r, "txntable_table_writable", **t) == 0
+    assert value(r, "txntable_table_maintainable", **t) == 1
+    m.observe_table("ns", "orders", health())
     assert value(r, "txntable_table_last_commit_timestamp_seconds", **t) == 1767225600
     assert value(r, "txntable_table_last_checkpoint_timestamp_seconds", **t) == 1767139200
     # a table whose checkpoint disappeared has no checkpoint timestamp (not a stale one)

@@ -374,11 +374,20 @@ def test_schedule_slot_is_deterministic() -> None:
         ),
         (
             checkpoint_policy(),
-            replace(HEALTH, writable=False, unwritable_reason="x"),
+            replace(HEALTH, maintainable=False, unmaintainable_reason="x"),
             work(),
             False,
             Reason.UNSUPPORTED_PROTOCOL,
             None,
+        ),
+        # a checkpoint changes no row: a table OPTIMIZE cannot rewrite still gets checkpoints
+        (
+            checkpoint_policy(),
+            replace(HEALTH, writable=False, unwritable_reason="variantShredding"),
+            work(),
+            True,
+            Reason.TRIGGERED,
+            Placement.INLINE,
         ),
     ],
     ids=[
@@ -393,7 +402,8 @@ def test_schedule_slot_is_deterministic() -> None:
         "max-age-no-new-commits",
         "policy-suspended",
         "checkpoint-running",
-        "unwritable",
+        "unmaintainable",
+        "not-rewritable-still-checkpointed",
     ],
 )
 def test_checkpoint_decisions(
@@ -502,8 +512,11 @@ def vacuum_decision(
         # the rules every run of the policy follows
         (table({"suspend": True}), vacuuming(), GARBAGE, work(), False, Reason.TABLE_SUSPENDED),
         (table(), vacuuming({"suspend": True}), GARBAGE, work(), False, Reason.POLICY_SUSPENDED),
+        (table(), vacuuming(), replace(GARBAGE, maintainable=False, unmaintainable_reason="x"),
+         work(), False, Reason.UNSUPPORTED_PROTOCOL),
+        # VACUUM changes no row: a table OPTIMIZE cannot rewrite is still vacuumed
         (table(), vacuuming(), replace(GARBAGE, writable=False, unwritable_reason="x"), work(),
-         False, Reason.UNSUPPORTED_PROTOCOL),
+         True, Reason.TRIGGERED),
         (table(), vacuuming(), GARBAGE, work(active_total=4, max_concurrent_runs=4), False,
          Reason.CONCURRENCY_LIMIT),
         (table(),
@@ -529,7 +542,8 @@ def vacuum_decision(
         "compaction-due-takes-vacuum",
         "table-suspended",
         "policy-suspended",
-        "unwritable",
+        "unmaintainable",
+        "not-rewritable-still-vacuumed",
         "concurrency-limit",
         "outside-window",
         "backing-off",

@@ -75,3 +75,43 @@ def test_a_healthy_maintained_table_is_ready() -> None:
     status = table_status(TABLE, _outcome())
     assert _ready(status) == ("True", "TableHealthy")
     assert status.phase is TablePhase.READY
+
+
+def _health_of(name: str) -> object:
+    return observe(Table.open(str(TESTDATA / name)).snapshot(), 1)
+
+
+@pytest.mark.parametrize(
+    ("health", "policy", "ready", "says"),
+    [
+        # shredded variants: OPTIMIZE refuses, checkpoints, cleanup and VACUUM run
+        pytest.param("variant-stats-no-checkpoint", False, "True", None, id="no-compaction-asked"),
+        pytest.param(
+            "variant-stats-no-checkpoint", True, "False", "never compacted", id="compaction-asked"
+        ),
+        pytest.param("column-mapping-id", True, "True", None, id="column-mapped"),
+    ],
+)
+def test_ready_says_which_maintenance_the_protocol_refuses(
+    health: str, policy: bool, ready: str, says: str | None
+) -> None:
+    from tests.unit.reconcile.test_decide import compaction
+
+    chosen = Resolution(compaction(), Reason.POLICY_MATCHED, "matched") if policy else NONE
+    status = table_status(TABLE, _outcome(health=_health_of(health), compaction=chosen))
+    cond = next(c for c in status.conditions if c.type == "Ready")
+    assert cond.status == ready
+    if says is not None:
+        assert cond.reason == "UnsupportedProtocol" and says in cond.message
+
+
+def test_a_table_with_an_unknown_feature_is_observed_only() -> None:
+    from dataclasses import replace
+
+    health = replace(  # type: ignore[type-var]
+        _health_of("simple_table"), maintainable=False, unmaintainable_reason="someFutureFeature"
+    )
+    status = table_status(TABLE, _outcome(health=health))
+    cond = next(c for c in status.conditions if c.type == "Ready")
+    assert (cond.status, cond.reason) == ("False", "UnsupportedProtocol")
+    assert cond.message.startswith("observed only")

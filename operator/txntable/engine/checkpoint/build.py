@@ -12,6 +12,7 @@ non-file actions (protocol, metadata, txns, domains) are Python values.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -21,8 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from txntable.engine.checkpoint import retention
-from txntable.engine.errors import CorruptLogError
+from txntable.engine.errors import CorruptLogError, InvalidActionError
 from txntable.engine.model.features import writer_features
+from txntable.engine.model.physical import Path, PhysicalLayout, partition_physical_names
 from txntable.engine.model.schema import Field, parse_partition_column, parse_schema, to_arrow_type
 from txntable.engine.read.state import ADD_SCHEMA, REMOVE_SCHEMA, TableState
 
@@ -88,13 +90,24 @@ def _stats_fields(
     return data_fields if limit < 0 else data_fields[:limit]
 
 
-def _stats_member(typ: pa.DataType, *, counts: bool, for_json: bool) -> pa.DataType | None:
-    """Type of one stats member (None: the column has no such statistic)."""
+def _stats_member(
+    typ: pa.DataType, path: Path, variants: frozenset[Path], *, counts: bool, for_json: bool
+) -> pa.DataType | None:
+    """Type of one stats member at physical ``path`` (None: the column has no such statistic).
+    A variant column (a struct of two binaries in its files) is one value: a null count, no
+    bounds (those of shredded variants are encoded variants, which are not parsed here)."""
+    if path in variants:
+        return pa.int64() if counts else None
     if pa.types.is_struct(typ):
         children = [
             pa.field(f.name, t)
             for f in typ
-            if (t := _stats_member(f.type, counts=counts, for_json=for_json)) is not None
+            if (
+                t := _stats_member(
+                    f.type, (*path, f.name), variants, counts=counts, for_json=for_json
+                )
+            )
+            is not None
         ]
         return pa.struct(children) if children else None
     if counts:
@@ -106,15 +119,25 @@ def _stats_member(typ: pa.DataType, *, counts: bool, for_json: bool) -> pa.DataT
     return typ
 
 
-def stats_struct_type(fields: list[Field], *, for_json: bool = False) -> pa.StructType:
-    """``stats_parsed`` type for the indexed columns (physical names)."""
+def stats_struct_type(
+    fields: list[Field], configuration: Mapping[str, str], *, for_json: bool = False
+) -> pa.StructType:
+    """``stats_parsed`` type for the indexed columns ``fields``: named as the statistics name
+    them, physically under column mapping, nested struct fields included."""
+    layout = PhysicalLayout.build(
+        json.dumps({"type": "struct", "fields": [_field_json(f) for f in fields]}),
+        (),
+        configuration,
+    )
 
     def members(counts: bool) -> pa.StructType:
         out = []
-        for f in fields:
-            t = _stats_member(to_arrow_type(f.type), counts=counts, for_json=for_json)
+        for f in layout.schema:
+            t = _stats_member(
+                f.type, (f.name,), layout.variant_paths, counts=counts, for_json=for_json
+            )
             if t is not None:
-                out.append(pa.field(f.physical_name, t))
+                out.append(pa.field(f.name, t))
         return pa.struct(out)
 
     return pa.struct(
@@ -126,6 +149,15 @@ def stats_struct_type(fields: list[Field], *, for_json: bool = False) -> pa.Stru
             ("tightBounds", pa.bool_()),
         ]
     )
+
+
+def _field_json(field: Field) -> dict[str, Any]:
+    return {
+        "name": field.name,
+        "type": field.type,
+        "nullable": field.nullable,
+        "metadata": field.metadata,
+    }
 
 
 def _cast_to(array: pa.Array, target: pa.DataType) -> pa.Array:
@@ -143,11 +175,13 @@ def _cast_to(array: pa.Array, target: pa.DataType) -> pa.Array:
     return pc.cast(array, target)
 
 
-def parse_stats(stats: pa.Array, fields: list[Field]) -> pa.Array:
+def parse_stats(
+    stats: pa.Array, fields: list[Field], configuration: Mapping[str, str] | None = None
+) -> pa.Array:
     """``stats_parsed`` from the JSON ``stats`` strings, with Arrow's JSON reader (null where the
     stats are null)."""
-    target = stats_struct_type(fields)
-    read_type = stats_struct_type(fields, for_json=True)
+    target = stats_struct_type(fields, configuration or {})
+    read_type = stats_struct_type(fields, configuration or {}, for_json=True)
     n = len(stats)
     if n == 0:
         return pa.array([], target)
@@ -173,15 +207,20 @@ def parse_stats(stats: pa.Array, fields: list[Field]) -> pa.Array:
 
 
 def parse_partition_values(
-    values: pa.Array, fields: list[Field], partition_columns: list[str]
+    values: pa.Array,
+    fields: list[Field],
+    partition_columns: list[str],
+    configuration: Mapping[str, str] | None = None,
 ) -> pa.Array:
-    """``partitionValues_parsed``: one typed member per partition column (physical names)."""
+    """``partitionValues_parsed``: one typed member per partition column, named as
+    ``partitionValues`` keys it (physically under column mapping)."""
     by_name = {f.name: f for f in fields}
+    keys = partition_physical_names(fields, partition_columns, configuration or {})
     children: list[pa.Array] = []
     out_fields: list[pa.Field] = []
     for name in partition_columns:
         field = by_name.get(name)
-        physical = field.physical_name if field else name
+        physical = keys[name]
         delta_type = field.type if field else "string"
         raw = (
             pc.map_lookup(values, pa.scalar(physical), "first")
@@ -200,10 +239,15 @@ def _combine(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column
 
 
+#: what ``stats_parsed`` and ``partitionValues_parsed`` are built from: the schema's fields, the
+#: partition columns, the indexed columns (None: no ``stats_parsed``), the table's configuration
+_StructOf = tuple[list[Field], list[str], list[Field] | None, Mapping[str, str]]
+
+
 def _add_chunk(
     batch: pa.RecordBatch,
     as_json: bool,
-    struct_of: tuple[list[Field], list[str], list[Field]] | None,
+    struct_of: _StructOf | None,
 ) -> pa.StructArray:
     """One chunk of the ``add`` column: the batch's columns re-wrapped (no copy)."""
     n = batch.num_rows
@@ -218,16 +262,17 @@ def _add_chunk(
         children.append(column)
         out_fields.append(f)
     if struct_of is not None:
-        fields, partition_columns, stats_fields = struct_of
+        fields, partition_columns, stats_fields, config = struct_of
         if partition_columns:
             parsed_pv = parse_partition_values(
-                batch.column("partitionValues"), fields, partition_columns
+                batch.column("partitionValues"), fields, partition_columns, config
             )
             children.append(parsed_pv)
             out_fields.append(pa.field("partitionValues_parsed", parsed_pv.type))
-        parsed = parse_stats(batch.column("stats"), stats_fields)
-        children.append(parsed)
-        out_fields.append(pa.field("stats_parsed", parsed.type))
+        if stats_fields is not None:
+            parsed = parse_stats(batch.column("stats"), stats_fields, config)
+            children.append(parsed)
+            out_fields.append(pa.field("stats_parsed", parsed.type))
     return pa.StructArray.from_arrays(children, fields=out_fields)
 
 
@@ -245,15 +290,19 @@ def add_column(state: TableState) -> pa.ChunkedArray:
     if as_struct:
         fields = parse_schema(state.metadata.schema_string)
         partition_columns = list(state.metadata.partition_columns)
-        struct_of = (fields, partition_columns, _stats_fields(fields, partition_columns, config))
+        stats_fields = _stats_fields(fields, partition_columns, config)
+        struct_of = (fields, partition_columns, stats_fields, config)
     try:
         chunks = [_add_chunk(b, as_json, struct_of) for b in batches]
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, InvalidActionError) as exc:
         if struct_of is None:
             raise
         # a checkpoint without stats_parsed is still correct; losing the JSON stats is not
+        # (partitionValues_parsed stays: a bad partition value is a corrupt log, and raises)
         log.warning("statistics not written as a struct (%s); writing them as JSON", exc)
-        chunks = [_add_chunk(b, True, None) for b in batches]
+        fields, partition_columns, _, config = struct_of
+        without = (fields, partition_columns, None, config)
+        chunks = [_add_chunk(b, True, without) for b in batches]
     return pa.chunked_array(chunks, type=chunks[0].type)
 
 

@@ -9,9 +9,13 @@ than the cutoff becomes the cutoff checkpoint; only files of versions strictly b
 below it and sidecars no remaining checkpoint references that are older than a day. The cutoff
 checkpoint and its commit stay, so every version from it on is still reconstructable.
 Deletion runs in ascending version order: a crash at any point leaves a suffix of the log that
-the cutoff checkpoint still covers. Tables with the ``checkpointProtection`` writer feature are
-left alone (its extra rules are not implemented). Temporary files of a crashed checkpoint writer
-are removed once they are a day old.
+the cutoff checkpoint still covers. Every feature of the table must be one whose rules this
+engine knows (``features.check_maintainable``). Tables with the ``checkpointProtection`` writer
+feature are cleaned like any other: its RFC lets a cleanup ignore
+``delta.requireCheckpointProtectionBeforeVersion`` when it creates no checkpoint and deletes none
+at or after its truncation version, and this one does neither (the barrier checkpoint a dropped
+feature hides behind goes only with everything before it). Temporary files of a crashed
+checkpoint writer are removed once they are a day old.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import pyarrow.parquet as pq
 from txntable.engine.checkpoint import retention
 from txntable.engine.errors import EngineError
 from txntable.engine.model.actions import Sidecar, parse_commit
-from txntable.engine.model.features import writer_features
+from txntable.engine.model.features import check_maintainable
 from txntable.engine.read.checkpoint_read import checkpoint_problem
 from txntable.engine.read.segment import CheckpointRef, complete_checkpoints
 from txntable.engine.read.snapshot import Snapshot
@@ -199,9 +203,7 @@ def cleanup_expired_logs(
         )
     assert retention_ms is not None
     cutoff = day_cutoff(now, retention_ms)
-    if "checkpointProtection" in writer_features(snapshot.protocol):
-        reason = "the table has the checkpointProtection feature"
-        return CleanupResult(cutoff, None, (), dry_run, reason)
+    check_maintainable(snapshot.protocol, "log cleanup")
     if not retention.bool_property(config, retention.EXPIRED_LOG_CLEANUP, True):
         return CleanupResult(cutoff, None, (), dry_run, "delta.enableExpiredLogCleanup is false")
     storage = snapshot.storage

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from txntable.engine.checkpoint.build import build_checkpoint, uses_v2_spec
 from txntable.engine.checkpoint.spark_hash import partition_ids
 from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.model.features import check_writable
+from txntable.engine.model.features import check_maintainable
 from txntable.engine.read import last_checkpoint
 from txntable.engine.read.segment import complete_checkpoints
 from txntable.engine.read.snapshot import Snapshot
@@ -177,7 +177,10 @@ def write_checkpoint_state(
 ) -> CheckpointResult:
     """Write the checkpoint of ``state`` (a table at exactly ``state.version``)."""
     started = time.perf_counter()
-    check_writable(state.protocol)
+    # a checkpoint changes no row: it needs every feature of the version it holds known, not
+    # writable (a checkpoint of a version before a dropped feature's protected checkpoint is
+    # checked against that version's own protocol, as checkpointProtection asks)
+    check_maintainable(state.protocol, "checkpoint")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     table, num_adds = build_checkpoint(state, now)
     file_rows = num_adds + (table.num_rows - table.column("remove").null_count)

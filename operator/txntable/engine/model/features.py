@@ -46,6 +46,10 @@ _LEGACY_WRITER: dict[int, frozenset[str]] = {
     ),
 }
 
+#: Legacy spellings of a feature, by the name this engine knows it under: Delta's first liquid
+#: clustering tables list ``liquid`` for what the protocol now calls ``clustering``.
+ALIASES = {"liquid": "clustering"}
+
 #: Reader features whose log-level semantics this engine implements. Column mapping is read at
 #: the log level (physical partition names map to logical ones); deletion vectors are listed with
 #: their descriptors; V2 checkpoints and sidecars are read. Variant and type-widening tables
@@ -100,21 +104,47 @@ WRITABLE_FEATURES = frozenset(
 #: Features that change how rows sit in data files, which a rewrite (``rows_unchanged``, e.g.
 #: OPTIMIZE) honours through ``engine.model.physical``: files are read by physical name or Parquet
 #: field id and written with physical names and ids (column mapping), every column is written in its
-#: current type (type widening) and variant columns are carried through as their two binaries.
-#: Appends stay refused: the writer of new rows does not map columns yet. Shredded variants
-#: (``variantShredding*``) are not here: their per-file typed_value layouts cannot be merged
-#: byte for byte, so such tables are refused, rewrites included.
+#: current type (type widening) and variant columns are carried through as their two binaries;
+#: partition columns are materialized into the files written (``materializePartitionColumns``,
+#: and the Iceberg compatibility features, whose other rules ``engine.model.iceberg_compat``
+#: checks). Collations change how strings compare, never how they are stored: a rewrite keeps
+#: the schema's collation metadata and the ``delta.collations`` domain untouched and writes no
+#: min/max statistics for collated columns (``PhysicalLayout.unbounded_paths``), so no reader
+#: skips a file by a binary order its collation does not share. Appends stay refused: the
+#: writer of new rows does not map columns yet. Shredded variants (``variantShredding*``) are
+#: not here: their per-file typed_value layouts cannot be merged byte for byte, so such tables
+#: are refused, rewrites included.
 REWRITABLE_FEATURES = frozenset(
     {
+        "collations",
+        "collations-preview",
         "columnMapping",
         "typeWidening",
         "typeWidening-preview",
         "variantType",
         "variantType-preview",
+        "materializePartitionColumns",
+        "icebergCompatV1",
+        "icebergCompatV2",
     }
 )
 
 _SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
+
+#: Every feature whose rules for the log this engine knows (PROTOCOL.md "Valid Feature Names in
+#: Table Features" and the accepted RFCs): the steps that change no row (a checkpoint, log
+#: cleanup, VACUUM) can honour all of them on a table this engine reads. A checkpoint carries
+#: every field of the actions it keeps (``read.state`` holds each field these features define);
+#: cleanup never creates a checkpoint and never deletes one at or after its truncation version,
+#: which is what ``checkpointProtection`` allows; VACUUM keeps every file a feature makes the
+#: log reference (deletion vectors, change data) and the Iceberg metadata of the compatibility
+#: features. A feature not named here may add fields, files or rules this engine would drop:
+#: every step refuses it. ``catalogManaged`` tables are not read at all, and
+#: ``coordinatedCommits-preview`` is left out on purpose: its commits are ratified by a
+#: coordinator first, so the log in storage may lag the table and hold none of the newest files.
+LOG_FEATURES = (
+    READABLE_FEATURES | WRITABLE_FEATURES | REWRITABLE_FEATURES | _SHREDDING | frozenset({"liquid"})
+)
 
 
 def reader_features(protocol: Protocol) -> frozenset[str]:
@@ -157,6 +187,20 @@ def check_readable(protocol: Protocol) -> None:
         )
 
 
+def table_features(protocol: Protocol) -> frozenset[str]:
+    """Every feature in force, reader and writer, legacy spellings under their current names."""
+    features = writer_features(protocol) | reader_features(protocol)
+    return frozenset(ALIASES.get(f, f) for f in features)
+
+
+def _check_writer_version(protocol: Protocol) -> None:
+    version = protocol.min_writer_version
+    if not 1 <= version <= 7:
+        raise UnsupportedWriterFeatureError(
+            f"unsupported writer protocol version {version}", (f"writerVersion={version}",)
+        )
+
+
 def check_writable(
     protocol: Protocol, metadata: Metadata | None = None, *, rows_unchanged: bool = False
 ) -> None:
@@ -164,14 +208,11 @@ def check_writable(
 
     ``rows_unchanged``: the commit only rewrites files (``dataChange=false``) or records
     commitInfo, so no row is added or changed. CHECK constraints, invariants, generated and
-    identity columns then need no enforcement: the rows already in the table satisfy them."""
+    identity columns then need no enforcement: the rows already in the table satisfy them; the
+    Iceberg compatibility features' rules are checked against the table (``iceberg_compat``)."""
     check_readable(protocol)
-    version = protocol.min_writer_version
-    if not 1 <= version <= 7:
-        raise UnsupportedWriterFeatureError(
-            f"unsupported writer protocol version {version}", (f"writerVersion={version}",)
-        )
-    features = writer_features(protocol) | reader_features(protocol)
+    _check_writer_version(protocol)
+    features = table_features(protocol)
     missing = set(features - WRITABLE_FEATURES)
     if rows_unchanged:
         missing -= REWRITABLE_FEATURES
@@ -189,6 +230,39 @@ def check_writable(
             f"table requires writer feature(s) this engine does not support: {names}{hint}",
             tuple(sorted(missing)),
         )
+    if metadata is not None:
+        from txntable.engine.model.iceberg_compat import unmet_rules
+
+        unmet = unmet_rules(protocol, metadata)
+        if unmet:
+            feature, rule = unmet[0]
+            raise UnsupportedWriterFeatureError(
+                f"{feature} is active and its rule cannot be met: {rule}",
+                tuple(sorted({f for f, _ in unmet})),
+            )
+
+
+def check_maintainable(protocol: Protocol, step: str) -> None:
+    """Raise unless ``step`` (a checkpoint, log cleanup or VACUUM: a step that changes no row)
+    can run on a table with this protocol: the table must be readable and every feature it
+    lists known to this engine (``LOG_FEATURES``). ``step`` names the step in the message."""
+    check_readable(protocol)
+    _check_writer_version(protocol)
+    unknown = sorted(table_features(protocol) - LOG_FEATURES)
+    if not unknown:
+        return
+    names = ", ".join(unknown)
+    if "coordinatedCommits-preview" in unknown:
+        why = (
+            "its commits are ratified by a commit coordinator first, so the log in storage may "
+            "lag the table"
+        )
+    else:
+        why = "an unknown feature may add fields, files or rules this step would break"
+    raise UnsupportedWriterFeatureError(
+        f"{step} refused: the table requires feature(s) this engine does not know: {names} ({why})",
+        tuple(unknown),
+    )
 
 
 def _active_but_unenforced(features: frozenset[str], metadata: Metadata) -> set[str]:

@@ -23,11 +23,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.errors import InvalidActionError, UnsupportedWriterFeatureError
-from txntable.engine.model.schema import Field, parse_schema, to_arrow_type
+from txntable.engine.model.schema import (
+    Field,
+    parse_partition_column,
+    parse_schema,
+    to_arrow_type,
+)
 
 #: Parquet field id as pyarrow reads and writes it (field metadata).
 FIELD_ID_KEY = b"PARQUET:field_id"
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+#: a struct field's collations (the ``collations`` feature): present only for non-binary ones
+COLLATIONS_KEY = "__COLLATIONS"
 COLUMN_ID_KEY = "delta.columnMapping.id"
 #: ids of array elements and map keys/values (IcebergCompatV2); Spark's and the protocol's keys
 NESTED_IDS_KEYS = ("delta.columnMapping.nested.ids", "parquet.field.nested.ids")
@@ -167,9 +174,26 @@ def _variant_paths(delta_type: Any, path: Path, mode: str, out: list[Path]) -> N
         _variant_paths(delta_type["valueType"], (*path, "value"), mode, out)
 
 
+def _collated_paths(delta_type: Any, path: Path, mode: str, out: list[Path]) -> None:
+    """Physical paths of the string fields of structs (top level included) that carry a
+    collation (``__COLLATIONS`` in the field's metadata): their min/max statistics would follow
+    the binary order, not their collation's."""
+    if not isinstance(delta_type, dict) or delta_type.get("type") != "struct":
+        return
+    for f in delta_type["fields"]:
+        meta = f.get("metadata") or {}
+        name = f["name"]
+        if mode != "none" and isinstance(meta.get(PHYSICAL_NAME_KEY), str):
+            name = meta[PHYSICAL_NAME_KEY] or name
+        if f["type"] == "string" and COLLATIONS_KEY in meta:
+            out.append((*path, name))
+        _collated_paths(f["type"], (*path, name), mode, out)
+
+
 @dataclass(frozen=True)
 class PhysicalLayout:
-    """How a table's rows are laid out in its data files (partition columns excluded)."""
+    """How a table's rows are laid out in its data files (partition columns excluded from
+    ``schema``; ``partition_schema`` is how they are written when materialized)."""
 
     fields: tuple[Field, ...]
     mode: str
@@ -178,6 +202,13 @@ class PhysicalLayout:
     variant_paths: frozenset[Path]
     #: logical partition column -> its key in ``add.partitionValues`` and directory names
     partition_keys: Mapping[str, str]
+    #: the partition columns as data files hold them when materialized: physical names, field
+    #: ids, in the table's partitioning order (``partition_fields``: their schema fields)
+    partition_schema: pa.Schema
+    partition_fields: tuple[Field, ...]
+    #: physical paths of columns that get a null count but no min/max statistics: variant
+    #: columns (one value each) and collated strings
+    unbounded_paths: frozenset[Path]
 
     @classmethod
     def build(
@@ -194,10 +225,43 @@ class PhysicalLayout:
         schema = pa.schema(
             [_physical_field(f.name, f.type, f.nullable, f.metadata, mode) for f in fields]
         )
+        by_name = {f.name: f for f in every}
+        partition_fields = tuple(by_name[c] for c in partition_columns if c in by_name)
+        partition_schema = pa.schema(
+            [
+                _physical_field(p.name, p.type, p.nullable, p.metadata, mode)
+                for p in partition_fields
+            ]
+        )
         variants: list[Path] = []
+        collated: list[Path] = []
         for f in fields:
             _variant_paths(f.type, (physical_name(f, mode),), mode, variants)
-        return cls(fields, mode, schema, frozenset(variants), keys)
+        as_struct = {
+            "type": "struct",
+            "fields": [{"name": f.name, "type": f.type, "metadata": f.metadata} for f in fields],
+        }
+        _collated_paths(as_struct, (), mode, collated)
+        return cls(
+            fields,
+            mode,
+            schema,
+            frozenset(variants),
+            keys,
+            partition_schema,
+            partition_fields,
+            frozenset(variants) | frozenset(collated),
+        )
+
+    def partition_columns(self, values: Mapping[str, str | None], num_rows: int) -> pa.Table:
+        """The partition columns as materialized into a data file of ``num_rows`` rows: each
+        the typed value of ``values`` (keyed as ``add.partitionValues`` keys them), repeated."""
+        arrays = []
+        for field, target in zip(self.partition_fields, self.partition_schema, strict=True):
+            raw = values.get(self.partition_keys.get(field.name, field.name))
+            strings = pa.array([raw] * num_rows, pa.string())
+            arrays.append(parse_partition_column(strings, field.type).cast(target.type))
+        return pa.Table.from_arrays(arrays, schema=self.partition_schema)
 
     def physical_column(self, logical: str) -> str:
         """The physical name of a top-level data column (unknown names are returned as given)."""

@@ -231,8 +231,9 @@ def stats_for_table(
 
     ``schema_fields`` is accepted for interface symmetry with the table schema; the Arrow schema
     of ``data`` decides the leaves. ``config`` (from the table properties) overrides
-    ``num_indexed_cols``. ``opaque`` names struct columns that are one value each (``variant``
-    columns, a struct of two binaries in the file): they get a null count and no bounds.
+    ``num_indexed_cols``. ``opaque`` names columns that get a null count and no bounds: struct
+    columns that are one value each (``variant`` columns, a struct of two binaries in the file)
+    and strings whose collation orders them otherwise than their bytes.
     """
     del schema_fields
     cfg = config or StatsConfig(num_indexed_cols=num_indexed_cols)
@@ -240,10 +241,15 @@ def stats_for_table(
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for path in _leaf_paths(data.schema, cfg, frozenset(opaque)):
+    unbounded = frozenset(opaque)
+    for path in _leaf_paths(data.schema, cfg, unbounded):
         column = _column(data, path)
         _put(nulls, path, column.null_count)
-        if not _has_min_max(column.type) or column.null_count == column.length():
+        if (
+            path in unbounded
+            or not _has_min_max(column.type)
+            or column.null_count == column.length()
+        ):
             continue
         if pa.types.is_floating(column.type):
             column = pc.drop_null(pc.if_else(pc.is_nan(column), None, column))

@@ -284,15 +284,15 @@ def test_memory_storage_checkpoint(tmp_path: Path) -> None:
     assert (again.version, again.num_files, result.num_of_add_files) == (3, 3, 3)
 
 
-def test_unsupported_writer_feature_writes_nothing(tmp_path: Path) -> None:
-    root = _table(
-        tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=["icebergCompatV1"]
-    )
+@pytest.mark.parametrize("feature", ["someFutureFeature", "coordinatedCommits-preview"])
+def test_unknown_writer_feature_writes_nothing(tmp_path: Path, feature: str) -> None:
+    # a feature this engine does not know may add action fields a checkpoint would drop
+    root = _table(tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=[feature])
     snapshot = Snapshot.load(LocalStorage(str(root)))
-    before = sorted(p.name for p in (root / "_delta_log").iterdir())
-    with pytest.raises(UnsupportedWriterFeatureError):
+    before = {p.name: p.read_bytes() for p in (root / "_delta_log").iterdir()}
+    with pytest.raises(UnsupportedWriterFeatureError, match=f"checkpoint refused.*{feature}"):
         write_checkpoint(snapshot, now_ms=NOW)
-    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == before
+    assert {p.name: p.read_bytes() for p in (root / "_delta_log").iterdir()} == before
 
 
 def test_v2_checkpoint_tables_get_a_single_v2_spec_file(tmp_path: Path) -> None:
@@ -418,3 +418,55 @@ def test_metadata_without_schema_string_reads_as_an_empty_schema(tmp_path: Path)
     again = Snapshot.load(storage)
     assert again.checkpoint_version == 1 and again.fields == []
     assert again.num_files == 1
+
+
+def test_stats_parsed_of_column_mapped_and_variant_columns(tmp_path: Path) -> None:
+    """Statistics are keyed by physical names at every level of a struct, and a variant column
+    is one value: a null count, no bounds. Before: nested members took logical names (so every
+    nested statistic was null) and a variant's null count was a struct, which failed the parse
+    and dropped ``stats_parsed`` altogether."""
+    from tests.feature_tables import field, schema
+
+    inner = {"type": "struct", "fields": [field("x", "integer", 3, "col-x")]}
+    fields = [
+        field("a", "long", 1, "col-a"),
+        field("s", inner, 2, "col-s"),
+        field("v", "variant", 4, "col-v"),
+        field("p", "string", 5, "col-p"),
+    ]
+    config = {
+        "delta.columnMapping.mode": "name",
+        "delta.checkpoint.writeStatsAsStruct": "true",
+    }
+    stats = {
+        "numRecords": 2,
+        "minValues": {"col-a": 1, "col-s": {"col-x": 3}},
+        "maxValues": {"col-a": 5, "col-s": {"col-x": 4}},
+        "nullCount": {"col-a": 0, "col-s": {"col-x": 1}, "col-v": 1},
+    }
+    root = tmp_path / "t"
+    protocol = g.protocol(
+        3,
+        7,
+        readerFeatures=["columnMapping", "variantType"],
+        writerFeatures=["columnMapping", "variantType"],
+    )
+    g.write_log(
+        root,
+        {
+            0: [
+                g.commit_info(),
+                protocol,
+                g.metadata(["p"], config, schema_string=schema(*fields)),
+            ],
+            1: [g.add("col-p=z/f.parquet", 10, {"col-p": "z"}, stats=json.dumps(stats))],
+        },
+    )
+    result = write_checkpoint(Snapshot.load(LocalStorage(str(root))), now_ms=NOW)
+    adds = _checkpoint_rows(root, result.files[0]).column("add").drop_null().to_pylist()
+    (add,) = adds
+    parsed = add["stats_parsed"]
+    assert parsed["minValues"] == {"col-a": 1, "col-s": {"col-x": 3}}
+    assert parsed["maxValues"] == {"col-a": 5, "col-s": {"col-x": 4}}
+    assert parsed["nullCount"] == {"col-a": 0, "col-s": {"col-x": 1}, "col-v": 1}
+    assert add["partitionValues_parsed"] == {"col-p": "z"}

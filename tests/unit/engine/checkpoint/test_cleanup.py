@@ -13,6 +13,7 @@ from txntable.engine.checkpoint import retention
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs, day_cutoff, plan_log_cleanup
 from txntable.engine.checkpoint.hooks import checkpoint_hook, should_checkpoint
 from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.errors import UnsupportedWriterFeatureError
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.base import FileInfo, LocalStorage
 from txntable.engine.table import Table
@@ -179,16 +180,40 @@ def test_log_retention_property_and_override(tmp_path: Path) -> None:
     assert len(cleanup_expired_logs(snapshot, now_ms=NOW, retention_ms=DAY).deleted) == 5
 
 
-def test_checkpoint_protection_and_disabled_cleanup_skip(tmp_path: Path) -> None:
-    root = _aged_table(
-        tmp_path, reader=3, writer=7, readerFeatures=[], writerFeatures=["checkpointProtection"]
-    )
+def test_checkpoint_protection_keeps_the_protected_checkpoint(tmp_path: Path) -> None:
+    # checkpointProtection (a dropped feature's barrier checkpoint at version 5): this cleanup
+    # creates no checkpoint and deletes none at or after its truncation version, which the
+    # feature allows; the protected checkpoint goes only with everything before it
+    config = {"delta.requireCheckpointProtectionBeforeVersion": "5"}
+    proto = {"readerFeatures": [], "writerFeatures": ["checkpointProtection"]}
+    root = _aged_table(tmp_path, configuration=config, reader=3, writer=7, **proto)
     storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 3), now_ms=NOW)
     write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
     _age(root, CUTOFF - DAY)
-    result = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
-    assert result.deleted == () and "checkpointProtection" in (result.skipped or "")
+    for v in (6, 7):  # inside the retention: the cutoff checkpoint is 5
+        os.utime(root / "_delta_log" / f"{v:020d}.json", ns=((NOW - DAY) * 1_000_000,) * 2)
+    before = Snapshot.load(storage)
+    result = cleanup_expired_logs(before, now_ms=NOW)
+    assert result.skipped is None and result.checkpoint_version == 5
+    names = {f"_delta_log/{v:020d}.json" for v in range(5)}
+    assert set(result.deleted) == names | {f"_delta_log/{3:020d}.checkpoint.parquet"}
+    assert (root / "_delta_log" / f"{5:020d}.checkpoint.parquet").exists()
+    after = Snapshot.load(storage)
+    assert (after.version, after.num_files) == (before.version, before.num_files)
 
+
+def test_unknown_writer_feature_refuses_cleanup(tmp_path: Path) -> None:
+    proto = {"readerFeatures": [], "writerFeatures": ["someFutureFeature"]}
+    root = _aged_table(tmp_path, reader=3, writer=7, **proto)
+    _age(root, CUTOFF - DAY)
+    before = sorted(p.name for p in (root / "_delta_log").iterdir())
+    with pytest.raises(UnsupportedWriterFeatureError, match="log cleanup refused"):
+        cleanup_expired_logs(Snapshot.load(LocalStorage(str(root))), now_ms=NOW)
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == before
+
+
+def test_disabled_cleanup_skips(tmp_path: Path) -> None:
     other = _aged_table(tmp_path / "b", configuration={retention.EXPIRED_LOG_CLEANUP: "false"})
     storage = LocalStorage(str(other))
     write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)

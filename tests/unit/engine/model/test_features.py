@@ -16,9 +16,11 @@ from txntable.engine.errors import (
 )
 from txntable.engine.model.actions import Metadata, Protocol
 from txntable.engine.model.features import (
+    check_maintainable,
     check_readable,
     check_writable,
     reader_features,
+    table_features,
     writer_features,
 )
 from txntable.engine.table import Table
@@ -180,3 +182,68 @@ def test_reference_tables_writability(name: str, writable: bool) -> None:
     else:
         with pytest.raises(UnsupportedWriterFeatureError):
             check_writable(snapshot.protocol, snapshot.metadata)
+
+
+# -- steps that change no row: a checkpoint, log cleanup, VACUUM ------------------------------
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        Protocol(2, 5),  # column mapping
+        Protocol(3, 7, ["variantType", "variantShredding-preview"], ["variantType"]),
+        Protocol(3, 7, ["typeWidening"], ["typeWidening"]),
+        Protocol(1, 7, None, ["icebergCompatV2", "columnMapping", "collations", "liquid"]),
+        Protocol(1, 7, None, ["checkpointProtection", "materializePartitionColumns"]),
+        Protocol(3, 7, ["vacuumProtocolCheck"], ["vacuumProtocolCheck", "invariants"]),
+    ],
+    ids=protocol_id,
+)
+def test_every_known_feature_allows_the_steps_that_change_no_row(protocol: Protocol) -> None:
+    for step in ("checkpoint", "log cleanup", "VACUUM"):
+        check_maintainable(protocol, step)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "named", "why"),
+    [
+        (Protocol(1, 7, None, ["someFutureFeature"]), "someFutureFeature", "may add fields"),
+        (
+            Protocol(3, 7, ["vacuumProtocolCheck"], ["vacuumProtocolCheck", "futureOne"]),
+            "futureOne",
+            "may add fields",
+        ),
+        (
+            Protocol(1, 7, None, ["coordinatedCommits-preview", "inCommitTimestamp"]),
+            "coordinatedCommits-preview",
+            "commit coordinator",
+        ),
+        (Protocol(1, 8), "writerVersion=8", "writer protocol version 8"),
+    ],
+    ids=protocol_id,
+)
+def test_unknown_features_refuse_every_step(protocol: Protocol, named: str, why: str) -> None:
+    with pytest.raises(UnsupportedWriterFeatureError, match=why) as info:
+        check_maintainable(protocol, "VACUUM")
+    assert named in info.value.features
+
+
+def test_unreadable_tables_refuse_every_step() -> None:
+    with pytest.raises(UnsupportedReaderFeatureError):
+        check_maintainable(Protocol(3, 7, ["catalogManaged"], ["catalogManaged"]), "checkpoint")
+
+
+def test_rewrites_honour_collations_iceberg_compat_and_materialized_partitions() -> None:
+    protocol = Protocol(2, 7, None, ["columnMapping", "collations-preview", "icebergCompatV1"])
+    check_writable(protocol, meta(), rows_unchanged=True)
+    with pytest.raises(UnsupportedWriterFeatureError, match="collations-preview"):
+        check_writable(protocol, meta())  # appends: the writer of new rows does not map columns
+    check_writable(Protocol(1, 7, None, ["materializePartitionColumns"]), rows_unchanged=True)
+
+
+def test_liquid_is_the_clustering_feature() -> None:
+    assert table_features(Protocol(1, 7, None, ["liquid", "domainMetadata"])) == {
+        "clustering",
+        "domainMetadata",
+    }
+    check_writable(Protocol(1, 7, None, ["liquid", "domainMetadata"]), meta())
