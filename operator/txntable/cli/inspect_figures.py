@@ -9,7 +9,6 @@ fast as loading the log.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +17,7 @@ import pyarrow.compute as pc
 from txntable.api import defaults
 from txntable.api.quantity import parse_size
 from txntable.engine import Snapshot
+from txntable.engine.model.schema import parse_schema
 
 #: what ``txntable optimize`` (and a CompactionPolicy) aims at by default: files below it are
 #: the ones a default compaction rewrites
@@ -42,17 +42,17 @@ def _type_name(field_type: Any) -> str:
 
 
 def schema_columns(snapshot: Snapshot) -> list[dict[str, Any]]:
-    """Top-level columns: name, Delta type, nullable, and whether it partitions the table."""
-    schema = json.loads(snapshot.metadata.schema_string)
+    """Top-level columns: name, Delta type, nullable, and whether it partitions the table. A
+    ``metaData`` with an empty or absent ``schemaString`` (old writers) has none."""
     partitions = set(snapshot.partition_columns)
     return [
         {
-            "name": f["name"],
-            "type": _type_name(f["type"]),
-            "nullable": bool(f.get("nullable", True)),
-            "partition": f["name"] in partitions,
+            "name": f.name,
+            "type": _type_name(f.type),
+            "nullable": f.nullable,
+            "partition": f.name in partitions,
         }
-        for f in schema.get("fields", [])
+        for f in parse_schema(snapshot.metadata.schema_string)
     ]
 
 

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     doc = result.to_json()
     if args.json:
         print(json.dumps(doc, separators=(",", ":")))
+        _say_why(result.error)
         return code
     if result.dry_run and result.plan is not None:
         p = result.plan
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
             f"({p['numInputBytes']} bytes) in {p['numBins']} bins"
             f"{'; ' + '; '.join(p['notes']) if p['notes'] else ''}"
         )
+        _say_why(result.error)
         return code
     print(
         f"{result.table}: v{result.read_version} -> v{result.version}, "
@@ -54,6 +56,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"  skipped bin {skip['binId']}: {skip['reason']}")
     for deferred in result.deferred_partitions or ():
         print(f"  deferred partition {deferred['partitionValues']}: {deferred['reason']}")
-    if result.error:
-        print(f"error: {result.error}", file=sys.stderr)
+    _say_why(result.error)
     return code
+
+
+def _say_why(error: str | None) -> None:
+    """A run that failed says why on stderr, as one ``error:`` line, whatever the output mode
+    (``--json`` keeps the result document alone on stdout)."""
+    if error:
+        one_line = " ".join(error.splitlines())
+        print(f"error: {one_line}", file=sys.stderr)
