@@ -6,10 +6,10 @@ Spark keeps it, plus one safeguard):
 
 * every live file and its deletion vector;
 * every tombstone whose ``deletionTimestamp`` is inside the retention, and its deletion vector;
-* every file (and deletion vector) named by a commit whose time (in-commit timestamp, else the
-  file's modification time made strictly increasing with the version) is inside the retention: a
-  writer with a slow clock may have stamped its removes in the past, and the versions before such
-  a commit still read those files;
+* every file (and deletion vector) named by a commit whose time (the commit file's modification
+  time, made strictly increasing with the version; the storage's clock, not a writer's, so an
+  in-commit timestamp is not used) is inside the retention: a writer with a slow clock may have
+  stamped its removes in the past, and the versions before such a commit still read those files;
 * everything younger than the retention (files being written by a writer that has not committed),
   everything in hidden directories and files (``_delta_log``, ``.``/``_`` names, except partition
   directories and ``_change_data``) and nothing outside the table root.
