@@ -243,10 +243,13 @@ def test_every_step_keeps_every_retained_version(name: str, tmp_path: Path) -> N
     lake.read("vacuum", root, versions)
 
     # log cleanup: the commits up to the multi-part checkpoint are 60 days old, the later ones
-    # young, so that checkpoint is the cutoff and every version from it on is retained
+    # young, so that checkpoint is the cutoff and every version from it on is retained; the
+    # young ones were stamped by a clock that went backwards (each older than the one before)
     log = root / "_delta_log"
     old = [log / f"{v:020d}.json" for v in range(middle + 1)]
     _age([p for p in old if p.exists()] + sorted(log.glob("*.checkpoint*")), now - 60 * DAY_MS)
+    for v in range(middle + 1, tr.load(root).version + 1):
+        _age([log / f"{v:020d}.json"], now - (v - middle) * 60_000)
     cleaned = cleanup_expired_logs(tr.load(root), now_ms=now)
     assert cleaned.skipped is None and cleaned.checkpoint_version == middle
     assert not any((log / f"{v:020d}.json").exists() for v in range(middle))

@@ -470,3 +470,27 @@ def test_stats_parsed_of_column_mapped_and_variant_columns(tmp_path: Path) -> No
     assert parsed["maxValues"] == {"col-a": 5, "col-s": {"col-x": 4}}
     assert parsed["nullCount"] == {"col-a": 0, "col-s": {"col-x": 1}, "col-v": 1}
     assert add["partitionValues_parsed"] == {"col-p": "z"}
+
+
+def test_checkpoints_before_a_dropped_feature_need_its_protocol(tmp_path: Path) -> None:
+    """checkpointProtection: a feature dropped at version 2 (its barrier checkpoint there)
+    still rules the versions before it. A checkpoint is checked against the protocol of the
+    version it holds, so it is refused before the drop and written after it."""
+    root = tmp_path / "t"
+    dropped = g.protocol(1, 7, writerFeatures=["someDroppedFeature", "appendOnly"])
+    after = g.protocol(1, 7, writerFeatures=["checkpointProtection", "appendOnly"])
+    config = {"delta.requireCheckpointProtectionBeforeVersion": "2"}
+    g.write_log(
+        root,
+        {
+            0: [g.commit_info(), dropped, g.metadata()],
+            1: [g.commit_info(), g.add("a.parquet", 1)],
+            2: [g.commit_info("DROP FEATURE"), after, g.metadata(configuration=config)],
+            3: [g.commit_info(), g.add("b.parquet", 1)],
+        },
+    )
+    storage = LocalStorage(str(root))
+    with pytest.raises(UnsupportedWriterFeatureError, match="someDroppedFeature"):
+        write_checkpoint(Snapshot.load(storage, 1), now_ms=NOW)
+    assert not list((root / "_delta_log").glob("*.checkpoint*"))
+    assert write_checkpoint(Snapshot.load(storage, 3), now_ms=NOW).version == 3
