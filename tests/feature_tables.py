@@ -22,6 +22,7 @@ from tests import deltagen as g
 from txntable.engine.model.stats import stats_for_table
 
 ID = b"PARQUET:field_id"
+CLUSTERING = "delta.clustering"
 UTC = dt.UTC
 
 
@@ -71,6 +72,28 @@ def data_file(
     return g.add(relative, path.stat().st_size, partition_values, stats=stats, **extra)
 
 
+def create(
+    root: Path,
+    protocol: dict[str, Any],
+    fields: Sequence[dict[str, Any]],
+    partition_columns: Sequence[str] = (),
+    configuration: Mapping[str, str] | None = None,
+    *extra: dict[str, Any],
+) -> None:
+    """Version 0: protocol, metaData of ``fields``, then ``extra`` actions (domains)."""
+    metadata = g.metadata(partition_columns, configuration, schema_string=schema(*fields))
+    g.write_commit(root, 0, [g.commit_info("CREATE TABLE"), protocol, metadata, *extra])
+
+
+def append(root: Path, version: int, relative: str, data: pa.Table, *args: Any, **kw: Any) -> None:
+    """Commit ``version`` adding one data file (``data_file``'s arguments)."""
+    g.write_commit(root, version, [g.commit_info(), data_file(root, relative, data, *args, **kw)])
+
+
+def domain(name: str, configuration: str) -> dict[str, Any]:
+    return {"domainMetadata": {"domain": name, "configuration": configuration, "removed": False}}
+
+
 def _times(n: int, start: int = 0) -> pa.Array:
     base = dt.datetime(2024, 1, 1, tzinfo=UTC)
     return pa.array(
@@ -92,11 +115,6 @@ def column_mapping_name(root: Path) -> None:
         field("p", "string", 4, "col-p"),
     ]
     config = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "12"}
-    create = [
-        g.commit_info("CREATE TABLE"),
-        g.protocol(2, 5),
-        g.metadata(["p"], config, schema_string=schema(*fields)),
-    ]
     s_arrow = pa.struct([with_id("col-sx", pa.int32(), 11), with_id("col-sy", pa.string(), 12)])
 
     def batch(n: int, start: int) -> pa.Table:
@@ -115,17 +133,9 @@ def column_mapping_name(root: Path) -> None:
             ),
         )
 
-    g.write_commit(root, 0, create)
-    g.write_commit(
-        root,
-        1,
-        [g.commit_info(), data_file(root, "col-p=a/f1.parquet", batch(5, 0), {"col-p": "a"})],
-    )
-    g.write_commit(
-        root,
-        2,
-        [g.commit_info(), data_file(root, "col-p=a/f2.parquet", batch(4, 10), {"col-p": "a"})],
-    )
+    create(root, g.protocol(2, 5), fields, ["p"], config)
+    append(root, 1, "col-p=a/f1.parquet", batch(5, 0), {"col-p": "a"})
+    append(root, 2, "col-p=a/f2.parquet", batch(4, 10), {"col-p": "a"})
     renamed = [dict(fields[0], name="a2"), *fields[1:]]
     g.write_commit(
         root,
@@ -138,16 +148,7 @@ def column_mapping_name(root: Path) -> None:
         4,
         [g.commit_info("DROP COLUMNS"), g.metadata(["p"], config, schema_string=schema(*dropped))],
     )
-    g.write_commit(
-        root,
-        5,
-        [
-            g.commit_info(),
-            data_file(
-                root, "col-p=b/f3.parquet", batch(3, 20).drop_columns(["col-ts"]), {"col-p": "b"}
-            ),
-        ],
-    )
+    append(root, 5, "col-p=b/f3.parquet", batch(3, 20).drop_columns(["col-ts"]), {"col-p": "b"})
     g.write_commit(
         root,
         6,
@@ -169,15 +170,7 @@ def column_mapping_id(root: Path) -> None:
     ]
     config = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "3"}
     protocol = g.protocol(3, 7, readerFeatures=["columnMapping"], writerFeatures=["columnMapping"])
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata(["p"], config, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, protocol, fields, ["p"], config)
     for v in range(1, 4):
         data = pa.Table.from_arrays(
             [pa.array([v, v + 10], pa.int64()), pa.array([f"v{v}", None])],
@@ -185,14 +178,7 @@ def column_mapping_id(root: Path) -> None:
                 [with_id(f"old_k{v}", pa.int64(), 1), with_id(f"old_v{v}", pa.string(), 2)]
             ),
         )
-        g.write_commit(
-            root,
-            v,
-            [
-                g.commit_info(),
-                data_file(root, f"col-p={v % 2}/f{v}.parquet", data, {"col-p": str(v % 2)}),
-            ],
-        )
+        append(root, v, f"col-p={v % 2}/f{v}.parquet", data, {"col-p": str(v % 2)})
 
 
 # -- the rest ----------------------------------------------------------------------------------
@@ -214,20 +200,10 @@ def variant_preview(root: Path) -> None:
     )
     fields = [field("id", "long"), field("v", "variant")]
     config = {"delta.checkpoint.writeStatsAsStruct": "true"}
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), config, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, protocol, fields, (), config)
     for v in range(1, 4):
         data = pa.table({"id": pa.array([v, v + 100], pa.int64()), "v": _variant(2)})
-        g.write_commit(
-            root, v, [g.commit_info(), data_file(root, f"f{v}.parquet", data, opaque=[("v",)])]
-        )
+        append(root, v, f"f{v}.parquet", data, opaque=[("v",)])
 
 
 def _iceberg(root: Path, feature: str, mapping: bool, arrays: bool) -> None:
@@ -262,15 +238,7 @@ def _iceberg(root: Path, feature: str, mapping: bool, arrays: bool) -> None:
         else g.protocol(1, 7, writerFeatures=[feature])
     )
     key = "col-p" if mapping else "p"
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata(["p"], config, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, protocol, fields, ["p"], config)
     for v in range(1, 4):
         columns = [pa.array([v, v + 5], pa.int64())]
         if arrays:
@@ -279,9 +247,7 @@ def _iceberg(root: Path, feature: str, mapping: bool, arrays: bool) -> None:
             [*columns, pa.array(["x", "x"])],
             schema=pa.schema([*arrow, with_id(key, pa.string(), 2 if mapping else None)]),
         )
-        g.write_commit(
-            root, v, [g.commit_info(), data_file(root, f"{key}=x/f{v}.parquet", data, {key: "x"})]
-        )
+        append(root, v, f"{key}=x/f{v}.parquet", data, {key: "x"})
     meta = root / "metadata"  # UniForm's Iceberg metadata: the log references none of it
     meta.mkdir()
     (meta / "v1.metadata.json").write_text('{"format-version": 2}')
@@ -306,26 +272,10 @@ def _collated(root: Path, feature: str) -> None:
         field("id", "long"),
         field("name", "string", __COLLATIONS={"name": "spark.UTF8_LCASE"}),
     ]
-    domain = {
-        "domainMetadata": {
-            "domain": "delta.collations",
-            "configuration": '{"writeVersions":{}}',
-            "removed": False,
-        }
-    }
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), None, schema_string=schema(*fields)),
-            domain,
-        ],
-    )
+    create(root, protocol, fields, (), None, domain("delta.collations", '{"writeVersions":{}}'))
     for v, names in enumerate((["b", "A"], ["a", "B"], ["C"]), start=1):
         data = pa.table({"id": pa.array(range(len(names)), pa.int64()), "name": names})
-        g.write_commit(root, v, [g.commit_info(), data_file(root, f"f{v}.parquet", data)])
+        append(root, v, f"f{v}.parquet", data)
 
 
 def collations(root: Path) -> None:
@@ -340,50 +290,19 @@ def liquid(root: Path) -> None:
     """Delta's first liquid clustering tables list ``liquid`` for ``clustering``."""
     protocol = g.protocol(1, 7, writerFeatures=["liquid", "domainMetadata"])
     fields = [field("x", "long"), field("y", "string")]
-    domain = {
-        "domainMetadata": {
-            "domain": "delta.clustering",
-            "configuration": '{"clusteringColumns":[["x"]]}',
-            "removed": False,
-        }
-    }
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), None, schema_string=schema(*fields)),
-            domain,
-        ],
-    )
+    create(root, protocol, fields, (), None, domain(CLUSTERING, '{"clusteringColumns":[["x"]]}'))
     for v in range(1, 4):
         data = pa.table({"x": pa.array([3 * v, v], pa.int64()), "y": [f"y{v}", None]})
-        g.write_commit(root, v, [g.commit_info(), data_file(root, f"f{v}.parquet", data)])
+        append(root, v, f"f{v}.parquet", data)
 
 
 def materialized_partitions(root: Path) -> None:
     protocol = g.protocol(1, 7, writerFeatures=["materializePartitionColumns"])
     fields = [field("id", "long"), field("d", "date")]
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata(["d"], None, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, protocol, fields, ["d"], None)
     for v in range(1, 4):
         data = pa.table({"id": pa.array([v], pa.int64()), "d": pa.array([dt.date(2024, 5, 1)])})
-        g.write_commit(
-            root,
-            v,
-            [
-                g.commit_info(),
-                data_file(root, f"d=2024-05-01/f{v}.parquet", data, {"d": "2024-05-01"}),
-            ],
-        )
+        append(root, v, f"d=2024-05-01/f{v}.parquet", data, {"d": "2024-05-01"})
 
 
 def checkpoint_protection(root: Path) -> None:
@@ -391,83 +310,28 @@ def checkpoint_protection(root: Path) -> None:
     protocol = g.protocol(1, 7, writerFeatures=["checkpointProtection", "appendOnly", "invariants"])
     config = {"delta.requireCheckpointProtectionBeforeVersion": "2"}
     fields = [field("id", "long")]
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), config, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, protocol, fields, (), config)
     for v in range(1, 5):
-        g.write_commit(
-            root,
-            v,
-            [
-                g.commit_info(),
-                data_file(root, f"f{v}.parquet", pa.table({"id": pa.array([v], pa.int64())})),
-            ],
-        )
+        append(root, v, f"f{v}.parquet", pa.table({"id": pa.array([v], pa.int64())}))
 
 
 def type_widening(root: Path) -> None:
     """An integer column widened to long: the first files store int32."""
     protocol = g.protocol(3, 7, readerFeatures=["typeWidening"], writerFeatures=["typeWidening"])
     changes = [{"fromType": "integer", "toType": "long"}]
-    narrow = schema(field("n", "integer"), field("s", "string"))
-    wide = schema(field("n", "long", **{"delta.typeChanges": changes}), field("s", "string"))
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), {"delta.enableTypeWidening": "true"}, schema_string=narrow),
-        ],
-    )
-    g.write_commit(
-        root,
-        1,
-        [
-            g.commit_info(),
-            data_file(
-                root, "f1.parquet", pa.table({"n": pa.array([1, 2], pa.int32()), "s": ["a", "b"]})
-            ),
-        ],
-    )
-    g.write_commit(
-        root,
-        2,
-        [
-            g.commit_info("CHANGE COLUMN"),
-            g.metadata((), {"delta.enableTypeWidening": "true"}, schema_string=wide),
-        ],
-    )
-    g.write_commit(
-        root,
-        3,
-        [
-            g.commit_info(),
-            data_file(
-                root, "f2.parquet", pa.table({"n": pa.array([2**40], pa.int64()), "s": ["c"]})
-            ),
-        ],
-    )
+    config = {"delta.enableTypeWidening": "true"}
+    widened = field("n", "long", **{"delta.typeChanges": changes})
+    create(root, protocol, [field("n", "integer"), field("s", "string")], (), config)
+    append(root, 1, "f1.parquet", pa.table({"n": pa.array([1, 2], pa.int32()), "s": ["a", "b"]}))
+    wide = g.metadata((), config, schema_string=schema(widened, field("s", "string")))
+    g.write_commit(root, 2, [g.commit_info("CHANGE COLUMN"), wide])
+    append(root, 3, "f2.parquet", pa.table({"n": pa.array([2**40], pa.int64()), "s": ["c"]}))
 
 
 def int96_edges(root: Path) -> None:
     """INT96 timestamps outside the nanosecond range (what pyarrow and Spark write)."""
     fields = [field("id", "long"), field("ts", "timestamp")]
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            g.protocol(),
-            g.metadata((), None, schema_string=schema(*fields)),
-        ],
-    )
+    create(root, g.protocol(), fields, (), None)
     edges = [
         [
             dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
@@ -483,9 +347,7 @@ def int96_edges(root: Path) -> None:
                 "ts": pa.array(values, pa.timestamp("us", "UTC")),
             }
         )
-        g.write_commit(
-            root, v, [g.commit_info(), data_file(root, f"f{v}.parquet", data, int96=True)]
-        )
+        append(root, v, f"f{v}.parquet", data, int96=True)
 
 
 def empty_schema(root: Path) -> None:
@@ -529,18 +391,11 @@ def tracked_rows_ict_dv(root: Path) -> None:
         "delta.inCommitTimestampEnablementVersion": str(snapshot.version + 1),
         "delta.inCommitTimestampEnablementTimestamp": str(ict),
     }
-    domain = {
-        "domainMetadata": {
-            "domain": "delta.clustering",
-            "configuration": '{"clusteringColumns":[["x"]]}',
-            "removed": False,
-        }
-    }
     upgrade = [
         g.commit_info("SET TBLPROPERTIES", inCommitTimestamp=ict),
         g.protocol(3, 7, readerFeatures=readers, writerFeatures=features),
         {"metaData": meta},
-        domain,
+        domain(CLUSTERING, '{"clusteringColumns":[["x"]]}'),
     ]
     g.write_commit(root, snapshot.version + 1, upgrade)
     table.append(pa.table({"x": pa.array([4, 5], pa.int64()), "y": ["d", None]}))
@@ -550,24 +405,9 @@ def tracked_rows_ict_dv(root: Path) -> None:
 
 def unknown_writer_feature(root: Path) -> None:
     protocol = g.protocol(1, 7, writerFeatures=["someFutureFeature", "appendOnly"])
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            protocol,
-            g.metadata((), None, schema_string=schema(field("id", "long"))),
-        ],
-    )
+    create(root, protocol, [field("id", "long")])
     for v in range(1, 3):
-        g.write_commit(
-            root,
-            v,
-            [
-                g.commit_info(),
-                data_file(root, f"f{v}.parquet", pa.table({"id": pa.array([v], pa.int64())})),
-            ],
-        )
+        append(root, v, f"f{v}.parquet", pa.table({"id": pa.array([v], pa.int64())}))
 
 
 BUILDERS: dict[str, Callable[[Path], None]] = {

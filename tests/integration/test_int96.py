@@ -134,6 +134,12 @@ def test_stable_row_ids_of_int96_files(tmp_path: Path) -> None:
     )
 
 
+def _timestamp_table(root: Path) -> Path:
+    """Version 0 of a table of ``id`` and ``ts`` (a timestamp), written by hand."""
+    ft.create(root, g.protocol(), [ft.field("id", "long"), ft.field("ts", "timestamp")])
+    return root
+
+
 def _spark_int96(spark: Any, where: Path, mode: str) -> Path:
     """A Parquet file Spark writes with INT96 timestamps in ``mode`` (CORRECTED or LEGACY)."""
     spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
@@ -167,17 +173,7 @@ def test_spark_written_int96_on_the_spark_executor(utc_spark: Any, tmp_path: Pat
 
     spark = utc_spark
 
-    root = tmp_path / "t"
-    fields = [ft.field("id", "long"), ft.field("ts", "timestamp")]
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            g.protocol(),
-            g.metadata((), None, schema_string=ft.schema(*fields)),
-        ],
-    )
+    root = _timestamp_table(tmp_path / "t")
     for version, mode in ((1, "CORRECTED"), (2, "CORRECTED")):
         part = _spark_int96(spark, tmp_path / f"spark{version}", mode)
         assert pq.ParquetFile(part).schema.column(1).physical_type == "INT96"
@@ -209,17 +205,7 @@ def test_spark_written_int96_on_the_spark_executor(utc_spark: Any, tmp_path: Pat
 @pytest.mark.spark
 def test_spark_legacy_calendar_files_are_not_rewritten(utc_spark: Any, tmp_path: Path) -> None:
     spark = utc_spark
-    root = tmp_path / "t"
-    fields = [ft.field("id", "long"), ft.field("ts", "timestamp")]
-    g.write_commit(
-        root,
-        0,
-        [
-            g.commit_info("CREATE TABLE"),
-            g.protocol(),
-            g.metadata((), None, schema_string=ft.schema(*fields)),
-        ],
-    )
+    root = _timestamp_table(tmp_path / "t")
     for version in (1, 2):
         part = _spark_int96(spark, tmp_path / f"legacy{version}", "LEGACY")
         assert b"org.apache.spark.legacyINT96" in (pq.ParquetFile(part).metadata.metadata or {})

@@ -17,7 +17,7 @@ columns (``materializes_partitions``, which ``materializePartitionColumns`` and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from txntable.engine.model.actions import Metadata, Protocol
@@ -197,8 +197,15 @@ def _struct_fields(delta_type: Any) -> list[dict[str, Any]]:
     return []
 
 
-def _missing_nested_ids(fields: list[dict[str, Any]]) -> list[str]:
+def _every_field(fields: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every struct field: the top-level ones and those of nested structs, at any depth."""
     for f in fields:
+        yield f
+        yield from _every_field(_struct_fields(f["type"]))
+
+
+def _missing_nested_ids(fields: list[dict[str, Any]]) -> list[str]:
+    for f in _every_field(fields):
         meta = f.get("metadata") or {}
         physical = meta.get(PHYSICAL_NAME_KEY) or f["name"]
         wanted: list[str] = []
@@ -215,14 +222,11 @@ def _missing_nested_ids(fields: list[dict[str, Any]]) -> list[str]:
                     f"delta.columnMapping.nested.ids (column {f['name']} has none for "
                     f"{path.lstrip('.')})"
                 ]
-        found = _missing_nested_ids(_struct_fields(f["type"]))
-        if found:
-            return found
     return []
 
 
 def _type_change_problems(fields: list[dict[str, Any]]) -> list[str]:
-    for f in fields:
+    for f in _every_field(fields):
         raw = (f.get("metadata") or {}).get("delta.typeChanges")
         changes = json.loads(raw) if isinstance(raw, str) else raw
         for change in changes if isinstance(changes, list) else []:
@@ -234,9 +238,6 @@ def _type_change_problems(fields: list[dict[str, Any]]) -> list[str]:
                     f"only type changes Iceberg supports (column {f['name']} was widened from "
                     f"{source} to {target})"
                 ]
-        found = _type_change_problems(_struct_fields(f["type"]))
-        if found:
-            return found
     return []
 
 
