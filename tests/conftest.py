@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TESTDATA = REPO.parent / "shared" / "testdata" / "delta"
+# resolved: deltalake reports real paths, and a checkout may reach ../shared through a symlink
+TESTDATA = (REPO.parent / "shared" / "testdata" / "delta").resolve()
 
 
 def reference_tables() -> list[str]:
