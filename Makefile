@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup testdeps demo test lint typecheck layers unit bench soak clean sysdeps
+.PHONY: setup testdeps demo test lint typecheck layers unit bench soak clean sysdeps controlplane cluster
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,8 +52,21 @@ typecheck: setup
 layers: setup
 	$(VENV)/bin/lint-imports
 
-test: testdeps lint typecheck layers
+test: testdeps controlplane lint typecheck layers
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The real Kubernetes control plane of tests/controlplane: upstream kube-apiserver and etcd,
+# built with Go from the pinned tools module (tools/controlplane/go.mod) once per machine into
+# ~/.cache/txntable/controlplane-<k8s>-etcd-<etcd>-<go.mod/go.sum hash>/bin (about 15 minutes
+# cold on 2 cores, nothing when cached). docs/testing-control-plane.md.
+controlplane: setup
+	$(PY) -m tests.controlplane.binaries
+
+# Start that control plane by hand for debugging; prints a kubeconfig. CLUSTER_ARGS=--chart
+# also installs the chart as the tests do. Ctrl-C stops it.
+CLUSTER_ARGS ?=
+cluster: controlplane
+	$(PY) -m tests.controlplane.cluster $(CLUSTER_ARGS)
 
 unit: testdeps
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
