@@ -1,0 +1,162 @@
+"""Fixtures of the control-plane tests: a real kube-apiserver + etcd, the chart, the controller.
+
+Every test in ``tests/controlplane/`` is marked ``controlplane`` and shares ONE control plane per
+pytest session (starting one takes a few seconds; ``make test`` builds the binaries first, see
+``tests.controlplane.binaries``). Tests isolate themselves by namespace, not by server.
+
+Fixtures (all building blocks are plain classes, usable outside pytest too: ``make cluster``):
+
+``control_plane`` (session) -> ``plane.ControlPlane``
+    ``.url``, ``.ca_file``, ``.admin_token``; ``.client(token=None)`` a ``kubernetes``
+    ApiClient (admin, in ``system:masters``, when no token); ``.kubeconfig(path, token=None,
+    namespace=...)`` writes one; ``.audit_events()`` every request so far (Metadata level:
+    user, verb, objectRef, responseStatus); ``.restart_apiserver()`` same port and data;
+    ``.logs()`` tails of both logs. Missing binaries fail with the command that builds them.
+
+``admin`` (session) -> ``kubernetes.client.ApiClient`` as the admin.
+
+``namespace`` (function) -> a fresh namespace name (created; never deleted: no
+    controller-manager finishes namespace deletion, and the server is per session anyway).
+
+``installed`` (session) -> ``controller.Install``: the chart installed once by Helm's SDK as
+    release ``txntable`` in ``txntable-system``, watching ``TABLES_NAMESPACE``
+    (``txntable-tables``), with the ``job`` default backend and a 1 s observe interval. Tests
+    that need other values call ``controller.install_chart(...)`` with their own release name
+    and namespaces.
+
+``start_controller`` (function) -> ``start(install=None, name="controller", env=None, wait=True)``
+    runs ``python -m txntable`` as a real process with the chart's environment and a
+    TokenRequest token of the chart's ServiceAccount (``controller.ControllerProcess``:
+    ``.stop()`` SIGTERM, ``.kill()`` SIGKILL, ``.restart()``, ``.metrics()``, ``.logs()``).
+    Every process started is stopped at teardown; its log is attached to a failed test.
+
+``kube.py`` has the client helpers: ``apply`` (server-side apply, for any size of object),
+``apply_all`` (CRDs first, waits for Established), ``wait_for``, ``ensure_namespace``,
+``service_account_token``, ``get_table``, ``condition``.
+
+Known facts of this server (no kubelet, scheduler or controller-manager): pods stay Pending;
+no garbage collection of owned objects; no Job controller (a test writes Job status as the
+Job controller would, and it must pass the server's validation); Kopf with a peering name waits
+until the peering CRDs and the named peering object exist (the chart installs both).
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane import binaries
+from tests.controlplane.controller import ControllerProcess, Install, install_chart
+from tests.controlplane.plane import ControlPlane
+
+RELEASE = "txntable"
+SYSTEM_NAMESPACE = "txntable-system"
+TABLES_NAMESPACE = "txntable-tables"
+#: chart values of the shared install: fast ticks, runs as batch Jobs (no Spark Operator here)
+INSTALL_VALUES: dict[str, Any] = {
+    "watch": {"namespaces": [TABLES_NAMESPACE]},
+    "config": {"observeIntervalSeconds": 1, "defaultBackend": "job", "logFormat": "text"},
+}
+
+_PLANE_KEY = pytest.StashKey[ControlPlane]()
+_CONTROLLERS_KEY = pytest.StashKey[list[ControllerProcess]]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.controlplane)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        plane = item.session.stash.get(_PLANE_KEY, None)
+        if plane is not None:
+            report.sections.append(("control plane logs", plane.logs()))
+        for proc in item.stash.get(_CONTROLLERS_KEY, []):
+            report.sections.append((f"controller {proc.log.name}", proc.logs()))
+    return report
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    try:
+        bin_dir = binaries.find()
+    except binaries.MissingBinariesError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    logdir = tmp_path_factory.mktemp("controlplane-logs")  # kept by pytest (last 3 runs)
+    workdir = Path(tempfile.mkdtemp(prefix="txntable-controlplane-"))
+    plane = ControlPlane.start(bin_dir, workdir, logdir)
+    request.session.stash[_PLANE_KEY] = plane
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def admin(control_plane: ControlPlane) -> Any:
+    return control_plane.client()
+
+
+_namespaces = itertools.count(1)
+
+
+@pytest.fixture
+def namespace(admin: Any, request: pytest.FixtureRequest) -> str:
+    from tests.controlplane.kube import ensure_namespace
+
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"t{next(_namespaces)}-{base}"
+    ensure_namespace(admin, name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Install:
+    return install_chart(
+        control_plane,
+        tmp_path_factory.mktemp("install"),
+        release=RELEASE,
+        namespace=SYSTEM_NAMESPACE,
+        values=INSTALL_VALUES,
+    )
+
+
+@pytest.fixture
+def start_controller(
+    control_plane: ControlPlane, installed: Install, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ControllerProcess]]:
+    started: list[ControllerProcess] = []
+    request.node.stash[_CONTROLLERS_KEY] = started
+
+    def start(
+        install: Install | None = None,
+        *,
+        name: str = "controller",
+        env: dict[str, str] | None = None,
+        wait: bool = True,
+    ) -> ControllerProcess:
+        proc = ControllerProcess.start(
+            control_plane, install or installed, tmp_path / name, name=name, env=env, wait=False
+        )
+        started.append(proc)
+        if wait:
+            proc.wait_ready()
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()

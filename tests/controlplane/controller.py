@@ -1,0 +1,213 @@
+"""The chart installed on the test control plane, and the controller run as a real process.
+
+Why: in a cluster the controller is ``python -m txntable`` (the image's entry point) with the
+chart's ``TXNTABLE_*`` environment, a ServiceAccount token, and the RBAC the chart grants. Here
+the same: ``install_chart`` installs the chart with Helm's own Go SDK (helm-python-sdk's
+``Config.install``, as ``helm install`` would: CRDs from crds/ first, then every template), and
+``ControllerProcess.start`` runs ``python -m txntable`` with the rendered Deployment's
+environment, a kubeconfig holding a token for the chart's ServiceAccount obtained through the
+TokenRequest API, and nothing else: the production client path (kubeconfig), the chart's RBAC.
+
+No kubelet runs the Deployment's pod; the test process stands in for it. Ports the pod would
+own (metrics, health) are replaced by free ones so several controllers can run side by side.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import yaml
+
+from tests.controlplane.kube import ensure_namespace, service_account_token, wait_established
+from tests.controlplane.plane import ControlPlane, env_without_kube, free_port, stop_process, tail
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "txntable-operator"
+#: seconds for the controller's liveness endpoint to answer after start (imports + startup)
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class Install:
+    """A Helm release of the chart on the control plane."""
+
+    release: str
+    namespace: str
+    watch: list[str]
+    values: dict[str, Any]
+    objects: list[dict[str, Any]]
+    kubeconfig: Path
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o.get("kind") == kind]
+
+    @property
+    def deployment(self) -> dict[str, Any]:
+        (found,) = self.of_kind("Deployment")
+        return found
+
+    @property
+    def service_account(self) -> str:
+        return str(self.deployment["spec"]["template"]["spec"]["serviceAccountName"])
+
+    @property
+    def user(self) -> str:
+        """The controller's user name as the API server (and its audit log) knows it."""
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+    def env(self) -> dict[str, str]:
+        """The controller container's environment as the chart renders it."""
+        container = self.deployment["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: str(e.get("value", "")) for e in container.get("env", [])}
+
+
+def helm_config(plane: ControlPlane, kubeconfig: Path, namespace: str) -> helm_python.Config:
+    return helm_python.Config(kubeconfig_path=kubeconfig, namespace=namespace)
+
+
+def install_chart(
+    plane: ControlPlane,
+    workdir: Path,
+    *,
+    release: str,
+    namespace: str,
+    values: dict[str, Any] | None = None,
+    chart: Path = CHART,
+) -> Install:
+    """``helm install`` the chart (release ``release`` in ``namespace``) as the admin; the
+    watched namespaces are created first (the chart puts Roles and peering objects there)."""
+    values = dict(values or {})
+    watch = list((values.get("watch") or {}).get("namespaces") or [namespace])
+    api = plane.client()
+    for ns in {namespace, *watch}:
+        ensure_namespace(api, ns)
+    kubeconfig = plane.kubeconfig(workdir / f"admin-{release}.kubeconfig", namespace=namespace)
+    cfg = helm_config(plane, kubeconfig, namespace)
+    out = cfg.install(str(chart), release, values, namespace=namespace, timeout=120)
+    objects = [d for d in yaml.safe_load_all(out["manifest"]) if d]
+    crds = [o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"]
+    wait_established(api, crds)
+    return Install(release, namespace, watch, values, objects, kubeconfig)
+
+
+def uninstall_chart(plane: ControlPlane, install: Install) -> dict[str, Any]:
+    cfg = helm_config(plane, install.kubeconfig, install.namespace)
+    return dict(cfg.uninstall(install.release, timeout=120))
+
+
+@dataclass
+class ControllerProcess:
+    """``python -m txntable`` against the control plane, as the chart's ServiceAccount."""
+
+    install: Install
+    proc: subprocess.Popen[bytes]
+    log: Path
+    env: dict[str, str]
+    health_port: int
+    metrics_port: int
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        plane: ControlPlane,
+        install: Install,
+        workdir: Path,
+        *,
+        name: str = "controller",
+        env: dict[str, str] | None = None,
+        token_seconds: int = 3600,
+        wait: bool = True,
+    ) -> ControllerProcess:
+        """Start the controller; with ``wait``, return once its liveness endpoint answers
+        (Kopf has run the startup handler). ``env`` adds or overrides variables."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        token = service_account_token(
+            plane.client(), install.namespace, install.service_account, token_seconds
+        )
+        kubeconfig = plane.kubeconfig(
+            workdir / f"{name}.kubeconfig", token=token, namespace=install.namespace
+        )
+        health, metrics = free_port(), free_port()
+        full = env_without_kube() | install.env()
+        full |= {
+            "KUBECONFIG": str(kubeconfig),
+            "TXNTABLE_HEALTH_PORT": str(health),
+            "TXNTABLE_METRICS_PORT": str(metrics),
+            "TXNTABLE_LOCAL_RUNS_DIR": str(workdir / "runs"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        full |= env or {}
+        log = workdir / f"{name}.log"
+        proc = cls._spawn(full, log)
+        started = cls(install, proc, log, full, health, metrics, dict(env or {}))
+        if wait:
+            started.wait_ready()
+        return started
+
+    @staticmethod
+    def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "txntable"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+
+    def healthy(self) -> bool:
+        try:
+            url = f"http://127.0.0.1:{self.health_port}/healthz"
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return int(resp.status) == 200
+        except OSError:
+            return False
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited with {self.proc.returncode}:\n{self.logs()}")
+            if self.healthy():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"controller not healthy after {timeout:.0f} s:\n{self.logs()}")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as resp:
+            return bytes(resp.read()).decode()
+
+    def stop(self, grace: float = 30.0) -> int:
+        """SIGTERM (as the kubelet stops a pod), SIGKILL after ``grace``; the exit code."""
+        stop_process(self.proc, grace)
+        return int(self.proc.returncode)
+
+    def kill(self) -> None:
+        """SIGKILL: the pod dies without cleanup (node loss, OOM kill)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def restart(self, *, wait: bool = True) -> None:
+        """Start the same controller again (same token, ports and environment)."""
+        if self.proc.poll() is None:
+            self.stop()
+        with self.log.open("ab") as out:
+            out.write(b"\n=== restarted\n")
+        self.proc = self._spawn(self.env, self.log)
+        if wait:
+            self.wait_ready()
+
+    def logs(self, lines: int = 80) -> str:
+        return f"--- {self.log}\n{tail(self.log, lines)}"

@@ -1,0 +1,95 @@
+"""Certificates and keys of a test control plane, made with ``cryptography``.
+
+A throwaway CA signs the API server's serving certificate (for 127.0.0.1 and localhost, the
+only addresses it listens on); an RSA key signs ServiceAccount tokens (TokenRequest) and its
+public half verifies them. Nothing is reused across sessions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+_PEM = serialization.Encoding.PEM
+
+
+_CA_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    key_cert_sign=True,
+    crl_sign=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    encipher_only=False,
+    decipher_only=False,
+)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def write_pki(directory: Path) -> dict[str, Path]:
+    """Write ca.crt, apiserver.crt/.key and sa.key/.pub into ``directory``; their paths."""
+    now = dt.datetime.now(dt.UTC)
+    valid = (now - dt.timedelta(minutes=5), now + dt.timedelta(days=2))
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("txntable-test-ca"))
+        .issuer_name(_name("txntable-test-ca"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_CA_USAGE, critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = [
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        *(x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default.svc")),
+    ]
+    serving = (
+        x509.CertificateBuilder()
+        .subject_name(_name("kube-apiserver"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    paths = {
+        "ca": directory / "ca.crt",
+        "cert": directory / "apiserver.crt",
+        "key": directory / "apiserver.key",
+        "sa_key": directory / "sa.key",
+        "sa_pub": directory / "sa.pub",
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    paths["ca"].write_bytes(ca.public_bytes(_PEM))
+    paths["cert"].write_bytes(serving.public_bytes(_PEM))
+    paths["key"].write_bytes(_key_pem(key))
+    paths["sa_key"].write_bytes(_key_pem(sa_key))
+    paths["sa_pub"].write_bytes(
+        sa_key.public_key().public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    for p in (paths["key"], paths["sa_key"]):
+        p.chmod(0o600)
+    return paths
