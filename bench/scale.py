@@ -49,6 +49,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.kubeconfig import write_kubeconfig
+
 from bench.gen import TableSpec, table_path
 from bench.read_snapshot import _machine
 
@@ -370,8 +372,11 @@ def _controller(
 ) -> Iterator[subprocess.Popen[bytes]]:
     if not (source / "txntable" / "__init__.py").exists():
         raise RuntimeError(f"no txntable package in {source}")
+    kubeconfig = write_kubeconfig(logs.with_suffix(".kubeconfig"), url, "bench")
     env = {
         **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        # sources before KUBECONFIG was the only way in read this test-only variable instead
         "TXNTABLE_TEST_APISERVER": url,
         "TXNTABLE_OBSERVE_INTERVAL_SECONDS": str(interval),
         "TXNTABLE_METRICS_PORT": str(_free_port()),

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 import re
 import shutil
 import time
@@ -30,6 +29,7 @@ from tests.integration.test_controller_kmock import (
     TABLES,
     metrics_text,
     register_resources,
+    use_kmock,
 )
 from txntable.engine import Table
 
@@ -108,7 +108,7 @@ async def test_idle_tables_cost_requests_per_namespace_not_per_table(
 ) -> None:
     register_resources(kmock)
     tables = _apply(kmock, tmp_path)
-    os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
+    use_kmock(kmock)
     seen: dict[str, Any] = {}
 
     def run() -> bool:

@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ import pytest
 from deltalake import DeltaTable
 from kopf.testing import KopfRunner
 
+from tests.kubeconfig import write_kubeconfig
 from txntable.engine import Table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.asyncio]
@@ -244,8 +246,21 @@ class SparkOperatorStandIn:
         return proc.returncode
 
 
+def use_kmock(kmock: Any) -> None:
+    """Point the controller at kmock the way it finds a cluster without in-cluster credentials:
+    a kubeconfig (server, token) in ``KUBECONFIG``, read by Kopf's login and by the handlers'
+    own client alike."""
+    from kubernetes.config import kube_config
+
+    path = Path(tempfile.gettempdir()) / f"txntable-kmock-{os.getpid()}.kubeconfig"
+    os.environ["KUBECONFIG"] = str(write_kubeconfig(path, str(kmock.url).rstrip("/"), "test"))
+    # the client reads KUBECONFIG once, at import (a process started with it set needs nothing
+    # more); the controller runs in this test process, which imported the client long before
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(path)
+
+
 async def operate_until(kmock: Any, done: Callable[[], bool], timeout: float = 240) -> bool:
-    os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
+    use_kmock(kmock)
 
     def run() -> bool:
         args = ["run", "-A", "--standalone", "-m", "txntable.handlers.kopf_handlers"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from tests.integration.test_controller_kmock import (
     metrics_text,
     register_resources,
     status,
+    use_kmock,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -61,7 +61,7 @@ async def test_liveness_metrics_and_finalizer(kmock: Any, tmp_path: Path) -> Non
     # an object from a release that used Kopf's default finalizer: it must not keep it
     docs["table"]["metadata"]["finalizers"] = [LEGACY]
     apply(kmock, docs)
-    os.environ["TXNTABLE_TEST_APISERVER"] = str(kmock.url).rstrip("/")
+    use_kmock(kmock)
     health = f"http://127.0.0.1:{_free_port()}/healthz"
     seen: dict[str, Any] = {}
 

@@ -57,7 +57,6 @@ from txntable.reconcile.policy_status import policy_status
 
 log = logging.getLogger(__name__)
 
-ENV_TEST_APISERVER = "TXNTABLE_TEST_APISERVER"
 ENV_RUNS_DIR = "TXNTABLE_LOCAL_RUNS_DIR"
 CONFIG = Config.from_env()  # read once; kopf decorators below need the interval at import
 #: Kopf's default finalizer, which earlier releases left on every object; ours replaced it.
@@ -134,13 +133,11 @@ class State:
 
 
 def _api_client() -> Any:
+    """The handlers' own client (launchers, Secrets, status from the commit-events daemon), found
+    as Kopf's login finds its own: in-cluster credentials, else ``KUBECONFIG``. Tests point
+    both at their API server with a kubeconfig, so this is the only path there is."""
     from kubernetes import client, config
 
-    server = os.environ.get(ENV_TEST_APISERVER)
-    if server:
-        conf = client.Configuration(host=server)
-        conf.verify_ssl = False
-        return client.ApiClient(conf)
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
@@ -150,9 +147,6 @@ def _api_client() -> Any:
 
 @kopf.on.login(id="login")
 def login(**kwargs: Any) -> Any:
-    server = os.environ.get(ENV_TEST_APISERVER)
-    if server:
-        return kopf.ConnectionInfo(server=server, insecure=True, token="test")
     return kopf.login_via_client(**kwargs)
 
 
