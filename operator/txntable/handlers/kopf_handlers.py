@@ -162,6 +162,11 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(4, config.max_concurrent_runs * 2)
     settings.watching.server_timeout = 300
+    # A namespaced controller serves exactly the namespaces it is given, so it does not watch
+    # Namespaces (nor CRDs) to find more: that needs cluster-wide permissions the chart does not
+    # grant it, and without them Kopf retried the refused listing for about a minute at every
+    # start before serving any table. Resources are discovered once, at start.
+    settings.scanning.disabled = bool(config.namespaces)
     api_client = _api_client()
     launchers: dict[Backend, Launcher] = {}
 
