@@ -141,9 +141,10 @@ def test_structural_schema_with_descriptions(kind: str) -> None:
         is_map_value = path.endswith("{}")
         is_scalar_item = path.endswith("[]") and node.get("type") != "object"
         is_metadata = path == "metadata"  # may say nothing more (next test)
-        if not (is_map_value or is_scalar_item or is_metadata) and not node.get(
-            "description", ""
-        ).strip():
+        if (
+            not (is_map_value or is_scalar_item or is_metadata)
+            and not node.get("description", "").strip()
+        ):
             problems.append(f"{path or '<root>'}: no description")
         if node.get("additionalProperties") is False:
             problems.append(f"{path}: additionalProperties: false is not structural")
