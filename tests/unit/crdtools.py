@@ -221,8 +221,8 @@ def _cel(schema: dict[str, Any], value: Any, old: Any, path: str) -> Iterator[st
             raise CelEvaluationError(f"{path}: rule {rule!r} failed to evaluate: {exc}") from exc
         if isinstance(result, Exception) or not isinstance(result, celtypes.BoolType):
             raise CelEvaluationError(f"{path}: rule {rule!r} gave {result!r}")
-        if not result:
-            yield f"{path}: {spec['message']}"
+        if not result:  # fieldPath: where the API server reports it, below the rule's node
+            yield f"{path}{spec.get('fieldPath', '')}: {spec['message']}"
     if isinstance(value, dict):
         for key, sub in schema.get("properties", {}).items():
             if key in value:

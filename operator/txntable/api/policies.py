@@ -338,8 +338,9 @@ class CompactionPolicySpec:
         """Mirrors of the CEL rules, plus a time-zone lookup the schema cannot do."""
         if self.min_file_size > self.target_file_size:
             raise InvalidSpecError(path, MSG_MIN_ABOVE_TARGET)
-        if len(set(self.z_order_by)) != len(self.z_order_by):
-            raise InvalidSpecError(f"{path}.zOrderBy", "duplicate entry")
+        for i, column in enumerate(self.z_order_by):
+            if column in self.z_order_by[:i]:  # the item, as the API server reports it
+                raise InvalidSpecError(f"{path}.zOrderBy[{i}]", "duplicate entry")
         check_time_zone(self.time_zone, f"{path}.timeZone")
 
 

@@ -100,7 +100,8 @@ class CreateSpec:
         names = [c.name for c in self.columns]
         for i, name in enumerate(names):
             if name in names[:i]:
-                raise InvalidSpecError(f"{path}.columns[{i}].name", MSG_DUPLICATE_COLUMN)
+                # the item, as the API server reports a duplicate key of a list-map
+                raise InvalidSpecError(f"{path}.columns[{i}]", MSG_DUPLICATE_COLUMN)
         for i, part in enumerate(self.partition_columns):
             if part not in names:
                 raise InvalidSpecError(f"{path}.partitionColumns[{i}]", MSG_PARTITION_COLUMNS)

@@ -186,13 +186,16 @@ def test_defaults_validate_against_their_own_schema(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_rules_compile_and_use_only_evaluable_functions(kind: str) -> None:
     rules = [
-        (path, r)
+        (path, node, r)
         for path, node in nodes(schema_of(CRDS[kind]))
         for r in node.get("x-kubernetes-validations", [])
     ]
     assert rules, "every kind has CEL rules"
-    for path, r in rules:
-        assert set(r) <= {"rule", "message"}, path
+    for path, node, r in rules:
+        # fieldPath: crdtools reports the error there, as the API server does
+        assert set(r) <= {"rule", "message", "fieldPath"}, path
+        if "fieldPath" in r:
+            assert r["fieldPath"].removeprefix(".") in node["properties"], path
         assert r["message"].strip(), f"{path}: a rule needs a message"
         compile_rule(r["rule"])
         unknown = rule_functions(r["rule"]) - STANDARD_CEL - KUBERNETES_CEL
