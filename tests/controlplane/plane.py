@@ -184,6 +184,9 @@ class ControlPlane:
             "--authorization-mode=RBAC",
             # no controller-manager creates default ServiceAccounts (envtest does the same)
             "--disable-admission-plugins=ServiceAccount",
+            # as OpenShift: creating an object with a blockOwnerDeletion owner reference needs
+            # update on the owner's finalizers (the chart grants it for runs' TxnTables)
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--allow-privileged=true",
             f"--audit-policy-file={w / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}",

@@ -7,16 +7,13 @@ tests/unit/deploy/test_chart.py checks every rendered rule against that list (no
 {{- define "txntable.rules.tables" -}}
 - apiGroups: ["txntable.io"]
   resources: ["txntables", "compactionpolicies", "checkpointpolicies"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["txntable.io"]
   resources: ["txntables/status", "compactionpolicies/status", "checkpointpolicies/status"]
   verbs: ["patch"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- $backends := .Values.rbac.backends }}
 {{- if $backends }}
 # children carry blockOwnerDeletion owner references to their TxnTable
@@ -58,29 +55,18 @@ tests/unit/deploy/test_chart.py checks every rendered rule against that list (no
 {{- define "txntable.rules.peering" -}}
 - apiGroups: ["kopf.dev"]
   resources: ["kopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 {{- end }}
 
-{{/* Scope OWN: the controller's own namespace. */}}
-{{- define "txntable.rules.own" -}}
-- apiGroups: ["coordination.k8s.io"]
-  resources: ["leases"]
-  verbs: ["get", "list", "watch", "patch"]
-{{- end }}
-
-{{/* Scopes CLUSTER (always) and CLUSTER_WIDE (cluster-wide installs). */}}
+{{/* Scope CLUSTER_WIDE (cluster-wide installs only; a namespaced one needs nothing
+cluster-scoped). */}}
 {{- define "txntable.rules.cluster" -}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["get", "list", "watch"]
-{{- if .Values.watch.clusterWide }}
-- apiGroups: [""]
-  resources: ["namespaces"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
-  verbs: ["get", "list", "watch", "patch"]
-{{- end }}
+  verbs: ["list", "watch", "patch"]
 {{- end }}
 
 {{/* What Spark drivers do with their ServiceAccount (launch/permissions.py SPARK_DRIVER). */}}

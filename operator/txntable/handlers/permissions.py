@@ -14,9 +14,14 @@ Scopes say where a permission applies, so the chart can stay namespaced by defau
 * ``SECRETS``: like ``TABLES`` but kept apart, so the chart can narrow it to named Secrets,
   to fewer namespaces, or drop it when storage needs no credentials;
 * ``PEERING``: the watched namespaces of a namespaced install (Kopf's KopfPeering);
-* ``OWN``: the controller's own namespace only;
-* ``CLUSTER``: cluster-scoped resources, needed in both modes (a ClusterRole);
-* ``CLUSTER_WIDE``: only when the controller watches every namespace.
+* ``CLUSTER_WIDE``: cluster-scoped, only when the controller watches every namespace.
+
+A namespaced install needs nothing cluster-scoped: it serves the namespaces it is given and
+discovers the resources once at start (Kopf's scanning is off, ``kopf_handlers.startup``).
+
+Every verb here was seen used by the controller against a real API server, and nothing it
+used was missing (``tests/controlplane/test_rbac.py`` reads the server's audit log); Kopf
+never reads single objects (``get``): it lists, watches and patches.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ __all__ = [
 #: Kopf's own API group (peering objects).
 KOPF_GROUP: Final = "kopf.dev"
 
-_WATCH: Final = ("get", "list", "watch")
+_WATCH: Final = ("list", "watch")
 
 
 class Scope(StrEnum):
@@ -53,8 +58,6 @@ class Scope(StrEnum):
     TABLES = "tables"
     SECRETS = "secrets"
     PEERING = "peering"
-    OWN = "own"
-    CLUSTER = "cluster"
     CLUSTER_WIDE = "cluster-wide"
 
 
@@ -66,22 +69,17 @@ CONTROLLER: Final[tuple[tuple[Scope, Permission], ...]] = (
     *((Scope.TABLES, Permission(GROUP, r, (*_WATCH, "patch"))) for r in _OWN_RESOURCES),
     # status is its own subresource: Kopf patches it separately
     *((Scope.TABLES, Permission(GROUP, f"{r}/status", ("patch",))) for r in _OWN_RESOURCES),
-    # Kopf posts events on the objects it handles (core v1), newer clients use events.k8s.io
-    (Scope.TABLES, Permission("", "events", ("create", "patch"))),
-    (Scope.TABLES, Permission("events.k8s.io", "events", ("create", "patch"))),
+    # Kopf and the handlers post core v1 Events (never patch them, never events.k8s.io)
+    (Scope.TABLES, Permission("", "events", ("create",))),
     # the storage credentials a TxnTable names in spec.storage.secretRef (read when observing)
     (Scope.SECRETS, Permission("", "secrets", ("get",))),
     # namespaced peering (Kopf uses KopfPeering in every watched namespace)
     (Scope.PEERING, Permission(KOPF_GROUP, "kopfpeerings", (*_WATCH, "patch"))),
-    # leader leases live next to the controller
-    (Scope.OWN, Permission("coordination.k8s.io", "leases", (*_WATCH, "patch"))),
-    # Kopf discovers which resources are served by watching CRDs (read-only)
-    (Scope.CLUSTER, Permission("apiextensions.k8s.io", "customresourcedefinitions", _WATCH)),
-    # cluster-wide: Kopf follows namespaces and peers through ClusterKopfPeering
-    (Scope.CLUSTER_WIDE, Permission("", "namespaces", _WATCH)),
+    # cluster-wide: Kopf follows CRDs (resources appearing later) and peers through
+    # ClusterKopfPeering; it does not follow namespaces when it serves them all
+    (Scope.CLUSTER_WIDE, Permission("apiextensions.k8s.io", "customresourcedefinitions", _WATCH)),
     (Scope.CLUSTER_WIDE, Permission(KOPF_GROUP, "clusterkopfpeerings", (*_WATCH, "patch"))),
 )
-
 
 def controller_permissions(
     backends: Iterable[Backend] = tuple(Backend),

@@ -2,8 +2,8 @@
 
 RBAC: no wildcard anywhere, and what is bound to the controller's ServiceAccount is exactly
 ``txntable.handlers.permissions.controller_permissions()`` placed by scope (table rules in
-the watched namespaces or cluster-wide, leases in the release namespace, CRD reads at cluster
-scope, Secrets only where and as narrowly as the values say): no verb more, none missing.
+the watched namespaces, or cluster-wide with CRD and ClusterKopfPeering access; Secrets only
+where and as narrowly as the values say): no verb more, none missing.
 Spark drivers' ServiceAccount gets exactly ``launch.permissions.SPARK_DRIVER``, in every
 namespace where runs execute. Every container meets the restricted Pod Security Standard.
 """
@@ -86,7 +86,7 @@ def expected_controller(values: dict[str, Any]) -> set[Grant]:
 
     secrets = values["rbac"]["secrets"]
     names = tuple(secrets["names"])
-    out = _expand(NAMESPACE, of(Scope.OWN)) | _expand(ALL, of(Scope.CLUSTER))
+    out: set[Grant] = set()
     if values["watch"]["clusterWide"]:
         out |= _expand(ALL, of(Scope.TABLES) + of(Scope.CLUSTER_WIDE))
         secret_ns = list(secrets["namespaces"]) or [ALL]
@@ -241,8 +241,9 @@ def test_cluster_wide_install_of_a_renamed_release(tmp_path: Path) -> None:
 
 
 def test_namespaced_installs_side_by_side_do_not_collide(tmp_path: Path) -> None:
-    """Two teams install the same release name in their own namespaces: cluster-scoped names
-    differ, and the second install leaves the shared CRDs to the first (crds.create=false)."""
+    """Two teams install the same release name in their own namespaces: the second install
+    leaves the shared CRDs to the first (crds.create=false) and has nothing cluster-scoped
+    (a namespaced controller needs no cluster-wide permission)."""
     chart = helm_python.Chart.load(chart_copy(tmp_path))
 
     def cluster_scoped(namespace: str, values: dict[str, Any]) -> set[tuple[str, str]]:
@@ -255,7 +256,8 @@ def test_namespaced_installs_side_by_side_do_not_collide(tmp_path: Path) -> None
     first = cluster_scoped("team-a", {})
     second = cluster_scoped("team-b", {"crds": {"create": False}})
     assert first & second == set()
-    assert {kind for kind, _ in second} == {"ClusterRole", "ClusterRoleBinding"}
+    assert {kind for kind, _ in first} == {"CustomResourceDefinition"}
+    assert second == set()
 
 
 def _load(text: str) -> list[dict[str, Any]]:

@@ -82,7 +82,7 @@ def _kopf_calls(tree: ast.AST) -> set[tuple[str, str, str]]:
         args = [_constant(a) for a in node.args]
         if len(args) >= 3 and args[0] == constants.GROUP and args[2]:
             plural = args[2]
-            for verb in ("get", "list", "watch", "patch"):
+            for verb in ("list", "watch", "patch"):  # Kopf never gets single objects
                 needed.add((constants.GROUP, plural, verb))
             needed.add((constants.GROUP, f"{plural}/status", "patch"))
     return needed

@@ -1,0 +1,245 @@
+"""Least privilege proven by the real authorizer: what the chart grants is what the controller uses.
+
+The controller runs under the chart's ServiceAccount and RBAC through every path that needs a
+permission: tables and both kinds of policy (watch, patch, status), a storage Secret, a
+compaction run on each backend (a batch Job and a SparkApplication: created, listed, read in
+detail with its driver's pod and log once finished, deleted by the history limit), Events,
+Kopf's peering. The test plays the absent controllers (Job controller, Spark Operator, kubelet).
+Then the API server's audit log says which requests the ServiceAccount made: every one must have
+been allowed, and every grant of the chart must have been used, or be listed in ``NOT_REQUESTS``
+with the reason no request shows it. The table is printed (``-s``) for docs/install.md.
+
+The API server runs the OwnerReferencesPermissionEnforcement admission plugin (as OpenShift
+does): a run carries a ``blockOwnerDeletion`` owner reference to its TxnTable, which that
+plugin allows only with ``update`` on ``txntables/finalizers``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.controlplane import rbac
+from tests.controlplane.conftest import INSTALL_VALUES, TABLES_NAMESPACE
+from tests.controlplane.controller import Install, install_chart
+from tests.controlplane.kube import apply, apply_all, condition, get_table, wait_for
+from tests.controlplane.plane import ControlPlane
+from tests.integration.test_controller_kmock import fragmented_table
+
+SPARK_CRD = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
+GROUP, VERSION = "txntable.io", "v1alpha1"
+RUN_LABEL = "txntable.io/table"
+PLURALS = {
+    "TxnTable": "txntables",
+    "CompactionPolicy": "compactionpolicies",
+    "CheckpointPolicy": "checkpointpolicies",
+}
+
+#: grants no request shows, each with the reason it is needed
+NOT_REQUESTS = {
+    ("txntable.io", "txntables/finalizers", "update"): (
+        "checked by the OwnerReferencesPermissionEnforcement admission plugin when a run is "
+        "created with a blockOwnerDeletion owner reference to its TxnTable (no request of its own)"
+    ),
+}
+
+
+def _docs(ns: str, location: Path, backend: str, name: str) -> list[dict[str, Any]]:
+    meta = {"namespace": ns}
+    return [
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "CompactionPolicy",
+            "metadata": {"name": name, **meta},
+            "spec": {
+                "targetFileSize": "64Mi",
+                "minFileSize": "8Mi",
+                "triggers": {"smallFiles": 2, "cooldown": "1h"},
+                "spark": {"backend": backend},
+                # a finished run is read in detail, then deleted (the history limit)
+                "successfulRunsHistoryLimit": 0,
+                "failedRunsHistoryLimit": 0,
+            },
+        },
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": name, **meta},
+            "spec": {
+                "location": str(location),
+                "observeInterval": "1s",
+                "compactionPolicyRef": {"name": name},
+                "checkpointPolicyRef": {"name": "rbac-checkpoints"},
+                "storage": {"secretRef": {"name": "rbac-storage"}},
+            },
+        },
+    ]
+
+
+def _pod(name: str, labels: dict[str, str], container: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        spec=client.V1PodSpec(containers=[client.V1Container(name=container, image="spark")]),
+    )
+
+
+def _finish_job(api: Any, ns: str, job: Any) -> None:
+    """What the Job controller (and a kubelet) would do: a pod, then a completed status that
+    passes the API server's Job status validation."""
+    name = job.metadata.name
+    labels = {"batch.kubernetes.io/job-name": name, "job-name": name}
+    container = job.spec.template.spec.containers[0].name
+    client.CoreV1Api(api).create_namespaced_pod(ns, _pod(f"{name}-pod", labels, container))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cond = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+    status = {
+        "startTime": now,
+        "completionTime": now,
+        "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", **cond},
+            {"type": "Complete", **cond},
+        ],
+    }
+    client.BatchV1Api(api).patch_namespaced_job_status(name, ns, {"status": status})
+
+
+def _finish_app(api: Any, ns: str, app: dict[str, Any]) -> None:
+    """What the Spark Operator would do: a driver pod, then COMPLETED."""
+    name = app["metadata"]["name"]
+    driver = f"{name}-driver"
+    labels = {"spark-role": "driver", "sparkoperator.k8s.io/app-name": name}
+    client.CoreV1Api(api).create_namespaced_pod(ns, _pod(driver, labels, "spark-kubernetes-driver"))
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "applicationState": {"state": "COMPLETED"},
+        "driverInfo": {"podName": driver},
+        "lastSubmissionAttemptTime": now,
+        "terminationTime": now,
+    }
+    client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications", name, {"status": status}
+    )
+
+
+def _compaction_outcome(api: Any, ns: str, name: str) -> str | None:
+    found = (get_table(api, ns, name).get("status") or {}).get("lastCompaction") or {}
+    return found.get("outcome")
+
+
+@pytest.fixture(scope="module")
+def cluster_wide(control_plane: ControlPlane, installed: Install, tmp_path_factory: Any) -> Install:
+    """A second release, cluster-wide (the CRDs are the first release's)."""
+    values = {**INSTALL_VALUES, "watch": {"clusterWide": True}, "crds": {"create": False}}
+    return install_chart(
+        control_plane,
+        tmp_path_factory.mktemp("cluster-wide"),
+        release="txntable-cw",
+        namespace="txntable-cw-system",
+        values=values,
+    )
+
+
+@pytest.mark.parametrize("mode", ["namespaced", "cluster-wide"])
+def test_the_chart_grants_exactly_what_the_controller_uses(
+    control_plane: ControlPlane,
+    installed: Install,
+    admin: Any,
+    start_controller: Any,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    mode: str,
+) -> None:
+    install = installed if mode == "namespaced" else request.getfixturevalue("cluster_wide")
+    ns = TABLES_NAMESPACE if mode == "namespaced" else request.getfixturevalue("namespace")
+    apply_all(admin, [yaml.safe_load(p.read_text()) for p in sorted(SPARK_CRD.glob("*.yaml"))])
+    for name in ("rbac-job", "rbac-spark"):
+        fragmented_table(tmp_path / name)
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_secret(
+        ns,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="rbac-storage"), string_data={"AWS_REGION": "x"}
+        ),
+    )
+    ckpt = {
+        "apiVersion": "txntable.io/v1alpha1",
+        "kind": "CheckpointPolicy",
+        "metadata": {"name": "rbac-checkpoints", "namespace": ns},
+        "spec": {"commitInterval": 5, "mode": "Inline", "logCleanup": {"enabled": False}},
+    }
+    docs = [ckpt, *_docs(ns, tmp_path / "rbac-job", "Job", "rbac-job")]
+    docs += _docs(ns, tmp_path / "rbac-spark", "SparkApplication", "rbac-spark")
+    start_controller(install)
+    for doc in docs:
+        apply(admin, doc)
+
+    batch, custom = client.BatchV1Api(admin), client.CustomObjectsApi(admin)
+    job = wait_for(
+        "the compaction Job",
+        lambda: batch.list_namespaced_job(ns, label_selector=f"{RUN_LABEL}=rbac-job").items,
+        timeout=120,
+    )[0]
+    app = wait_for(
+        "the compaction SparkApplication",
+        lambda: custom.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications",
+            label_selector=f"{RUN_LABEL}=rbac-spark",
+        )["items"],
+        timeout=120,
+    )[0]  # fmt: skip
+    _finish_job(admin, ns, job)
+    _finish_app(admin, ns, app)
+    # both runs followed to the end, read in detail and deleted by the history limit of 0
+    for name in ("rbac-job", "rbac-spark"):
+        wait_for(
+            f"{name}'s run finished in status",
+            lambda n=name: _compaction_outcome(admin, ns, n) not in (None, "Running"),  # type: ignore[misc]
+            timeout=120,
+        )
+    wait_for(
+        "the finished Job deleted",
+        lambda: not batch.list_namespaced_job(ns, label_selector=f"{RUN_LABEL}=rbac-job").items,
+        timeout=120,
+    )
+    wait_for(
+        "the finished SparkApplication deleted",
+        lambda: not custom.list_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications",
+            label_selector=f"{RUN_LABEL}=rbac-spark",
+        )["items"],
+        timeout=120,
+    )  # fmt: skip
+    assert condition(get_table(admin, ns, "rbac-job"), "Ready") is not None
+    for doc in reversed(docs):  # the controller removes its finalizer from the tables
+        custom.delete_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURALS[doc["kind"]], doc["metadata"]["name"]
+        )
+    wait_for(
+        "the tables deleted",
+        lambda: (
+            not [
+                t
+                for t in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "txntables")[
+                    "items"
+                ]
+                if t["metadata"]["name"].startswith("rbac-")
+            ]
+        ),
+        timeout=60,
+    )
+
+    grants = rbac.granted(install)
+    allowed, forbidden = rbac.used(control_plane.audit_events(), install.user)
+    print("\n" + rbac.table(grants, allowed | forbidden, {k: v for k, v in NOT_REQUESTS.items()}))
+    assert forbidden == set(), f"refused by the authorizer: {sorted(forbidden)}"
+    assert rbac.ungranted(grants, allowed) == set()
+    never = {
+        g for g in rbac.unused(grants, allowed) if (g.group, g.resource, g.verb) not in NOT_REQUESTS
+    }
+    assert never == set(), f"granted, never used: {sorted(never)}"
