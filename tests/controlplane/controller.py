@@ -98,6 +98,21 @@ def install_chart(
     return Install(release, namespace, watch, values, objects, kubeconfig)
 
 
+def upgrade_chart(
+    plane: ControlPlane, install: Install, values: dict[str, Any] | None = None, chart: Path = CHART
+) -> Install:
+    """``helm upgrade`` the release to ``chart`` (the same values unless given)."""
+    values = dict(install.values if values is None else values)
+    cfg = helm_config(plane, install.kubeconfig, install.namespace)
+    out = cfg.upgrade(str(chart), install.release, values, namespace=install.namespace, timeout=120)
+    objects = [d for d in yaml.safe_load_all(out["manifest"]) if d]
+    crds = [o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"]
+    wait_established(plane.client(), crds)
+    return Install(
+        install.release, install.namespace, install.watch, values, objects, install.kubeconfig
+    )
+
+
 def uninstall_chart(plane: ControlPlane, install: Install) -> dict[str, Any]:
     cfg = helm_config(plane, install.kubeconfig, install.namespace)
     return dict(cfg.uninstall(install.release, timeout=120))
