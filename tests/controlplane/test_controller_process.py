@@ -58,3 +58,15 @@ def test_a_table_becomes_ready_and_a_commit_is_seen_through_the_production_clien
         timeout=60,
     )
     assert "status of" not in controller.logs(400), controller.logs()
+    # deleted while the controller runs, so its finalizer goes and nothing is left for others
+    custom.delete_namespaced_custom_object(
+        "txntable.io", "v1alpha1", TABLES_NAMESPACE, "txntables", "events"
+    )
+    wait_for(
+        "the table deleted",
+        lambda: not custom.list_namespaced_custom_object(
+            "txntable.io", "v1alpha1", TABLES_NAMESPACE, "txntables",
+            field_selector="metadata.name=events",
+        )["items"],
+        timeout=60,
+    )  # fmt: skip
