@@ -81,6 +81,7 @@ CONTROLLER: Final[tuple[tuple[Scope, Permission], ...]] = (
     (Scope.CLUSTER_WIDE, Permission(KOPF_GROUP, "clusterkopfpeerings", (*_WATCH, "patch"))),
 )
 
+
 def controller_permissions(
     backends: Iterable[Backend] = tuple(Backend),
 ) -> list[tuple[Scope, Permission]]:
