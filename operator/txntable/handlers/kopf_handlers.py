@@ -139,9 +139,9 @@ def _api_client() -> Any:
     from kubernetes import client, config
 
     try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        config.load_incluster_config()  # type: ignore[no-untyped-call, unused-ignore]
     except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        config.load_kube_config()  # type: ignore[no-untyped-call, unused-ignore]
     return client.ApiClient()
 
 
