@@ -27,7 +27,8 @@ RESULT = {"runId": "x", "filesRemoved": 12, "filesAdded": 2}
 
 
 def api_error(status: int, message: str = "", retry_after: str | None = None) -> ApiException:
-    exc = ApiException(status=status, reason="Reason", body=json.dumps({"message": message}))
+    exc = ApiException(status=status, reason="Reason")  # kubernetes 36 takes no body here
+    exc.body = json.dumps({"message": message})
     exc.headers = {"Retry-After": retry_after} if retry_after else {}
     return exc
 
@@ -109,6 +110,14 @@ class FakeCustomObjects(Fake):
         return self.remove(kw["namespace"], name)
 
 
+def _model(kind: str, data: dict[str, Any]) -> Any:
+    """The client model ``kind`` of the API server's JSON ``data``, as the client builds it."""
+    model = getattr(client, kind)
+    if hasattr(model, "from_dict"):  # kubernetes >= 37
+        return model.from_dict(data)
+    return client.ApiClient()._ApiClient__deserialize(data, kind)  # kubernetes < 37
+
+
 class FakeBatch(Fake):
     """Returns client models, as the real BatchV1Api does."""
 
@@ -118,13 +127,13 @@ class FakeBatch(Fake):
         super().__init__("batch", "jobs")
 
     def create_namespaced_job(self, namespace: str, body: dict[str, Any], **kw: Any) -> Any:
-        return client.V1Job.from_dict(self.create(namespace, body))
+        return _model("V1Job", self.create(namespace, body))
 
     def read_namespaced_job(self, name: str, namespace: str, **kw: Any) -> Any:
-        return client.V1Job.from_dict(self.read(namespace, name))
+        return _model("V1Job", self.read(namespace, name))
 
     def list_namespaced_job(self, namespace: str, label_selector: str, **kw: Any) -> Any:
-        return client.V1JobList.from_dict(self.list(namespace, label_selector))
+        return _model("V1JobList", self.list(namespace, label_selector))
 
     def delete_namespaced_job(
         self, name: str, namespace: str, propagation_policy: str, **kw: Any
@@ -151,7 +160,7 @@ class FakeCore(Fake):
         self._record("list")
         key, value = label_selector.split("=", 1)
         items = [p for p in self.pods if p["metadata"]["labels"].get(key) == value]
-        return client.V1PodList.from_dict({"items": items})
+        return _model("V1PodList", {"items": items})
 
 
 Builder = Callable[[], tuple[Any, Any, FakeCore, Backend]]
