@@ -14,6 +14,8 @@ own (metrics, health) are replaced by free ones so several controllers can run s
 
 from __future__ import annotations
 
+import http.client
+import json
 import signal
 import subprocess
 import sys
@@ -180,22 +182,41 @@ class ControllerProcess:
             )
 
     def healthy(self) -> bool:
+        """Whether Kopf's liveness endpoint answers 200 with its JSON report (another process
+        that took the port in a race answers something else)."""
         try:
             url = f"http://127.0.0.1:{self.health_port}/healthz"
             with urllib.request.urlopen(url, timeout=2) as resp:
-                return int(resp.status) == 200
-        except OSError:
+                return int(resp.status) == 200 and isinstance(json.loads(resp.read()), dict)
+        except (OSError, http.client.HTTPException, ValueError):
             return False
 
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+    def wait_ready(self, timeout: float = START_TIMEOUT, attempts: int = 3) -> None:
+        """Wait until healthy; a controller that lost one of its free ports to another process
+        before binding it exits, and is started again on new ports."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                lost_port = "address already in use" in tail(self.log, 40).lower()
+                if lost_port and attempts > 1:
+                    attempts -= 1
+                    self._new_ports()
+                    continue
                 raise RuntimeError(f"controller exited with {self.proc.returncode}:\n{self.logs()}")
             if self.healthy():
                 return
             time.sleep(0.2)
         raise TimeoutError(f"controller not healthy after {timeout:.0f} s:\n{self.logs()}")
+
+    def _new_ports(self) -> None:
+        self.health_port, self.metrics_port = free_port(), free_port()
+        self.env |= {
+            "TXNTABLE_HEALTH_PORT": str(self.health_port),
+            "TXNTABLE_METRICS_PORT": str(self.metrics_port),
+        }
+        with self.log.open("ab") as out:
+            out.write(b"\n=== started again on new ports (one was taken)\n")
+        self.proc = self._spawn(self.env, self.log)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(
