@@ -4,14 +4,22 @@ Wraps any ``Storage`` and, for paths matching a pattern, can: fail a write befor
 (nothing lands), lose the response of a write that did land (the caller sees an error although
 the file is there, as after an S3 timeout), or answer "already exists" for a write that landed
 (what a client's automatic retry of a landed PUT sees). Every write attempt is recorded.
+``read_only_dir`` makes a real directory refuse new files, for the write refused outright.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import os
+import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
+
+import pytest
 
 from txntable.engine.errors import StorageError
 from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
@@ -90,3 +98,26 @@ class FaultyStorage(Storage):
 
     def delete(self, relative: str) -> None:
         self.inner.delete(relative)
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path) -> Iterator[None]:
+    """``path`` refuses new files for real, as a read-only ``_delta_log`` does: mode 0555 for an
+    ordinary user; for root, whom modes do not stop, the ext4/xfs immutable attribute
+    (``chattr +i``: creating a file fails with EPERM even for root). Skips the test where neither
+    can be set (root on a file system without the attribute)."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make {path} read-only for root here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)

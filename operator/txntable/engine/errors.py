@@ -4,6 +4,8 @@ Hierarchy::
 
     EngineError
     ├── StorageError                 storage unreachable, permission denied, I/O failure
+    │   └── WriteRefusedError        a write refused before anything was stored (permission
+    │                                denied, read-only file system): certainly not written
     ├── TableNotFoundError           no Delta log at the location
     ├── CorruptLogError              the log cannot be replayed as the protocol requires
     │   ├── VersionGapError          commits after the checkpoint are not contiguous
@@ -14,7 +16,8 @@ Hierarchy::
     │   ├── UnsupportedReaderFeatureError
     │   └── UnsupportedWriterFeatureError
     ├── InvalidArgumentError         a caller passed a value the engine cannot accept
-    │   └── InvalidCommitError       the actions of a commit break a protocol rule (nothing written)
+    │   ├── InvalidCommitError       the actions of a commit break a protocol rule (nothing written)
+    │   └── RetentionTooShortError   a VACUUM retention below the table's, not forced
     ├── UnsafeCommitStorageError     the storage has no atomic put-if-absent and the table does not
     │                                declare a single writer (also a StorageError)
     ├── CommitRetriesExceededError   the retry loop ran out of attempts (Spark's
@@ -72,6 +75,12 @@ class StorageError(EngineError):
     """The storage behind a table could not be reached or refused an operation."""
 
 
+class WriteRefusedError(StorageError):
+    """The storage refused a write before storing anything (permission denied, a read-only
+    file system): unlike a timeout or a lost response, the file is certainly not there, so a
+    commit that fails this way certainly did not land and retrying it cannot help."""
+
+
 class TableNotFoundError(EngineError):
     """There is no Delta table (no ``_delta_log`` with commits) at the location."""
 
@@ -114,6 +123,18 @@ class UnsupportedWriterFeatureError(UnsupportedFeatureError):
 
 class InvalidArgumentError(EngineError, ValueError):
     """A caller passed an argument the engine cannot accept."""
+
+
+class RetentionTooShortError(InvalidArgumentError):
+    """A VACUUM retention shorter than the table's ``delta.deletedFileRetentionDuration`` was
+    asked for without forcing it (Spark's retention check); nothing was deleted. The message
+    says why it is refused; how to force it is the caller's to say (a flag, a policy field),
+    from ``retention_ms`` and ``table_retention_ms``."""
+
+    def __init__(self, message: str, *, retention_ms: int, table_retention_ms: int) -> None:
+        super().__init__(message)
+        self.retention_ms = retention_ms
+        self.table_retention_ms = table_retention_ms
 
 
 class InvalidCommitError(InvalidArgumentError):

@@ -13,9 +13,11 @@ version and retried with the bins that are still valid, a bounded number of time
 committed stay committed when a later one fails (partial progress).
 
 Files written for bins that are not committed are deleted, best effort, but only when the run
-knows their commit did not happen (dropped before committing, a conflict, a failed rewrite): after
-an ambiguous commit failure (e.g. a storage error while writing the commit file) they are left for
-VACUUM, because deleting a file that a commit might reference would corrupt the table.
+knows their commit did not happen (dropped before committing, a conflict, a failed rewrite, the
+log refusing the commit write: permission denied, a read-only file system): after an ambiguous
+commit failure (e.g. a timeout while writing the commit file) they are left for VACUUM, because
+deleting a file that a commit might reference would corrupt the table. Such failures are the
+run's result (``error``), logged without a traceback: the command line prints them as one line.
 
 On a clustered table (liquid clustering, ``maintenance.clustering``) the run clusters by the
 table's clustering columns instead: the planner picks the files to re-cluster, the executors order
@@ -47,6 +49,7 @@ from txntable.engine.commit.row_tracking import is_supported
 from txntable.engine.commit.transaction import CommitOptions, Transaction
 from txntable.engine.errors import (
     ConcurrentModificationException,
+    EngineError,
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
@@ -61,6 +64,7 @@ from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.table import Table
 from txntable.engine.write.parquet_options import ParquetWriteOptions
 from txntable.engine.write.parquet_options import resolve as resolve_parquet
+from txntable.engine.write.writer import discard_files
 from txntable.maintenance.batch import (
     expected_rows,
     inputs_unchanged,
@@ -70,7 +74,7 @@ from txntable.maintenance.batch import (
     schema_changed,
 )
 from txntable.maintenance.clustering import LIQUID, clustering_columns, is_clustered
-from txntable.maintenance.errors import InvalidPolicyError
+from txntable.maintenance.errors import InvalidPolicyError, MaintenanceError
 from txntable.maintenance.executor_arrow import BinResult, BinTask
 from txntable.maintenance.planner import (
     Avoidance,
@@ -331,7 +335,12 @@ def optimize(
                         )
                     result.bins_skipped += len(rest)
                 break
-    except Exception as exc:
+    except (EngineError, MaintenanceError) as exc:  # an expected failure: the result says it
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.info(
+            "optimize of %s failed after %d commit(s): %s", table.uri, len(result.commits), exc
+        )
+    except Exception as exc:  # a defect: keep its traceback in the log
         result.error = f"{type(exc).__name__}: {exc}"
         log.exception("optimize of %s failed after %d commit(s)", table.uri, len(result.commits))
     failed = [s for s in result.skipped if s["reason"].startswith("rewrite failed")]
@@ -425,6 +434,18 @@ class _Run:
                 except Exception:  # best effort: an orphan is only wasted space
                     log.warning("could not delete uncommitted file %s", relative)
 
+    def _after_failed_commit(
+        self, txn: Transaction, results: Sequence[BinResult], exc: EngineError
+    ) -> None:
+        """The files written for a batch whose commit failed: deleted when it certainly did not
+        land (the log refused the write), else kept for VACUUM and named in ``exc``, because a
+        commit that may have landed could reference them."""
+        written = [w for r in results for w in r.written]
+        if not txn.may_have_landed:
+            discard_files(self.table.storage, written, exc)
+        elif written:
+            exc.leave_files(written, "the commit may have landed")
+
     def run_batch(self, batch: list[Bin], result: OptimizeResult) -> bool:
         """Rewrite and commit one batch; False when the run must stop (metadata changed)."""
         by_id = {b.bin_id: b for b in batch}
@@ -516,16 +537,22 @@ class _Run:
         txn.add(*removes, *adds)
         removed_bytes = sum(r.size or 0 for r in removes)
         added_bytes = sum(a.size for a in adds)
-        committed = txn.commit(
-            "OPTIMIZE",
-            {
-                "predicate": json.dumps([self.policy.where] if self.policy.where else []),
-                "zOrderBy": json.dumps(list(self.policy.zorder_by)),
-                "clusterBy": json.dumps(list(self.cluster_by or ())),
-                "auto": False,
-            },
-            operation_metrics(removes, adds),
-        )
+        try:
+            committed = txn.commit(
+                "OPTIMIZE",
+                {
+                    "predicate": json.dumps([self.policy.where] if self.policy.where else []),
+                    "zOrderBy": json.dumps(list(self.policy.zorder_by)),
+                    "clusterBy": json.dumps(list(self.cluster_by or ())),
+                    "auto": False,
+                },
+                operation_metrics(removes, adds),
+            )
+        except ConcurrentModificationException:
+            raise  # run_batch re-checks the bins and retries; their files are still wanted
+        except EngineError as exc:
+            self._after_failed_commit(txn, results, exc)
+            raise
         out.version = committed.version
         out.commits.append(committed.version)
         out.attempts += committed.attempts

@@ -51,6 +51,7 @@ from txntable.engine.errors import (
     StorageError,
     TableNotFoundError,
     TransactionTooOldError,
+    WriteRefusedError,
 )
 from txntable.engine.model.actions import (
     Action,
@@ -109,6 +110,17 @@ class Transaction:
         self._read_app_ids: set[str] = set()
         self._committed = False
         self._attempts = 0
+        #: a commit write whose outcome is unknown (an error that may have followed a landed
+        #: write); False while every write is known not to have landed
+        self._uncertain = False
+
+    @property
+    def may_have_landed(self) -> bool:
+        """After ``commit`` raised: whether the commit may still be in the log. False when every
+        attempt certainly failed (refused before writing, lost the version to another writer,
+        or was withdrawn): the data files it would have added can then be deleted at once;
+        True after an ambiguous write error, when only VACUUM may delete them later."""
+        return self._uncertain
 
     # -- reading ---------------------------------------------------------------------------
     def scan(
@@ -363,17 +375,23 @@ class Transaction:
             actions = rows.actions_at(attempt_version)
             data = serialize_commit(info.commit_actions(attempt_version, attempt, actions))
             written_ms = int(time.time() * 1000)
+            was_uncertain, self._uncertain = self._uncertain, True
             try:
                 put_commit(storage, attempt_version, data, single_writer)
                 return self._confirmed(attempt_version, written_ms)
             except FileExistsInStoreError:
+                self._uncertain = was_uncertain
                 check = True
+            except WriteRefusedError:
+                self._uncertain = was_uncertain  # nothing stored; asking again cannot help
+                raise
             except StorageError:
                 # The write may have landed although we saw an error (lost response).
                 landed = commit_carries_txn(storage, attempt_version, self.txn_id)
                 if landed is True:
                     return self._confirmed(attempt_version, written_ms)
                 if landed is False:
+                    self._uncertain = was_uncertain
                     check = True
                     continue
                 ambiguous_errors += 1
@@ -389,6 +407,7 @@ class Transaction:
         if confirm_in_history(storage, version, written_ms):
             return version
         withdraw_commit(storage, version, self.txn_id)
+        self._uncertain = False  # withdrawn: no reader will ever see it
         raise TransactionTooOldError(
             f"commit {version} landed below a newer checkpoint while log cleanup removed the "
             "versions before it, so no reader would see it; it was withdrawn and nothing was "

@@ -12,6 +12,7 @@ picks the store for a URI, so this module never imports its own implementations.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import uuid
@@ -22,7 +23,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
 
-from txntable.engine.errors import StorageError
+from txntable.engine.errors import StorageError, WriteRefusedError
 from txntable.engine.storage.paths import LOG_DIR
 
 _DELETE_WORKERS = 16
@@ -115,11 +116,16 @@ class Storage(ABC):
         return bool(self.list_log())
 
 
+def _refused(exc: OSError) -> bool:
+    """Whether ``exc`` refused a write outright: nothing was stored (no access, read-only)."""
+    return isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EPERM)
+
+
 @contextmanager
 def _io_errors(what: str) -> Iterator[None]:
     try:
         yield
-    except (FileNotFoundError, FileExistsInStoreError):
+    except (FileNotFoundError, FileExistsInStoreError, StorageError):
         raise
     except PermissionError as exc:
         raise StorageError(f"permission denied while {what}: {exc}") from exc
@@ -214,13 +220,20 @@ class LocalStorage(Storage):
         directory, name = os.path.split(target)
         tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         with _io_errors(f"writing {relative}"):
-            os.makedirs(directory, exist_ok=True)
             try:
+                os.makedirs(directory, exist_ok=True)
                 self._write_synced(tmp, data)
-                try:
-                    os.link(tmp, target)
-                except FileExistsError:
-                    raise FileExistsInStoreError(f"{relative} already exists") from None
+                os.link(tmp, target)  # atomic: after an error here the target was not created
+            except FileExistsError:
+                raise FileExistsInStoreError(f"{relative} already exists") from None
+            except OSError as exc:
+                if not _refused(exc):
+                    raise
+                raise WriteRefusedError(
+                    f"permission denied while writing {relative}: {exc}"
+                    if isinstance(exc, PermissionError)
+                    else f"storage refused writing {relative}: {exc}"
+                ) from exc
             finally:
                 with suppress(FileNotFoundError):
                     os.unlink(tmp)

@@ -278,11 +278,11 @@ def _commit_or_clean_up(  # noqa: PLR0917 - private, three call sites
     metrics: Mapping[str, str],
     written: Sequence[str] = (),
 ) -> CommitResult:
-    """Commit; when the commit is refused for certain (a conflict, invalid actions, or it failed
-    before writing to the log), delete the data files it would have added (and the ``written``
-    deletion-vector files), which nothing references. When its outcome is unknown (an
-    ambiguous log write, attempts run out right after one) the files may be referenced: they
-    are kept and the error names them."""
+    """Commit; when the commit failed for certain (a conflict, invalid actions, the log
+    refused the write, or it failed before writing to the log), delete the data files it would
+    have added (and the ``written`` deletion-vector files), which nothing references. When its
+    outcome is unknown (an ambiguous log write, attempts run out right after one) the files may
+    be referenced: they are kept and the error names them."""
     paths = [decode_path(add.path) for add in adds] + list(written)
     try:
         return txn.commit(operation, parameters, metrics)
@@ -290,7 +290,7 @@ def _commit_or_clean_up(  # noqa: PLR0917 - private, three call sites
         discard_files(table.storage, paths, exc)
         raise
     except EngineError as exc:
-        if txn._attempts == 0:  # failed before any log write: nothing can have landed
+        if not txn.may_have_landed:
             discard_files(table.storage, paths, exc)
         elif paths:
             exc.leave_files(paths, "the commit may have landed")

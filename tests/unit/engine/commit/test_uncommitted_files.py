@@ -1,7 +1,8 @@
 """A failed write never leaves data files behind without saying so.
 
-When the commit is refused for certain (a conflict, invalid actions) or a data file fails half
-way through a write, the files written for it are deleted. When the commit's outcome is unknown
+When the commit is refused for certain (a conflict, invalid actions, the log refusing the write:
+permission denied, read-only) or a data file fails half way through a write, the files written
+for it are deleted. When the commit's outcome is unknown
 (the log write failed ambiguously, the attempts ran out right after such a write) the files may be
 referenced by a commit that landed, so they are kept and the error names them
 (``uncommitted_files`` and the message).
@@ -14,12 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.faults import FAIL_BEFORE, FaultyStorage
+from tests.faults import FAIL_BEFORE, FaultyStorage, read_only_dir
 from txntable.engine.commit.transaction import CommitOptions
 from txntable.engine.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendException,
     StorageError,
+    WriteRefusedError,
 )
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
@@ -53,7 +55,9 @@ def test_an_ambiguous_commit_failure_names_the_files_it_kept(tmp_path: Path) -> 
     assert Table.open(str(tmp_path / "t")).snapshot().version == 0
 
 
-def test_attempts_running_out_keep_and_name_the_files(tmp_path: Path) -> None:
+def test_attempts_running_out_after_lost_races_delete_the_files(tmp_path: Path) -> None:
+    """Every attempt lost its version to another writer (put-if-absent said so): the commit
+    certainly did not land, so its files are deleted rather than left for VACUUM."""
     path = tmp_path / "t"
     _, storage = _table(path)
     other = Table.open(str(path))
@@ -68,11 +72,22 @@ def test_attempts_running_out_keep_and_name_the_files(tmp_path: Path) -> None:
     options = CommitOptions(max_attempts=1, backoff_initial_s=0.0, sleep=lambda _s: None)
     with pytest.raises(CommitRetriesExceededError) as info:
         racing.append(pa.table({"id": [1], "p": ["a"]}), options=options)
+    assert info.value.uncommitted_files == ()
+    live = {add.path for add in Table.open(str(path)).snapshot().add_actions()}
+    assert set(_parquet(path)) == live  # only the other writer's file
+
+
+def test_attempts_running_out_right_after_an_ambiguous_write_keep_the_files(
+    tmp_path: Path,
+) -> None:
+    table, storage = _table(tmp_path / "t")
+    storage.inject(FAIL_BEFORE, FIRST_COMMIT)  # no answer: it may have landed
+    options = CommitOptions(max_attempts=1, backoff_initial_s=0.0, sleep=lambda _s: None)
+    with pytest.raises(CommitRetriesExceededError) as info:
+        table.append(pa.table({"id": [1], "p": ["a"]}), options=options)
     (ours,) = info.value.uncommitted_files
     assert ours.startswith("p=a/") and ours in str(info.value)
-    assert (path / ours).is_file()
-    live = {add.path for add in Table.open(str(path)).snapshot().add_actions()}
-    assert ours not in live
+    assert (tmp_path / "t" / ours).is_file()
 
 
 def test_a_refused_commit_deletes_its_files(tmp_path: Path) -> None:
@@ -103,3 +118,42 @@ def test_a_write_failing_half_way_deletes_the_files_it_wrote(tmp_path: Path) -> 
     assert info.value.uncommitted_files == ()
     assert _parquet(path) == []  # p=a's file, written first, is gone
     assert Table.open(str(path)).snapshot().version == 0
+
+
+def test_a_commit_the_log_refuses_deletes_its_files(tmp_path: Path) -> None:
+    """Permission denied on ``_delta_log`` (a real refusal of the file system): the commit
+    certainly did not land, so its new data files are deleted, the write is not retried, and
+    the error says so (issue 23: 3 new data files were left behind)."""
+    path = tmp_path / "t"
+    Table.create(str(path), SCHEMA, partition_by=["p"])
+    table = Table.open(str(path))
+    with read_only_dir(path / "_delta_log"):
+        with pytest.raises(WriteRefusedError) as info:
+            table.append(pa.table({"id": [1, 2, 3], "p": ["a", "b", "c"]}), options=QUICK)
+        assert _parquet(path) == []
+    assert info.value.uncommitted_files == ()
+    assert "VACUUM" not in str(info.value)
+    assert Table.open(str(path)).snapshot().version == 0
+
+
+def test_an_ambiguous_failure_after_a_refused_one_still_keeps_the_files(tmp_path: Path) -> None:
+    """Only a commit whose every write is known not to have landed deletes its files: one
+    ambiguous write before the refusal keeps them."""
+    _, storage = _table(tmp_path / "t")
+
+    class ThenRefused(FaultyStorage):
+        calls = 0
+
+        def write_if_absent(self, relative: str, data: bytes) -> None:
+            if relative == FIRST_COMMIT:
+                self.calls += 1
+                if self.calls == 1:
+                    raise StorageError("injected timeout, outcome unknown")
+                raise WriteRefusedError("injected: permission denied")
+            super().write_if_absent(relative, data)
+
+    flaky = Table(ThenRefused(storage.inner))
+    with pytest.raises(WriteRefusedError) as info:
+        flaky.append(pa.table({"id": [1], "p": ["a"]}), options=QUICK)
+    (kept,) = _parquet(tmp_path / "t")
+    assert info.value.uncommitted_files == (kept,)
