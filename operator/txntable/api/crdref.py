@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from txntable.durations import MANIFEST_PATTERN
+
 DEFAULT_CRDS = Path(__file__).resolve().parents[3] / "crds"
 MAX_INLINE_PATTERN = 72
 HEADER = """# Custom resource reference
@@ -24,9 +26,10 @@ HEADER = """# Custom resource reference
 
 API group `txntable.io`, version `v1alpha1`. All kinds are namespaced, have a status
 subresource and belong to the category `txntable-all` (`kubectl get txntable-all` lists them all).
-Sizes are Kubernetes quantities (`128Mi`, `1Gi`) or integers of bytes; durations are written
-`90s`, `15m`, `1h30m`, `30d`. Credentials are only ever referenced (`spec.storage.secretRef`);
-option keys that look like credentials are rejected.
+Sizes are Kubernetes quantities (`128Mi`, `1Gi`) or integers of bytes; a duration is written
+`90s`, `15m`, `1h30m`, `30d`, `7 days` or `interval 1 day 12 hours` (whole seconds, above zero;
+the same syntax as the command line's, docs/cli.md). Credentials are only ever referenced
+(`spec.storage.secretRef`); option keys that look like credentials are rejected.
 """
 
 
@@ -67,8 +70,11 @@ def _checks(node: dict[str, Any], required: bool) -> str:
             parts.append(f"{key} {node[key]}")
     if "pattern" in node:
         pattern = node["pattern"]
-        shown = f"`{pattern}`" if len(pattern) <= MAX_INLINE_PATTERN else "see CRD"
-        parts.append(f"pattern {shown}")
+        if pattern == MANIFEST_PATTERN:
+            parts.append("a duration")
+        else:
+            shown = f"`{pattern}`" if len(pattern) <= MAX_INLINE_PATTERN else "see CRD"
+            parts.append(f"pattern {shown}")
     if "x-kubernetes-list-type" in node:
         keys = node.get("x-kubernetes-list-map-keys")
         parts.append(f"list-type {node['x-kubernetes-list-type']}" + (f" {keys}" if keys else ""))

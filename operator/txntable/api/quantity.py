@@ -4,8 +4,9 @@ The CRDs accept sizes as Kubernetes quantities (or plain integers of bytes), bec
 server's CEL ``quantity()`` library can then compare them (``targetFileSize >= minFileSize``).
 ``parse_size`` reads exactly what the CRDs admit (``SIZE_PATTERN``), and the command line uses it
 too, so ``64M`` is 64,000,000 bytes and ``64Mi`` is 64 MiB everywhere; spellings such as ``64MB``
-or ``1GiB`` are rejected with the two quantities they could mean. Durations are Go-style (``90s``,
-``1h30m``) plus days (``30d``), always whole seconds.
+or ``1GiB`` are rejected with the two quantities they could mean. Durations follow the grammar every
+duration of txntable shares (``txntable.durations``: ``30d``, ``1h30m``, ``7 days``), in manifests
+whole seconds longer than zero.
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
+from txntable.durations import (
+    MANIFEST_PATTERN,
+    DurationError,
+    format_seconds,
+    parse_manifest_seconds,
+)
+
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: Final = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 
 # The size pattern the CRDs use: a positive number, a fraction only with a suffix (1.5Gi).
 # Kept here so the schema and the model share one spelling (a test compares them).
 SIZE_PATTERN: Final = r"^[0-9]*[1-9][0-9]*((\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$"
-DURATION_PATTERN: Final = r"^([0-9]+(d|h|m|s))+$"
+DURATION_PATTERN: Final = MANIFEST_PATTERN
 
 # Kubernetes' full quantity grammar (sign, exponent, milli) for parse_quantity.
 _QUANTITY_RE: Final = re.compile(
@@ -29,8 +37,6 @@ _QUANTITY_RE: Final = re.compile(
 )
 # What people type from habit (64MB, 1GiB, 10 kb): named in the error, never accepted.
 _UNIT_HABIT: Final = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtpe])(i?)b?\s*$", re.IGNORECASE)
-_DURATION_PART: Final = re.compile(r"([0-9]+)(d|h|m|s)")
-_DURATION_UNIT: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 class QuantityError(ValueError):
@@ -114,20 +120,17 @@ def format_bytes(size: int) -> str:
 
 
 def parse_duration(text: str) -> int:
-    """Parse ``30d``, ``720h``, ``1h30m``, ``90s`` to whole seconds (at least one second)."""
-    if not isinstance(text, str) or re.fullmatch(DURATION_PATTERN[1:-1], text) is None:
-        raise QuantityError(f"{text!r} is not a duration (e.g. 30d, 12h, 1h30m, 90s)")
-    seconds = sum(int(n) * _DURATION_UNIT[u] for n, u in _DURATION_PART.findall(text))
-    if seconds <= 0:
-        raise QuantityError(f"{text!r} must be longer than zero")
-    return seconds
+    """Parse a manifest duration (``30d``, ``720h``, ``1h30m``, ``7 days``) to whole seconds
+    (at least one): exactly what ``DURATION_PATTERN``, the CRDs' pattern, admits."""
+    try:
+        return parse_manifest_seconds(text)
+    except DurationError as exc:
+        raise QuantityError(str(exc)) from None
 
 
 def format_duration(seconds: int) -> str:
     """Render seconds in the largest exact unit (``86400`` -> ``1d``, ``5400`` -> ``90m``)."""
-    if seconds <= 0:
-        raise QuantityError(f"{seconds} must be longer than zero")
-    for unit, factor in _DURATION_UNIT.items():
-        if seconds % factor == 0:
-            return f"{seconds // factor}{unit}"
-    return f"{seconds}s"  # pragma: no cover - every integer is a whole number of seconds
+    try:
+        return format_seconds(seconds)
+    except DurationError as exc:
+        raise QuantityError(str(exc)) from None

@@ -131,7 +131,9 @@ def test_parse_duration(text: str, seconds: int) -> None:
     assert parse_duration(format_duration(seconds)) == seconds
 
 
-@pytest.mark.parametrize("bad", ["", "0s", "1w", "1.5h", "h", "10", "1h 30m", "-1h", "P1D"])
+@pytest.mark.parametrize(
+    "bad", ["", "0s", "1w", "1.5h", "h", "10", "1h30", "-1h", "P1D", "1 month", "500 milliseconds"]
+)
 def test_parse_duration_rejects(bad: str) -> None:
     with pytest.raises(QuantityError):
         parse_duration(bad)

@@ -1,16 +1,18 @@
 """Table properties that steer checkpoints and log cleanup, parsed the way Delta parses them.
 
 Durations such as ``delta.logRetentionDuration`` are Spark calendar-interval strings
-(``"interval 30 days"``, ``"1 week"``, ``"interval 1 day 12 hours"``); a wrong value must be a clear
-error, never a silently different retention, because retention decides what gets deleted.
+(``"interval 30 days"``, ``"1 week"``, ``"interval 1 day 12 hours"``), read with the grammar every
+duration of txntable shares (``txntable.durations``, which also takes ``30d``); a wrong value must
+be a clear error, never a silently different retention, because retention decides what gets
+deleted.
 Defaults are Delta Spark's (``DeltaConfigs.scala``; PROTOCOL.md "Table Properties").
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
+from txntable.durations import DurationError, parse_ms
 from txntable.engine.errors import InvalidArgumentError
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
@@ -26,43 +28,15 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_LOG_RETENTION_MS = 30 * DAY_MS
 DEFAULT_DELETED_FILE_RETENTION_MS = 7 * DAY_MS
 
-_UNIT_MS = {
-    "week": 7 * DAY_MS,
-    "day": DAY_MS,
-    "hour": 3600 * 1000,
-    "minute": 60 * 1000,
-    "second": 1000,
-    "millisecond": 1,
-}
-_PART = re.compile(r"(\d+)\s*([a-z]+)")
-
 
 def parse_interval_ms(text: str) -> int:
-    """Milliseconds of a Delta interval string; months and years are refused (not fixed length)."""
-    body = text.strip().lower()
-    if body.startswith("interval"):
-        body = body[len("interval") :].strip()
-    if not body:
-        raise InvalidArgumentError(f"empty interval {text!r}")
-    total = 0.0
-    position = 0
-    for match in _PART.finditer(body):
-        if body[position : match.start()].strip():
-            break
-        amount, unit = int(match[1]), match[2].removesuffix("s")
-        if unit == "microsecond":
-            total += amount / 1000
-        elif unit in _UNIT_MS:
-            total += amount * _UNIT_MS[unit]
-        else:
-            raise InvalidArgumentError(
-                f"interval {text!r}: unit {match[2]!r} is not supported "
-                "(use weeks, days, hours, minutes, seconds or milliseconds)"
-            )
-        position = match.end()
-    if position == 0 or body[position:].strip():
-        raise InvalidArgumentError(f"not an interval: {text!r} (expected e.g. 'interval 7 days')")
-    return int(total)
+    """Milliseconds of a duration: Delta's interval strings (``interval 7 days``) and the
+    compact form (``7d``) alike, one grammar for properties, flags and manifests
+    (``txntable.durations``); months and years are refused (not fixed length)."""
+    try:
+        return parse_ms(text)
+    except DurationError as exc:
+        raise InvalidArgumentError(str(exc)) from None
 
 
 def duration_ms(config: Mapping[str, str], key: str, default_ms: int | None) -> int | None:
