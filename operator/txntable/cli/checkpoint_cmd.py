@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from txntable.cli.errors import CliError
+from txntable.jobs.flags import at_least
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
@@ -16,12 +16,20 @@ def register(sub: Any) -> None:
         "checkpoint", help="write a Delta checkpoint (classic, or multi-part with --part-size)"
     )
     parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
-    parser.add_argument("--version", type=int, default=None, help="checkpoint this version")
+    parser.add_argument(
+        "--version",
+        type=at_least(0),
+        default=None,
+        metavar="N",
+        help="checkpoint this version (default: the newest)",
+    )
     parser.add_argument(
         "--part-size",
-        type=int,
+        type=at_least(1, "action"),
         default=None,
-        help="write a multi-part checkpoint with about this many file actions per part",
+        metavar="N",
+        help="write a multi-part checkpoint with about this many file actions per part "
+        "(default: one file)",
     )
     add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -31,8 +39,6 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from txntable.engine.checkpoint.write import write_checkpoint
 
-    if args.part_size is not None and args.part_size <= 0:
-        raise CliError(f"--part-size must be a positive number of rows, got {args.part_size}")
     started = time.perf_counter()
     snapshot = open_table(args).snapshot(version=args.version)
     result = write_checkpoint(snapshot, part_size=args.part_size)

@@ -7,9 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from txntable.cli.errors import CliError
-from txntable.engine.checkpoint.retention import parse_interval_ms
-from txntable.engine.errors import InvalidArgumentError
+from txntable.jobs.flags import duration_ms
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 
@@ -22,8 +20,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list, do not delete")
     parser.add_argument(
         "--retention",
+        type=duration_ms,
         default=None,
-        help="override delta.logRetentionDuration, e.g. 'interval 7 days'",
+        metavar="DURATION",
+        help="keep log files this long, e.g. 30d or '30 days' (default: the table's "
+        "delta.logRetentionDuration, 30 days)",
     )
     add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -33,12 +34,8 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 
-    try:
-        retention_ms = parse_interval_ms(args.retention) if args.retention else None
-    except InvalidArgumentError as exc:  # a bad flag value is bad usage (exit 2), as argparse's
-        raise CliError(f"--retention: {exc}") from None
     snapshot = open_table(args).snapshot()
-    result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=retention_ms)
+    result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=args.retention)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0

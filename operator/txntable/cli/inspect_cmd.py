@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
+from txntable.jobs.flags import at_least
 from txntable.jobs.storage_args import add_storage_option_argument, open_table
 
 if TYPE_CHECKING:
@@ -21,11 +22,21 @@ if TYPE_CHECKING:
 def register(sub: Any) -> None:
     parser = sub.add_parser("inspect", help="show a table's version, protocol, metadata and files")
     parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
-    parser.add_argument("--version", type=int, default=None, help="time travel to this version")
+    parser.add_argument(
+        "--version",
+        type=at_least(0),
+        default=None,
+        metavar="N",
+        help="time travel to this version (default: the newest)",
+    )
     add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--max-files", type=int, default=20, help="files listed in the summary (default 20)"
+        "--max-files",
+        type=at_least(0, "files"),
+        default=20,
+        metavar="N",
+        help="files listed in the summary (default 20)",
     )
     parser.add_argument(
         "--small-below",

@@ -28,6 +28,8 @@ from txntable.cli import (
 )
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
+from txntable.jobs.flags import Parser
+from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 
 #: Subcommand modules; each has ``register(subparsers) -> None`` and ``run(args) -> int``.
 COMMANDS: tuple[ModuleType, ...] = (
@@ -42,6 +44,9 @@ COMMANDS: tuple[ModuleType, ...] = (
 
 EXIT_ENGINE_ERROR = 1
 EXIT_USAGE = 2
+#: the reader of the output went away (``| head``): 128 + SIGPIPE, what the shell reports for a
+#: Unix tool that SIGPIPE ended
+EXIT_PIPE_CLOSED = 141
 
 
 class _VersionAction(argparse.Action):
@@ -64,7 +69,7 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="txntable",
         description="Keep Delta Lake tables healthy: inspect, optimize, checkpoint, vacuum.",
     )
@@ -77,23 +82,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help and --version end here; a usage error is returned
+        if not stop.code:
+            raise
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     run: Callable[[argparse.Namespace], int] = args.run
     try:
-        return run(args)
+        with raise_on_sigterm():
+            return run(args)
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
+    except BrokenPipeError as exc:
+        if _stdout_gone():  # the reader stopped reading (| head): as Unix tools, quietly
+            return EXIT_PIPE_CLOSED
+        print(f"error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ENGINE_ERROR
     except OSError as exc:  # e.g. permission denied on a path the engine wrote directly
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_ENGINE_ERROR
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (jobs.signals)
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return exit_status(exc)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more; if so it is pointed at /dev/null, so
+    that flushing it at exit cannot fail a second time."""
+    import os
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
 
 
 if __name__ == "__main__":

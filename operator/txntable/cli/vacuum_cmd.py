@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
-from txntable.engine.checkpoint.retention import parse_interval_ms
-from txntable.engine.errors import InvalidArgumentError
+from txntable.jobs.flags import duration_ms, spark_master
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
 
 if TYPE_CHECKING:  # imported when the command runs: building the parser must stay cheap
@@ -31,15 +30,17 @@ def register(sub: Any) -> None:
     parser.add_argument("uri", help="table location (path, file://, memory://, s3://, ...)")
     parser.add_argument(
         "--retention",
+        type=duration_ms,
         default=None,
         metavar="DURATION",
-        help="keep files any version of this age reads, e.g. 'interval 7 days' "
+        help="keep files any version of this age reads, e.g. 7d, '7 days' or 'interval 7 days' "
         "(default: the table's delta.deletedFileRetentionDuration, 7 days)",
     )
     parser.add_argument(
         "--force",
         action="store_true",
-        help="allow a retention shorter than the table's (readers and writers may fail)",
+        help="allow a retention shorter than the table's (readers and writers may fail; "
+        "default: refuse it)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would go, delete none")
     parser.add_argument(
@@ -50,7 +51,10 @@ def register(sub: Any) -> None:
         "top-level directory (for tables of millions of files)",
     )
     parser.add_argument(
-        "--master", default="local[*]", help="Spark master with --executor spark (default local[*])"
+        "--master",
+        type=spark_master,
+        default="local[*]",
+        help="Spark master with --executor spark (default local[*])",
     )
     add_storage_option_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -58,15 +62,24 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.maintenance.errors import MaintenanceError
+    from txntable.engine.errors import RetentionTooShortError
+    from txntable.maintenance.errors import MaintenanceError, SparkStartError
 
-    try:
-        retention_ms = parse_interval_ms(args.retention) if args.retention else None
-    except InvalidArgumentError as exc:  # a bad flag value is bad usage (exit 2), as argparse's
-        raise CliError(f"--retention: {exc}") from None
     snapshot = open_table(args).snapshot()
     try:
-        result = _vacuum(args, snapshot, retention_ms)
+        result = _vacuum(args, snapshot, args.retention)
+    except RetentionTooShortError as exc:
+        print(
+            f"error: {exc}; pass --force to delete them anyway, only when nothing else reads or "
+            "writes the table",
+            file=sys.stderr,
+        )
+        return 1
+    except SparkStartError as exc:
+        if exc.bad_argument:  # a --master Spark cannot parse: bad usage
+            raise CliError(str(exc)) from None
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except MaintenanceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

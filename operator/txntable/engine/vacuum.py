@@ -45,7 +45,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.checkpoint import retention
-from txntable.engine.errors import InvalidArgumentError, UnsupportedFeatureError
+from txntable.engine.errors import (
+    InvalidArgumentError,
+    RetentionTooShortError,
+    UnsupportedFeatureError,
+)
 from txntable.engine.model.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
 from txntable.engine.model.deletion_vectors import dv_file
 from txntable.engine.model.features import check_maintainable, table_features
@@ -284,11 +288,12 @@ def vacuum_rules(
     if retention_ms < 0:
         raise InvalidArgumentError(f"retention must not be negative, got {retention_ms} ms")
     if retention_ms < table_retention and not force:
-        raise InvalidArgumentError(
+        raise RetentionTooShortError(
             f"retention {_human(retention_ms)} is shorter than the table's "
             f"{retention.DELETED_FILE_RETENTION} ({_human(table_retention)}): files that "
-            "concurrent readers and writers still need could be deleted; force it (--force) only "
-            "when nothing else reads or writes the table"
+            "concurrent readers and writers still need could be deleted",
+            retention_ms=retention_ms,
+            table_retention_ms=table_retention,
         )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms

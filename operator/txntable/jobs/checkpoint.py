@@ -28,9 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
-from txntable.engine.checkpoint.retention import parse_interval_ms
 from txntable.engine.checkpoint.write import CheckpointResult, write_checkpoint_state
-from txntable.engine.errors import CorruptLogError, EngineError, InvalidArgumentError
+from txntable.engine.errors import CorruptLogError, EngineError
 from txntable.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from txntable.engine.model.features import check_readable
 from txntable.engine.read.segment import LogSegment, build_segment
@@ -39,7 +38,10 @@ from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.table import Table
+from txntable.jobs.flags import Parser, at_least, duration_ms, spark_master
+from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
+from txntable.maintenance.spark_session import start_session, stop
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -248,57 +250,79 @@ def run_checkpoint(
     segment = build_segment(storage, version)  # bad input fails here, before Spark starts
     session = spark
     if session is None:
-        from txntable.maintenance.executor_spark import start_session
-
         session = start_session(master, "txntable-checkpoint", {})
     try:
         state = reconstruct_state(session, storage, version, segment)
     finally:
         if spark is None:
-            session.stop()
+            stop(session)  # an abort during Ctrl-C
     return write_checkpoint_state(storage, state, part_size=part_size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m txntable.jobs.checkpoint", description=__doc__)
+    parser = Parser(prog="python -m txntable.jobs.checkpoint", description=__doc__)
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
-    parser.add_argument("--version", type=int, default=None, help="checkpoint this version")
-    parser.add_argument("--part-size", type=int, default=None, help="file actions per part")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--version",
+        type=at_least(0),
+        default=None,
+        help="checkpoint this version (default: the newest)",
+    )
+    parser.add_argument(
+        "--part-size",
+        type=at_least(1, "action"),
+        default=None,
+        help="file actions per part (default: one file)",
+    )
+    parser.add_argument(
+        "--master", type=spark_master, default="local[2]", help="Spark master (default local[2])"
+    )
     parser.add_argument(
         "--cleanup",
         action="store_true",
         help="then delete expired log files (engine/checkpoint/cleanup.py)",
     )
     parser.add_argument(
-        "--retention", default=None, help="log retention for --cleanup, e.g. 'interval 30 days'"
+        "--retention",
+        type=duration_ms,
+        default=None,
+        help="log retention for --cleanup, e.g. 30d or 'interval 30 days' (default: the "
+        "table's delta.logRetentionDuration)",
     )
     add_storage_option_argument(parser)
-    parser.add_argument("--run-id", default=None, help="echoed in the result line")
+    parser.add_argument("--run-id", default=None, help="echoed in the result line (default: none)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
-        if args.part_size is not None and args.part_size <= 0:
-            raise InvalidArgumentError(f"--part-size must be positive, got {args.part_size}")
-        retention_ms = parse_interval_ms(args.retention) if args.retention else None
-        options = storage_options(args.storage_option)
-        result = run_checkpoint(
-            args.uri,
-            version=args.version,
-            part_size=args.part_size,
-            master=args.master,
-            storage_options=options,
-        )
-        doc: dict[str, Any] = {**result.to_json(), "engine": "spark", "runId": args.run_id}
-        if args.cleanup:
-            snapshot = Table.open(args.uri, options).snapshot()
-            doc["cleanup"] = cleanup_expired_logs(snapshot, retention_ms=retention_ms).to_json()
+        with raise_on_sigterm():  # a stopped run stops its Spark JVM too
+            doc = _run(args)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return exit_status(exc)
     doc["seconds"] = round(time.perf_counter() - started, 3)
     print(json.dumps(doc, separators=(",", ":")), flush=True)
     return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    """The checkpoint (and cleanup) ``args`` ask for; its result line without ``seconds``."""
+    retention_ms = args.retention
+    options = storage_options(args.storage_option)
+    result = run_checkpoint(
+        args.uri,
+        version=args.version,
+        part_size=args.part_size,
+        master=args.master,
+        storage_options=options,
+    )
+    doc: dict[str, Any] = {**result.to_json(), "engine": "spark", "runId": args.run_id}
+    if args.cleanup:
+        snapshot = Table.open(args.uri, options).snapshot()
+        doc["cleanup"] = cleanup_expired_logs(snapshot, retention_ms=retention_ms).to_json()
+    return doc
 
 
 if __name__ == "__main__":

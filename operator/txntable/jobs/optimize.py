@@ -17,8 +17,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from txntable.engine.checkpoint.retention import parse_interval_ms
 from txntable.engine.errors import EngineError
+from txntable.jobs.flags import (
+    Parser,
+    at_least,
+    duration_ms,
+    percent,
+    positive_duration_ms,
+    spark_master,
+    whole_number,
+)
+from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 # The engine, the executors and the metrics are imported where they are used: ``txntable``
@@ -55,12 +64,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="files below this are candidates (default: the target size)",
     )
-    parser.add_argument("--min-input-files", type=int, default=2, help="min files per bin")
+    parser.add_argument(
+        "--min-input-files",
+        type=at_least(2, "files"),
+        default=2,
+        metavar="N",
+        help="fewest files a bin may have (default 2)",
+    )
     parser.add_argument(
         "--purge-deleted-percent",
-        type=int,
+        type=percent,
         default=5,
-        help="rewrite a file whose deletion vector hides this %% of its rows (default 5)",
+        metavar="PERCENT",
+        help="rewrite a file whose deletion vector hides this %% of its rows, 1-100 (default 5)",
     )
     parser.add_argument(
         "--compression",
@@ -71,14 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compression-level",
-        type=int,
+        type=whole_number,
         default=None,
         metavar="N",
-        help="codec level: zstd 1-22 (default 1), gzip 1-9 (default 6)",
+        help="codec level: zstd 1-22 (default 1), gzip 1-9 (default 6); checked against the codec",
     )
     parser.add_argument(
         "--row-group-rows",
-        type=int,
+        type=at_least(1, "rows"),
         default=None,
         metavar="N",
         help="most rows per Parquet row group (default 1048576)",
@@ -89,10 +105,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODE",
         help="dictionary encoding: auto (per column, by sampled cardinality; the default), on, off",
     )
-    parser.add_argument("--where", default=None, help="partition predicate, e.g. \"d = '2024'\"")
-    parser.add_argument("--zorder-by", default="", help="comma-separated columns to Z-order by")
     parser.add_argument(
-        "--max-bytes", default=None, metavar="SIZE", help="max input bytes rewritten by this run"
+        "--where",
+        default=None,
+        help="partition predicate, e.g. \"d = '2024'\" (default: every partition)",
+    )
+    parser.add_argument(
+        "--zorder-by",
+        default="",
+        metavar="COLS",
+        help="comma-separated columns to Z-order by (default: none, plain compaction)",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        default=None,
+        metavar="SIZE",
+        help="max input bytes rewritten by this run (default: no limit)",
     )
     parser.add_argument(
         "--commit-every",
@@ -102,10 +130,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--avoid-partitions-written-within",
+        type=positive_duration_ms,
         default=None,
         metavar="DURATION",
-        help="defer partitions other writers changed within this long (e.g. 10m, 1h): their "
-        "rewrites would likely be dropped; read from the newest commits only",
+        help="defer partitions other writers changed within this long (e.g. 10m, '1 hour'): "
+        "their rewrites would likely be dropped; read from the newest commits only "
+        "(default: defer none)",
     )
     parser.add_argument(
         "--avoid-writes",
@@ -120,11 +150,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="spark",
         help="where bins are rewritten: Spark (default) or in-process with Arrow (no JVM)",
     )
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument("--workers", type=int, default=2, help="threads of the arrow executor")
+    parser.add_argument(
+        "--master", type=spark_master, default="local[2]", help="Spark master (default local[2])"
+    )
+    parser.add_argument(
+        "--workers",
+        type=at_least(1, "thread"),
+        default=2,
+        metavar="N",
+        help="threads of the arrow executor (default 2)",
+    )
     add_storage_option_argument(parser)
-    parser.add_argument("--run-id", default=None, help="recorded in commitInfo as txntableRunId")
-    parser.add_argument("--max-attempts", type=int, default=1000, help="commit attempts")
+    parser.add_argument(
+        "--run-id",
+        default=None,
+        metavar="ID",
+        help="recorded in commitInfo as txntableRunId (default: none)",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=at_least(1, "attempt"),
+        default=1000,
+        metavar="N",
+        help="commit attempts per batch before giving up (default 1000)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument(
         "--vacuum",
@@ -139,22 +188,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--vacuum-retention",
+        type=duration_ms,
         default=None,
         metavar="DURATION",
-        help="VACUUM retention, e.g. 'interval 7 days' (default: the table's; never forced)",
+        help="VACUUM retention, e.g. 7d or '7 days' (default: the table's "
+        "delta.deletedFileRetentionDuration; a shorter one is refused, never forced)",
     )
     parser.add_argument(
         "--vacuum-dry-run", action="store_true", help="report what VACUUM would delete, delete none"
     )
     parser.add_argument(
         "--vacuum-spark-min-files",
-        type=int,
+        type=at_least(0, "files"),
         default=VACUUM_SPARK_MIN_FILES,
         metavar="N",
         help="with --executor spark, VACUUM lists and deletes as Spark tasks when the log knows "
         f"at least N files, live and removed (default {VACUUM_SPARK_MIN_FILES})",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON line (the default)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as the job's one JSON line instead of the text summary (the "
+        "default of txntable optimize; python -m txntable.jobs.optimize always prints JSON)",
+    )
 
 
 def _size(text: str, flag: str) -> int:
@@ -164,19 +220,6 @@ def _size(text: str, flag: str) -> int:
 
     try:
         return parse_size(text)
-    except QuantityError as exc:
-        raise InvalidPolicyError(f"--{flag}: {exc}") from None
-
-
-def _duration_ms(text: str | None, flag: str) -> int | None:
-    """The duration given to ``--flag`` (``10m``, ``1h30m``, ``90s``) in milliseconds."""
-    from txntable.api.quantity import QuantityError, parse_duration
-    from txntable.maintenance.errors import InvalidPolicyError
-
-    if text is None:
-        return None
-    try:
-        return parse_duration(text) * 1000
     except QuantityError as exc:
         raise InvalidPolicyError(f"--{flag}: {exc}") from None
 
@@ -196,9 +239,7 @@ def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
         zorder_by=zorder,
         commit_batch_bytes=_size(args.commit_every, "commit-every"),
         dv_purge_ratio=args.purge_deleted_percent / 100,
-        avoid_recent_writes_ms=_duration_ms(
-            args.avoid_partitions_written_within, "avoid-partitions-written-within"
-        ),
+        avoid_recent_writes_ms=args.avoid_partitions_written_within,
         avoid_writes=args.avoid_writes,
         parquet=ParquetSettings(
             codec=args.compression,
@@ -279,13 +320,15 @@ def run_vacuum(
     its summary for the result line, and an error when it could not run. On the Spark executor
     a table of at least ``--vacuum-spark-min-files`` files is listed and deleted by Spark tasks
     in the executor's session (``maintenance/vacuum_spark.py``)."""
+    from txntable.durations import format_seconds
+    from txntable.engine.errors import RetentionTooShortError
     from txntable.engine.vacuum import vacuum
     from txntable.maintenance.errors import MaintenanceError
     from txntable.maintenance.executor_spark import SparkExecutor
     from txntable.maintenance.vacuum_spark import SparkSweeper, wants_spark
 
     try:
-        retention_ms = parse_interval_ms(args.vacuum_retention) if args.vacuum_retention else None
+        retention_ms = args.vacuum_retention
         snapshot = table.snapshot()
         sweeper = None
         if isinstance(executor, SparkExecutor) and wants_spark(
@@ -295,6 +338,14 @@ def run_vacuum(
         result = vacuum(
             snapshot, retention_ms=retention_ms, dry_run=args.vacuum_dry_run, sweeper=sweeper
         )
+    except RetentionTooShortError as exc:
+        # runs never force it: say how to keep the table's retention, or where forcing is
+        text = (
+            f"{exc}; a compaction run never forces a shorter retention: ask for at least "
+            f"{format_seconds(max(1, exc.table_retention_ms // 1000))} (--vacuum-retention, a "
+            "policy's spec.vacuum.retention), or VACUUM with txntable vacuum --force"
+        )
+        return {"error": text}, f"vacuum: {text}"
     except (EngineError, MaintenanceError) as exc:
         return {"error": str(exc)}, f"vacuum: {exc}"
     doc = result.to_json()
@@ -338,7 +389,7 @@ def vacuum_only(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m txntable.jobs.optimize", description=__doc__)
+    parser = Parser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
     from txntable.api.common import RunKind
@@ -349,10 +400,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     metrics = EngineMetrics()
     try:
-        result, code = execute(args, metrics)
+        with raise_on_sigterm():  # a stopped run stops its Spark JVM too
+            result, code = execute(args, metrics)
     except (EngineError, MaintenanceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
+        print(f"error: {describe(exc)}", file=sys.stderr)
+        return exit_status(exc)
     doc = result.to_json()
     if args.vacuum_only:
         doc["vacuumOnly"] = True

@@ -30,7 +30,7 @@ def add_storage_option_argument(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help=(
             "storage option for object stores (repeatable; e.g. AWS_ENDPOINT_URL=...); "
-            f"{STORAGE_OPTIONS_ENV} may hold more as a JSON object"
+            f"{STORAGE_OPTIONS_ENV} may hold more as a JSON object (default: none)"
         ),
     )
 

@@ -28,6 +28,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,12 +46,19 @@ from txntable.launch.run import (
     last_json_line,
     out_of_memory,
 )
+from txntable.processes import stop_marked
 
 log = logging.getLogger(__name__)
 
 RUNNER: Final = Path(__file__).with_name("_local_runner.py")
 ENV_SPARK_MASTER: Final = "TXNTABLE_SPARK_MASTER"
+#: Every process of a local run carries its run directory in this variable (``processes``):
+#: how ``stop_started`` finds what a job left after its supervisor ended.
+ENV_RUN: Final = "TXNTABLE_LOCAL_RUN"
 ENV_SPARK_CONF: Final = "TXNTABLE_SPARK_CONF"
+#: How long a stopped run's job gets to end its Spark session and exit (``stop_started``):
+#: its JVM stops Spark and deletes its temporary files first.
+STOP_SECONDS: Final = 30.0
 #: A run directory without a pid this long after creation was never started (crash).
 START_TIMEOUT: Final = timedelta(seconds=60)
 TAIL_BYTES: Final = 64 * 1024
@@ -158,7 +166,8 @@ class LocalLauncher(Launcher):
         return [self.python, "-m", module, *req.args]
 
     def environment(self, req: RunRequest) -> dict[str, str]:
-        """The job's environment: ours, then the run's (Spark ``local[N]`` settings)."""
+        """The job's environment: ours, then the run's (Spark ``local[N]`` settings) and the
+        run's marker (``ENV_RUN``)."""
         threads = req.executor_instances * req.executor.cores
         conf = {"spark.driver.memory": req.driver.spark_memory, **req.spark_conf}
         return {
@@ -167,6 +176,7 @@ class LocalLauncher(Launcher):
             **req.job_env,
             ENV_SPARK_MASTER: f"local[{threads}]",
             ENV_SPARK_CONF: json.dumps(conf, sort_keys=True),
+            ENV_RUN: str(self._dir(req.namespace, req.name).resolve()),
         }
 
     def launch(self, req: RunRequest) -> RunStatus:
@@ -295,6 +305,7 @@ class LocalLauncher(Launcher):
         pid = int(pid_info.get("pid") or 0)
         if pid > 0 and _alive(pid, pid_info.get("startTicks")):
             self._stop_group(pid, self._children.get(run_dir))
+        stop_marked(ENV_RUN, str(run_dir.resolve()), grace_seconds=self.grace_seconds)
         self._children.pop(run_dir, None)
         shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -312,6 +323,30 @@ class LocalLauncher(Launcher):
                     return
                 time.sleep(0.05)
         log.warning("process group %d survived SIGKILL", pgid)
+
+    def stop_started(self) -> list[str]:
+        """Stop the runs this launcher started that still run (``txntable run --local`` ends:
+        whatever it started, it stops). Each supervisor gets SIGTERM, forwards it to its job
+        and records the exit code, so the run's directory tells it was stopped; after
+        ``STOP_SECONDS`` the group gets SIGKILL, and any process still carrying the run's
+        marker (a Python worker of the job's Spark, in a group of its own) is stopped too.
+        Returns ``namespace/name`` of each run stopped. Runs adopted from an earlier process
+        are left alone."""
+        stopped = []
+        for run_dir, child in list(self._children.items()):
+            if child.poll() is not None:
+                continue
+            try:
+                child.send_signal(signal.SIGTERM)
+                child.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                with suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+            stop_marked(ENV_RUN, str(run_dir.resolve()), grace_seconds=self.grace_seconds)
+            self._children.pop(run_dir, None)
+            stopped.append(f"{run_dir.parent.name}/{run_dir.name}")
+        return stopped
 
     def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
         check_dns_label(namespace, "namespace")

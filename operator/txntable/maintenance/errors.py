@@ -6,7 +6,9 @@ Hierarchy::
     ├── InvalidPolicyError              a policy value cannot be used (also a ValueError)
     ├── ClusteringError                 a clustered table's clustering columns cannot be used
     │                                   (malformed domain, nested, unknown or unorderable column)
-    └── BinExecutionError               rewriting one bin failed (I/O, unreadable input file)
+    ├── BinExecutionError               rewriting one bin failed (I/O, unreadable input file)
+    └── SparkStartError                 the Spark session could not start (``bad_argument``:
+                                        Spark refused the master URL given)
 
 Engine errors (conflicts, storage, unsupported features) pass through unchanged; the
 orchestrator catches the conflict errors it knows how to recover from and reports the rest.
@@ -30,3 +32,13 @@ class ClusteringError(MaintenanceError):
 
 class BinExecutionError(MaintenanceError):
     """A bin could not be rewritten; its inputs stay live and nothing of it is committed."""
+
+
+class SparkStartError(MaintenanceError):
+    """Spark could not start a session; the message is Spark's reason on one line.
+    ``bad_argument`` is True when Spark refused what it was given (a master URL it cannot
+    parse), so a command line reports bad usage rather than a failed run."""
+
+    def __init__(self, message: str, *, bad_argument: bool = False) -> None:
+        super().__init__(message)
+        self.bad_argument = bad_argument

@@ -19,13 +19,12 @@ tests and benchmarks share one.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
+from txntable.maintenance.spark_session import start_session, stop
 from txntable.maintenance.zorder_spark import zorder_bin
 
 #: Z-order bins with more input bytes than this run distributed (``zorder_spark``): one task
@@ -130,32 +129,8 @@ class SparkExecutor:
         return [BinResult.from_json(r) for r in rdd.map(run_task).collect()]
 
     def close(self) -> None:
-        """Stop the session if this executor started it."""
+        """Stop the session if this executor started it (``spark_session.stop``: during Ctrl-C
+        its processes are stopped without a word to Spark)."""
         if self._owns_session and self._spark is not None:
-            self._spark.stop()
-            self._spark = None
-
-
-def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> Any:
-    """A SparkSession for maintenance work: UI off, few shuffle partitions, and Python workers
-    on this interpreter in local mode (so they import the same txntable)."""
-    from pyspark.sql import SparkSession
-
-    if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder
-    # empty, or started by spark-submit (its gateway exists): the master spark-submit (or the
-    # Spark Operator) configured wins; a default like local[2] must not override k8s://...
-    if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(master)
-    builder = (
-        builder.appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+            session, self._spark = self._spark, None
+            stop(session)

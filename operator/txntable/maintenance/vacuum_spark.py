@@ -222,7 +222,7 @@ class SparkSweeper:
         if self._spark is None:
             from pyspark.sql import SparkSession
 
-            from txntable.maintenance.executor_spark import start_session
+            from txntable.maintenance.spark_session import start_session
 
             # a session already active in this process (a caller's, a test's) is used, never
             # stopped by close()
@@ -308,10 +308,12 @@ class SparkSweeper:
             raise MaintenanceError(f"VACUUM deleted {done} of {len(names)} files")
 
     def close(self) -> None:
-        """Stop the session if this sweeper started it."""
+        """Stop the session if this sweeper started it (aborting it during Ctrl-C)."""
         if self._owns_session and self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+            from txntable.maintenance.spark_session import stop
+
+            session, self._spark = self._spark, None
+            stop(session)
 
 
 def _first_line(exc: BaseException) -> str:

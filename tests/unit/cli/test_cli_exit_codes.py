@@ -25,8 +25,8 @@ def table(tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["cleanup", "{t}", "--retention", "bogus"], "--retention: not an interval"),
-        (["vacuum", "{t}", "--retention", "bogus"], "--retention: not an interval"),
+        (["cleanup", "{t}", "--retention", "bogus"], "--retention: 'bogus' is not a duration"),
+        (["vacuum", "{t}", "--retention", "7x"], "--retention: '7x': unknown unit 'x'"),
         (["optimize", "{t}", "--executor", "arrow", "--where", "d ((("], "--where"),
         (["optimize", "{t}", "--executor", "arrow", "--where", "id = 1"], "partition columns"),
         (["optimize", "{t}", "--executor", "arrow", "--target-size", "12QQ"], "--target-size"),

@@ -122,7 +122,11 @@ FAILURES = {
     ),
     "corrupt-log": (_corrupt, [], "00000000000000000002.json"),
     "version-too-new": (lambda tmp: TESTDATA / "simple_table", ["--version", "9"], "version 9"),
-    "negative-version": (lambda tmp: TESTDATA / "simple_table", ["--version", "-1"], ">= 0"),
+    "negative-version": (
+        lambda tmp: TESTDATA / "simple_table",
+        ["--version", "-1"],
+        "must be at least 0",
+    ),
 }
 
 

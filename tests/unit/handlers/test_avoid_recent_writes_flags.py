@@ -16,7 +16,6 @@ from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.requests import compaction_request
 from txntable.jobs.optimize import add_arguments, policy_from_args
-from txntable.maintenance.errors import InvalidPolicyError
 from txntable.reconcile.decide import Decision
 
 
@@ -91,7 +90,7 @@ def test_spec_becomes_flags_and_flags_become_the_policy(
 
 @pytest.mark.parametrize(
     "avoid",
-    [{"within": "10 minutes"}, {"within": "0s"}, {"writes": "Deletes"}, {"within": 600}],
+    [{"within": "10 fortnights"}, {"within": "0s"}, {"writes": "Deletes"}, {"within": 600}],
     ids=readable,
 )
 def test_bad_values_are_refused(avoid: dict[str, Any]) -> None:
@@ -99,12 +98,14 @@ def test_bad_values_are_refused(avoid: dict[str, Any]) -> None:
         _policy(avoid)
 
 
-def test_bad_job_flag_names_the_flag() -> None:
+def test_bad_job_flag_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused when the job's arguments are parsed, before anything runs (exit 2)."""
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    parsed = parser.parse_args(["t", "--avoid-partitions-written-within", "soon"])
-    with pytest.raises(InvalidPolicyError, match="--avoid-partitions-written-within"):
-        policy_from_args(parsed)
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["t", "--avoid-partitions-written-within", "soon"])
+    assert stop.value.code == 2
+    assert "--avoid-partitions-written-within: 'soon' is not a duration" in capsys.readouterr().err
 
 
 def test_dropped_bytes_and_deferred_partitions_reach_the_controller_metrics() -> None:
