@@ -100,7 +100,7 @@ class _Counts:
 def _manifests(location: str, burst: int) -> Any:
     from txntable.api.policies import CompactionPolicy
     from txntable.api.table import TxnTable
-    from txntable.cli.run_cmd import Manifests
+    from txntable.cli.local_manifests import Manifests
 
     meta = {"namespace": "default", "uid": "bench-uid", "generation": 1}
     table = TxnTable.from_manifest(

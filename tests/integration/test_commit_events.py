@@ -241,7 +241,8 @@ def test_local_loop_compacts_after_a_burst_without_waiting_for_the_poll(tmp_path
     the poll would, and no wake-up would be counted."""
     from txntable.api.policies import CompactionPolicy
     from txntable.api.table import TxnTable
-    from txntable.cli.run_cmd import Manifests, make_operator, reconcile_loop
+    from txntable.cli.local_manifests import Manifests
+    from txntable.cli.run_cmd import make_operator, reconcile_loop
     from txntable.config import Config
     from txntable.launch import LocalLauncher
 

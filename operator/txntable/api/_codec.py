@@ -33,6 +33,7 @@ from txntable.api.quantity import (
     format_duration,
     parse_bytes,
     parse_duration,
+    parse_size,
 )
 
 T = TypeVar("T")
@@ -55,11 +56,15 @@ def spec_field(
     min_items: int | None = None,
     max_items: int | None = None,
     text_default: str | None = None,
+    hint: str | None = None,
 ) -> Any:
     """A dataclass field with the schema facts the codec checks and the CRD test compares.
 
     ``kind`` is ``"size"`` (int bytes written as a quantity) or ``"duration"`` (int seconds
-    written as ``30d``/``1h``); ``text_default`` is the default as the CRD spells it.
+    written as ``30d``/``1h``); ``text_default`` is the default as the CRD spells it. ``hint``
+    says in words what ``pattern`` admits (``"a five-field cron schedule"``): a value that does
+    not match is reported with it, never with the regular expression (sizes and durations are
+    explained by their parsers).
     """
     if kind == SIZE:
         pattern = pattern or SIZE_PATTERN
@@ -79,6 +84,7 @@ def spec_field(
         "min_items": min_items,
         "max_items": max_items,
         "text_default": text_default,
+        "hint": hint,
     }
     meta = {k: v for k, v in meta.items() if v is not None}
     if isinstance(default, Mapping):  # mappings are unhashable: give each instance its own
@@ -147,7 +153,12 @@ def _check_str(value: str, meta: Mapping[str, Any], path: str) -> None:
     if "max_length" in meta and len(value) > meta["max_length"]:
         _fail(path, f"must be at most {meta['max_length']} characters")
     if "pattern" in meta and ecma_search(meta["pattern"], value) is None:
-        _fail(path, f"{value!r} does not match {meta['pattern']}")
+        kind = meta.get("kind")
+        if kind == SIZE:
+            parse_size(value)  # raises, saying what a size looks like
+        elif kind == DURATION:
+            parse_duration(value)  # raises, saying what a duration looks like
+        _fail(path, f"{value!r} is not {meta.get('hint') or 'in the form the CRD requires'}")
 
 
 @functools.lru_cache(maxsize=256)
@@ -222,8 +233,8 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
     if tp is int and kind == DURATION:
         if not isinstance(value, str):
             _fail(path, "must be a duration string (e.g. 30d, 12h, 1h30m, 90s)")
-        _check_str(value, meta, path)
         try:
+            _check_str(value, meta, path)
             return parse_duration(value)
         except QuantityError as exc:
             _fail(path, str(exc))
@@ -257,7 +268,9 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
             _fail(path, f"must have at least {meta['min_items']} items")
         if "max_items" in meta and len(value) > meta["max_items"]:
             _fail(path, f"must have at most {meta['max_items']} items")
-        item_meta = {k: v for k, v in meta.items() if k in ("pattern", "max_length", "min_length")}
+        item_meta = {
+            k: v for k, v in meta.items() if k in ("pattern", "hint", "max_length", "min_length")
+        }
         errors = _Errors()
         items = [
             errors.attempt(_convert, item_tp, v, item_meta, f"{path}[{i}]")

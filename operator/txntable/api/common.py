@@ -23,6 +23,8 @@ from txntable.api.conditions import Condition
 from txntable.api.errors import InvalidSpecError
 
 DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+HINT_DNS_SUBDOMAIN: Final = "a Kubernetes name (lower-case letters, digits, '-' and '.')"
+HINT_LABEL_KEY: Final = "a label key ([prefix/]name: letters, digits, '-', '_', '.')"
 LABEL_KEY: Final = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
@@ -171,21 +173,25 @@ class PolicyPhase(StrEnum):
 class LocalObjectReference:
     """A reference by name to an object in the same namespace."""
 
-    name: str = spec_field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=253)
+    name: str = spec_field(
+        pattern=DNS_SUBDOMAIN, hint=HINT_DNS_SUBDOMAIN, min_length=1, max_length=253
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class SecretReference:
     """A Secret in the same namespace whose keys become storage options (credentials)."""
 
-    name: str = spec_field(pattern=DNS_SUBDOMAIN, min_length=1, max_length=253)
+    name: str = spec_field(
+        pattern=DNS_SUBDOMAIN, hint=HINT_DNS_SUBDOMAIN, min_length=1, max_length=253
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabelSelectorRequirement:
     """One ``matchExpressions`` entry of a label selector."""
 
-    key: str = spec_field(pattern=LABEL_KEY, max_length=317)
+    key: str = spec_field(pattern=LABEL_KEY, hint=HINT_LABEL_KEY, max_length=317)
     operator: SelectorOperator = spec_field()
     values: tuple[str, ...] = spec_field((), max_items=64, max_length=63)
 
@@ -245,7 +251,7 @@ class SparkTemplate:
     image: str | None = spec_field(None, min_length=1, max_length=512)
     image_pull_policy: PullPolicy | None = spec_field(None)
     service_account_name: str | None = spec_field(
-        None, pattern=DNS_SUBDOMAIN, min_length=1, max_length=253
+        None, pattern=DNS_SUBDOMAIN, hint=HINT_DNS_SUBDOMAIN, min_length=1, max_length=253
     )
     driver: DriverSpec = spec_field(factory=DriverSpec)
     executor: ExecutorSpec = spec_field(factory=ExecutorSpec)

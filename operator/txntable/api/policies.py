@@ -54,6 +54,12 @@ TIME_ZONE_PATTERN: Final = (
     r"^(UTC|Etc/(UTC|GMT([+-](1[0-4]|[0-9]))?)|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+){1,2})$"
 )
 CLOCK_PATTERN: Final = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+HINT_CRON: Final = (
+    "a cron schedule: minute (0-59) hour (0-23) day-of-month month day-of-week, "
+    "e.g. '0 2 * * *', or @daily"
+)
+HINT_TIME_ZONE: Final = "an IANA time zone name such as UTC or Europe/Berlin"
+HINT_CLOCK: Final = "a time of day as HH:MM (24h), e.g. 02:30"
 MSG_NO_TRIGGER: Final = (
     "set a schedule or at least one threshold (smallFiles, smallFilePercent, commitsSinceLastRun)"
 )
@@ -126,8 +132,8 @@ class PartitionFilter:
 class MaintenanceWindow:
     """A daily time range (in the policy's time zone) in which runs may start."""
 
-    start: str = spec_field(pattern=CLOCK_PATTERN)
-    end: str = spec_field(pattern=CLOCK_PATTERN)
+    start: str = spec_field(pattern=CLOCK_PATTERN, hint=HINT_CLOCK)
+    end: str = spec_field(pattern=CLOCK_PATTERN, hint=HINT_CLOCK)
     days: tuple[Weekday, ...] = spec_field((), max_items=7)
 
     def check(self, path: str) -> None:
@@ -150,7 +156,7 @@ class MaintenanceWindow:
 class CompactionTriggers:
     """When compaction runs: on a schedule, when thresholds are crossed, or both."""
 
-    schedule: str | None = spec_field(None, pattern=CRON_PATTERN, max_length=256)
+    schedule: str | None = spec_field(None, pattern=CRON_PATTERN, hint=HINT_CRON, max_length=256)
     small_files: int | None = spec_field(None, minimum=1, maximum=10_000_000)
     small_file_percent: int | None = spec_field(None, minimum=1, maximum=100)
     commits_since_last_run: int | None = spec_field(None, minimum=1, maximum=1_000_000)
@@ -319,7 +325,9 @@ class CompactionPolicySpec:
     partition_filters: tuple[PartitionFilter, ...] = spec_field((), max_items=16)
     z_order_by: tuple[str, ...] = spec_field((), max_items=8, min_length=1, max_length=255)
     triggers: CompactionTriggers = spec_field()
-    time_zone: str = spec_field(d.TIME_ZONE, pattern=TIME_ZONE_PATTERN, max_length=64)
+    time_zone: str = spec_field(
+        d.TIME_ZONE, pattern=TIME_ZONE_PATTERN, hint=HINT_TIME_ZONE, max_length=64
+    )
     maintenance_windows: tuple[MaintenanceWindow, ...] = spec_field((), max_items=16)
     concurrency_policy: ConcurrencyPolicy = spec_field(ConcurrencyPolicy.FORBID)
     suspend: bool = spec_field(False)

@@ -74,7 +74,12 @@ class StorageSpec:
 class NotificationsSpec:
     """Where the table's storage announces new objects, so commits wake the controller."""
 
-    sqs_queue_url: str | None = spec_field(None, pattern=SQS_QUEUE_URL_PATTERN, max_length=1024)
+    sqs_queue_url: str | None = spec_field(
+        None,
+        pattern=SQS_QUEUE_URL_PATTERN,
+        hint="an SQS queue URL (https://HOST/ACCOUNT/NAME)",
+        max_length=1024,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +87,12 @@ class ColumnSpec:
     """One top-level column of a table the operator creates."""
 
     name: str = spec_field(min_length=1, max_length=255)
-    type: str = spec_field(pattern=COLUMN_TYPE_PATTERN, max_length=32)
+    type: str = spec_field(
+        pattern=COLUMN_TYPE_PATTERN,
+        hint="a Delta column type (string, long, integer, short, byte, float, double, boolean, "
+        "binary, date, timestamp, timestamp_ntz or decimal(P,S))",
+        max_length=32,
+    )
     nullable: bool = spec_field(True)
     comment: str | None = spec_field(None, max_length=1024)
 
@@ -113,7 +123,12 @@ class CreateSpec:
 class TxnTableSpec:
     """Desired state of one table."""
 
-    location: str = spec_field(pattern=LOCATION_PATTERN, min_length=1, max_length=2048)
+    location: str = spec_field(
+        pattern=LOCATION_PATTERN,
+        hint="a table location: s3://, s3a://, abfss://, az://, file://, memory:// or a path",
+        min_length=1,
+        max_length=2048,
+    )
     storage: StorageSpec = spec_field(factory=StorageSpec)
     create: CreateSpec | None = spec_field(None)
     compaction_policy_ref: LocalObjectReference | None = spec_field(None)

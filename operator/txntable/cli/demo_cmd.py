@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
-from txntable.cli.run_cmd import load_manifests, make_operator, reconcile_loop
+from txntable.cli.local_manifests import load_manifests, refuse
+from txntable.cli.run_cmd import make_operator, reconcile_loop
 from txntable.config import Config
+from txntable.jobs.flags import at_least
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,9 +62,23 @@ def register(sub: Any) -> None:
         default="examples/local",
         help="local-mode manifests (default examples/local)",
     )
-    parser.add_argument("--writers", type=int, default=2, help="appender processes per engine")
-    parser.add_argument("--appends", type=int, default=8, help="appends per writer process")
-    parser.add_argument("--runs-dir", default=".txntable-runs", help="local run state")
+    parser.add_argument(
+        "--writers",
+        type=at_least(1, "writer"),
+        default=2,
+        metavar="N",
+        help="appender processes per engine (default 2)",
+    )
+    parser.add_argument(
+        "--appends",
+        type=at_least(1, "append"),
+        default=8,
+        metavar="N",
+        help="appends per writer process (default 8)",
+    )
+    parser.add_argument(
+        "--runs-dir", default=".txntable-runs", help="local run state (default .txntable-runs)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -84,6 +100,8 @@ def _batch(writer: int, i: int, rows: int = 150) -> pa.Table:
 
 def _ours(location: str, writer: int, appends: int, out: Any) -> None:
     from txntable.engine import CommitOptions, Table
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from txntable.observability.metrics import EngineMetrics
     from txntable.observability.run_report import engine_summary
 
@@ -97,6 +115,8 @@ def _ours(location: str, writer: int, appends: int, out: Any) -> None:
 
 def _delta_rs(location: str, writer: int, appends: int, out: Any) -> None:
     from deltalake import write_deltalake
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
     failures = 0
     for i in range(appends):
@@ -143,7 +163,13 @@ def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
     ]
     for p in procs:
         p.start()
-    reports = [queue.get(timeout=600) for _ in procs]  # every writer reported: all rows written
+    try:
+        reports = [queue.get(timeout=600) for _ in procs]  # every writer reported: all rows
+    except BaseException:  # Ctrl-C (the writers ignore it: one line, not one traceback each)
+        for p in procs:
+            p.terminate()
+            p.join()
+        raise
     for p in procs:
         p.join()
         # deltalake may abort the interpreter at exit (SIGABRT) after its work is done and
@@ -226,10 +252,16 @@ def _require_deltalake() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from txntable.launch import LocalLauncher
+
     _require_deltalake()
     manifests = load_manifests(Path(args.manifests))
-    if manifests.errors or len(manifests.tables) != 1:
-        raise CliError(f"{args.manifests} must hold exactly one valid TxnTable: {manifests.errors}")
+    if manifests.errors:
+        refuse(manifests, args.manifests)
+    if len(manifests.tables) != 1:
+        raise CliError(
+            f"{args.manifests} must hold exactly one TxnTable, not {len(manifests.tables)}"
+        )
     table: TxnTable = manifests.tables[0]
     location = Path(table.spec.location).resolve()
     runs_dir = Path(args.runs_dir)
@@ -243,14 +275,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"   done in {time.monotonic() - started:.1f}s")
     before = _describe(location, "before")
     print(f"2. the controller loop in local mode over {args.manifests} (Spark local mode)")
-    operator = make_operator(Path(args.runs_dir), Config.from_env())
+    launcher = LocalLauncher(runs_dir)
+    operator = make_operator(runs_dir, Config.from_env(), launcher)
 
     def show(resource: TxnTable, tick: Tick) -> None:
         for event in tick.events:
             print(f"   {event.reason}: {event.message}", flush=True)
 
     started = time.monotonic()
-    final = reconcile_loop(manifests, operator, once=True, interval=2.0, on_tick=show)[0]
+    try:
+        final = reconcile_loop(manifests, operator, once=True, interval=2.0, on_tick=show)[0]
+    except KeyboardInterrupt as exc:  # what the demo started, it stops
+        stopped = launcher.stop_started()
+        if stopped:
+            raise type(exc)(f"stopped the run(s) it had started: {', '.join(stopped)}") from None
+        raise
     print(f"   converged in {time.monotonic() - started:.1f}s")
     after = _describe(location, "after")
     status = final.status

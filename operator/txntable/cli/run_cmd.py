@@ -1,11 +1,15 @@
-"""``txntable run --local DIR``: the controller's loop without a cluster.
+"""``txntable run --local PATH``: the controller's loop without a cluster.
 
-Reads the TxnTable / CompactionPolicy / CheckpointPolicy manifests in DIR, then reconciles every
-table on a timer exactly as the Kopf handlers do (``handlers.operate``), launching Spark in local
-mode through the local launcher. Statuses live in memory and are printed when they change.
-``--once`` stops when the work has converged: no run in flight and nothing started in a tick.
-An invalid manifest stops the command before anything runs: every error of every manifest on
-stderr, then exit status 2, as the API server would refuse the object.
+Reads the TxnTable / CompactionPolicy / CheckpointPolicy manifests in PATH (a directory, or one
+file; ``cli.local_manifests``), then reconciles every table on a timer exactly as the Kopf
+handlers do (``handlers.operate``), launching Spark in local mode through the local launcher.
+Statuses live in memory, keyed as the controller keys them (by namespace/name here), and are
+printed when they change; ``--json`` prints JSON lines only. ``--once`` stops when the work has
+converged: no run in flight and nothing started in a tick. An invalid manifest stops the command
+before anything runs: every error of every manifest on stderr, one line each, then exit status
+2, as the API server would refuse the object. While it runs, changed manifests are re-read (an
+approval annotation added, a policy edited); an invalid edit is reported and the manifests
+before it stay in force. Ctrl-C (or SIGTERM) stops the runs this process started, and says so.
 Commit events (``handlers.commit_events``) wake a table between ticks, as in the cluster, unless
 ``--no-events``; ticks count the polling rounds only.
 """
@@ -19,12 +23,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
+from txntable.cli.local_manifests import Manifests, ManifestWatch, load_manifests, refuse
 from txntable.config import Config
+from txntable.jobs.flags import at_least, positive_seconds
 
 # The API models, YAML and the controller are imported where they are used: every ``txntable``
 # command registers this one, and building the parser must stay cheap.
@@ -32,16 +38,36 @@ if TYPE_CHECKING:
     from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
     from txntable.handlers.commit_events import CommitEvents
     from txntable.handlers.operate import Operator, Tick
+    from txntable.launch import LocalLauncher
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("run", help="run the controller loop (local mode)")
-    parser.add_argument("--local", metavar="DIR", required=True, help="manifests to reconcile")
-    parser.add_argument("--once", action="store_true", help="stop when the work has converged")
-    parser.add_argument("--interval", type=float, default=2.0, help="seconds between ticks")
-    parser.add_argument("--max-ticks", type=int, default=0, help="stop after N ticks (0: never)")
     parser.add_argument(
-        "--runs-dir", default=".txntable-runs", help="where local runs keep their state"
+        "--local",
+        metavar="PATH",
+        required=True,
+        help="manifests to reconcile: a directory (every *.yaml/*.yml under it) or one file",
+    )
+    parser.add_argument("--once", action="store_true", help="stop when the work has converged")
+    parser.add_argument(
+        "--interval",
+        type=positive_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between ticks (default 2)",
+    )
+    parser.add_argument(
+        "--max-ticks",
+        type=at_least(0, "ticks"),
+        default=0,
+        metavar="N",
+        help="stop after N ticks (default 0: never)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default=".txntable-runs",
+        help="where local runs keep their state (default .txntable-runs)",
     )
     parser.add_argument("--json", action="store_true", help="print statuses as JSON lines")
     parser.add_argument(
@@ -50,56 +76,6 @@ def register(sub: Any) -> None:
         help="poll every --interval only; by default commits wake their table (LogProbe, SQS)",
     )
     parser.set_defaults(run=run)
-
-
-@dataclass
-class Manifests:
-    tables: list[TxnTable] = field(default_factory=list)
-    compaction: list[CompactionPolicy] = field(default_factory=list)
-    checkpoint: list[CheckpointPolicy] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-def load_manifests(directory: Path) -> Manifests:
-    """Every manifest of ours under ``directory``; invalid ones (every broken field of each, or a
-    misspelled kind) are reported, not fatal; other tools' objects (a Secret) are skipped."""
-    import yaml
-
-    from txntable.api.errors import InvalidSpecError
-    from txntable.api.manifests import parse_manifest
-    from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
-
-    if not directory.is_dir():
-        raise CliError(f"{directory} is not a directory")
-    out = Manifests()
-    for path in sorted(directory.rglob("*.y*ml")):
-        try:
-            documents = list(yaml.safe_load_all(path.read_text()))
-        except yaml.YAMLError as exc:
-            out.errors.append(f"{path}: not YAML ({exc})")
-            continue
-        for doc in documents:
-            if not isinstance(doc, dict):
-                continue
-            kind = doc.get("kind")
-            metadata = doc.setdefault("metadata", {})
-            if isinstance(metadata, dict):  # else from_manifest reports it
-                metadata.setdefault("namespace", "default")
-                metadata.setdefault("uid", f"local-{metadata.get('name')}")
-                metadata.setdefault("generation", 1)
-            try:
-                resource = parse_manifest(doc)
-            except InvalidSpecError as exc:
-                name = metadata.get("name") if isinstance(metadata, dict) else None
-                out.errors.append(f"{path}: {kind}/{name}: {exc}")
-                continue
-            if isinstance(resource, TxnTable):
-                out.tables.append(resource)
-            elif isinstance(resource, CompactionPolicy):
-                out.compaction.append(resource)
-            elif isinstance(resource, CheckpointPolicy):
-                out.checkpoint.append(resource)
-    return out
 
 
 def _summary(table: TxnTable, tick: Tick) -> str:
@@ -124,26 +100,18 @@ def _namespace(resource: TxnTable | CompactionPolicy | CheckpointPolicy) -> str:
     return resource.metadata.namespace or "default"
 
 
-def _status_json(table: TxnTable, tick: Tick) -> str:
-    return json.dumps(
-        {
-            "table": table.metadata.name,
-            "namespace": _namespace(table),
-            "status": tick.status.to_status(),
-        },
-        default=str,
-    )
-
-
-def make_operator(runs_dir: Path, config: Config) -> Operator:
+def make_operator(
+    runs_dir: Path, config: Config, launcher: LocalLauncher | None = None
+) -> Operator:
+    """The controller's ``Operator``, every run local (``launcher``, else one in ``runs_dir``)."""
     from txntable.handlers.operate import Operator
     from txntable.launch import Backend, Launcher, LocalLauncher
 
-    launcher = LocalLauncher(runs_dir)
+    local = launcher or LocalLauncher(runs_dir)
 
     def launchers(backend: Backend) -> Launcher:
         del backend  # local mode runs everything locally, whatever the policy says
-        return launcher
+        return local
 
     return Operator(config=config, launchers=launchers)
 
@@ -157,9 +125,12 @@ def reconcile_loop(
     max_ticks: int = 0,
     on_tick: Callable[[TxnTable, Tick], None] | None = None,
     events: CommitEvents | None = None,
+    reload: Callable[[], Manifests | None] | None = None,
 ) -> list[TxnTable]:
     """Reconcile every table each ``interval`` seconds, as the controller's timer does, and a
     table as soon as ``events`` wakes it (its ``on_wake`` is set here), as its daemon does.
+    ``reload``, asked before every round, returns new manifests when they changed (None when
+    not): a table keeps its status across a reload, one that is gone is forgotten.
 
     Returns the tables with their last status once converged (``once``) or after ``max_ticks``
     polling rounds.
@@ -180,6 +151,12 @@ def reconcile_loop(
     busy: dict[str, bool] = {}
     ticks = 0
     while True:
+        fresh = reload() if reload is not None else None
+        if fresh is not None:
+            manifests, tables = fresh, _carry_status(tables, fresh.tables, operator, events)
+            for gone in set(last) - {t.metadata.key for t in tables}:
+                last.pop(gone, None)
+                busy.pop(gone, None)
         with guard:
             now_woken = set(woken)
             woken.clear()
@@ -209,7 +186,33 @@ def reconcile_loop(
         if polled and ((once and not any(busy.values())) or (max_ticks and ticks >= max_ticks)):
             return tables
         next_poll = min(last.values(), default=time.monotonic()) + interval
+        if reload is not None:  # look at the manifests at least every second
+            next_poll = min(next_poll, time.monotonic() + RELOAD_SECONDS)
         wake.wait(timeout=max(0.0, next_poll - time.monotonic()))
+
+
+#: how often ``txntable run --local`` looks for changed manifests between ticks
+RELOAD_SECONDS = 1.0
+
+
+def _carry_status(
+    old: list[TxnTable],
+    new: list[TxnTable],
+    operator: Operator,
+    events: CommitEvents | None,
+) -> list[TxnTable]:
+    """``new`` tables with the status each had under the same key; the controller forgets the
+    tables that are gone, as it does for a deleted TxnTable."""
+    before = {t.metadata.key: t for t in old}
+    out = []
+    for table in new:
+        previous = before.pop(table.metadata.key, None)
+        out.append(replace(table, status=previous.status) if previous is not None else table)
+    for key in before:
+        operator.forget(key)
+        if events is not None:
+            events.unwatch(key)
+    return out
 
 
 def _observed(events: CommitEvents, key: str, table: TxnTable, tick: Tick) -> Any:
@@ -226,28 +229,29 @@ def _observed(events: CommitEvents, key: str, table: TxnTable, tick: Tick) -> An
 
 
 def run(args: argparse.Namespace) -> int:
-    manifests = load_manifests(Path(args.local))
+    from txntable.launch import LocalLauncher
+
+    source = Path(args.local)
+    manifests = load_manifests(source)
     if manifests.errors:
-        # as ``kubectl apply`` refuses an invalid object: nothing runs on a partial set of
-        # manifests (a dropped policy would silently leave its tables unmaintained)
-        for error in manifests.errors:
-            print(f"invalid manifest: {error}", file=sys.stderr)
-        raise CliError(
-            f"{len(manifests.errors)} invalid manifest(s) in {args.local}; nothing was reconciled"
-        )
+        refuse(manifests, args.local)
     if not manifests.tables:
         raise CliError(f"no valid TxnTable manifest in {args.local}")
-    operator = make_operator(Path(args.runs_dir), Config.from_env())
-    printed: dict[str, str] = {}
+    launcher = LocalLauncher(Path(args.runs_dir))
+    operator = make_operator(Path(args.runs_dir), Config.from_env(), launcher)
+    output = _Output(json_lines=args.json)
+    watch = ManifestWatch(source)
 
-    def show(table: TxnTable, tick: Tick) -> None:
-        name = table.metadata.namespaced_name
-        for event in tick.events:
-            print(f"event {name} {event.type} {event.reason}: {event.message}")
-        line = _status_json(table, tick) if args.json else _summary(table, tick)
-        if printed.get(table.metadata.key) != line:
-            print(line, flush=True)
-            printed[table.metadata.key] = line
+    def reload() -> Manifests | None:
+        if not watch.changed():
+            return None
+        fresh = load_manifests(source)
+        if fresh.errors or not fresh.tables:
+            # as the API server refuses an invalid edit: the objects before it stay in force
+            output.note("manifests changed but are refused; the ones before stay in force", fresh)
+            return None
+        output.note("manifests changed: re-read", fresh)
+        return fresh
 
     events = None
     if not args.no_events:
@@ -266,10 +270,56 @@ def run(args: argparse.Namespace) -> int:
             once=args.once,
             interval=args.interval,
             max_ticks=args.max_ticks,
-            on_tick=show,
+            on_tick=output.show,
             events=events,
+            reload=reload,
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what this process started, it stops
+        stopped = launcher.stop_started()
+        if stopped:
+            raise type(exc)(f"stopped the run(s) it had started: {', '.join(stopped)}") from None
+        raise
     finally:
         if events is not None:
             events.close()
     return 0
+
+
+class _Output:
+    """What ``run --local`` prints: a status line per table when it changes, and every Event
+    the controller would record; with ``--json`` only JSON lines (``{"table", "namespace",
+    "status"}``, ``{"table", "namespace", "event"}``, ``{"manifests"}``)."""
+
+    def __init__(self, *, json_lines: bool) -> None:
+        self.json_lines = json_lines
+        self.printed: dict[str, str] = {}
+
+    def show(self, table: TxnTable, tick: Tick) -> None:
+        name = table.metadata.namespaced_name
+        for event in tick.events:
+            if self.json_lines:
+                doc = {"type": event.type, "reason": str(event.reason), "message": event.message}
+                print(json.dumps(self._about(table, event=doc)))
+            else:
+                print(f"event {name} {event.type} {event.reason}: {event.message}")
+        line = (
+            json.dumps(self._about(table, status=tick.status.to_status()), default=str)
+            if self.json_lines
+            else _summary(table, tick)
+        )
+        if self.printed.get(table.metadata.key) != line:
+            print(line, flush=True)
+            self.printed[table.metadata.key] = line
+
+    def note(self, what: str, manifests: Manifests) -> None:
+        """A re-read of the manifests, and the errors that refused it."""
+        if self.json_lines:
+            print(json.dumps({"manifests": what, "errors": manifests.errors}), flush=True)
+            return
+        print(what, flush=True)
+        for error in manifests.errors:
+            print(f"invalid manifest: {error}", file=sys.stderr)
+
+    @staticmethod
+    def _about(table: TxnTable, **doc: Any) -> dict[str, Any]:
+        return {"table": table.metadata.name, "namespace": _namespace(table), **doc}

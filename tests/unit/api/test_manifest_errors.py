@@ -13,8 +13,8 @@ import pytest
 from tests.unit.crdtools import load_crds, load_examples, validate
 from txntable.api import CompactionPolicy, InvalidSpecError, TxnTable
 from txntable.api.manifests import parse_manifest
+from txntable.cli.local_manifests import load_manifests
 from txntable.cli.main import main as cli
-from txntable.cli.run_cmd import load_manifests
 
 CRDS = load_crds()
 EXAMPLES = {(p.name, d["kind"]): d for p, d in load_examples()}
@@ -150,6 +150,42 @@ def test_run_local_refuses_invalid_manifests_with_every_error(
     assert code == 2
     captured = capsys.readouterr()
     assert "did you mean CompactionPolicy" in captured.err and "minFileSize" in captured.err
-    assert captured.err.rstrip().splitlines()[-1].startswith("error: 2 invalid manifest(s)")
+    assert captured.err.rstrip().splitlines()[-1].startswith("error: 2 manifest error(s)")
     assert captured.out == ""  # no table was reconciled
     assert not runs.exists()
+
+
+def _pattern_fields(cls: type, where: str, seen: set[type]) -> list[tuple[str, dict[str, Any]]]:
+    """(path, metadata) of every field under ``cls`` whose value is checked by a pattern."""
+    import dataclasses
+    from typing import get_args
+
+    from txntable.api._codec import hints, json_name, unwrap_optional
+
+    if cls in seen:
+        return []
+    seen.add(cls)
+    out = []
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        at = f"{where}.{json_name(field)}"
+        tp, _ = unwrap_optional(hints(cls)[field.name])
+        if "pattern" in field.metadata:
+            out.append((at, dict(field.metadata)))
+        for inner in (tp, *get_args(tp)):
+            if dataclasses.is_dataclass(inner):
+                out += _pattern_fields(inner, at, seen)  # type: ignore[arg-type]
+    return out
+
+
+def test_every_pattern_checked_field_explains_itself_in_words() -> None:
+    """A value a pattern refuses is reported with what the field takes, never with the regular
+    expression (``61 * * * *`` got ~1,500 characters of cron regex): every such field has a
+    ``hint``, or is a size or duration, whose parsers explain them."""
+    from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+
+    fields = []
+    for kind in (TxnTable, CompactionPolicy, CheckpointPolicy):
+        fields += _pattern_fields(kind, kind.__name__, set())
+    assert len(fields) >= 15
+    silent = [path for path, meta in fields if not meta.get("hint") and not meta.get("kind")]
+    assert silent == []

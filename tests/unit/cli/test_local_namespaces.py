@@ -9,7 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from txntable.api.types import TxnTable
-from txntable.cli.run_cmd import load_manifests, reconcile_loop
+from txntable.cli.local_manifests import load_manifests
+from txntable.cli.run_cmd import reconcile_loop
 
 MANIFESTS = """
 apiVersion: txntable.io/v1alpha1
