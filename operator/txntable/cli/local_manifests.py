@@ -8,12 +8,14 @@ per broken field, naming the file, the object and the field; two objects of one 
 name in one namespace are refused, as the API server would refuse the second ``create``.
 
 ``ManifestWatch`` notices an edit (an approval annotation added, a policy changed, a file
-added or removed) by the size and modification time of every manifest file and directory, so
-the loop re-reads the manifests only when something changed.
+added, removed or renamed) by the list of manifest files and a digest of each, so the loop
+re-reads the manifests only when one of them changed (not when a run's directory appears next
+to them).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,22 +131,20 @@ class ManifestWatch:
         self.path = path
         self._seen = self._fingerprint()
 
-    def _fingerprint(self) -> tuple[tuple[str, int, int], ...]:
+    def _fingerprint(self) -> tuple[tuple[str, str], ...]:
+        """Each manifest file and a digest of its bytes (manifests are small; a modification
+        time can stay the same for two quick edits of one size)."""
         entries = []
         try:
             files = manifest_files(self.path)
         except CliError:  # the path went away: that is a change too
             return ()
-        places = [
-            *files,
-            *({f.parent for f in files} | ({self.path} if self.path.is_dir() else set())),
-        ]
-        for place in places:
+        for place in files:  # a file added, removed or renamed changes the list itself
             try:
-                info = place.stat()
+                digest = hashlib.sha256(place.read_bytes()).hexdigest()
             except OSError:
                 continue
-            entries.append((str(place), info.st_mtime_ns, info.st_size))
+            entries.append((str(place), digest))
         return tuple(sorted(entries))
 
     def changed(self) -> bool:

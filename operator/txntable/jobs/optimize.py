@@ -208,8 +208,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print the result as the job's one JSON line instead of the text summary (the "
-        "default of txntable optimize; python -m txntable.jobs.optimize always prints JSON)",
+        help="print the job's one JSON result line, not the text summary txntable optimize "
+        "prints by default (python -m txntable.jobs.optimize always prints the JSON line)",
     )
 
 

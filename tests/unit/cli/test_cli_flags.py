@@ -87,7 +87,7 @@ def test_optimize_help_says_text_is_the_default_output(
         main(["optimize", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(the default)" not in text.split("--json", 1)[1].split("--", 1)[0]
-    assert "instead of the text summary" in text
+    assert "not the text summary txntable optimize prints by default" in text
 
 
 def test_no_flag_takes_a_bare_number() -> None:

@@ -101,3 +101,23 @@ def test_one_manifest_file_is_accepted(tmp_path: Path, capsys: pytest.CaptureFix
     assert main([*argv, "--runs-dir", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("default/events: phase=") and "version=0" in out
+
+
+def test_the_watch_sees_manifest_edits_only(tmp_path: Path) -> None:
+    """An edit, a new file and a removed one are changes; a run's directory appearing next to
+    the manifests (``run --local .`` with the default ``--runs-dir``) is not."""
+    from txntable.cli.local_manifests import ManifestWatch
+
+    (tmp_path / "t.yaml").write_text(_table("t", tmp_path / "t"))
+    watch = ManifestWatch(tmp_path)
+    assert not watch.changed()
+    (tmp_path / ".txntable-runs" / "default").mkdir(parents=True)
+    (tmp_path / ".txntable-runs" / "default" / "request.json").write_text("{}")
+    assert not watch.changed()
+    (tmp_path / "t.yaml").write_text(_table("t", tmp_path / "t", interval="5m"))
+    assert watch.changed() and not watch.changed()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "u.yml").write_text(_table("u", tmp_path / "u"))
+    assert watch.changed()
+    (tmp_path / "sub" / "u.yml").unlink()
+    assert watch.changed()
