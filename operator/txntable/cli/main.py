@@ -28,7 +28,7 @@ from txntable.cli import (
 )
 from txntable.cli.errors import CliError
 from txntable.engine.errors import EngineError
-from txntable.jobs.flags import Parser
+from txntable.jobs.flags import Parser, parse
 from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 
 #: Subcommand modules; each has ``register(subparsers) -> None`` and ``run(args) -> int``.
@@ -82,12 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as stop:  # --help and --version end here; a usage error is returned
-        if not stop.code:
-            raise
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    args = parse(parser, argv)  # --help and --version end here; a usage error is returned
+    if isinstance(args, int):
+        return args
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         with raise_on_sigterm():

@@ -38,7 +38,7 @@ from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.table import Table
-from txntable.jobs.flags import Parser, at_least, duration_ms, spark_master
+from txntable.jobs.flags import Parser, at_least, duration_ms, parse, spark_master
 from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.spark_session import start_session, stop
@@ -291,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_storage_option_argument(parser)
     parser.add_argument("--run-id", default=None, help="echoed in the result line (default: none)")
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
+    if isinstance(args, int):
+        return args
     started = time.perf_counter()
     try:
         with raise_on_sigterm():  # a stopped run stops its Spark JVM too

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from txntable.durations import DurationError, parse_ms
@@ -30,6 +30,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """``parser.parse_args(argv)``, or the exit status of a usage error (its one line is
+    printed), so a ``main`` returns it as it returns every other status; ``--help`` (and
+    ``--version``) still end the process as argparse ends it."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as stop:
+        if not stop.code:
+            raise
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
 
 
 def _whole(text: str) -> int:
@@ -122,6 +134,7 @@ __all__ = [
     "Parser",
     "at_least",
     "duration_ms",
+    "parse",
     "percent",
     "positive_duration_ms",
     "positive_seconds",

@@ -22,6 +22,7 @@ from txntable.jobs.flags import (
     Parser,
     at_least,
     duration_ms,
+    parse,
     percent,
     positive_duration_ms,
     spark_master,
@@ -391,7 +392,9 @@ def vacuum_only(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = Parser(prog="python -m txntable.jobs.optimize", description=__doc__)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
+    if isinstance(args, int):
+        return args
     from txntable.api.common import RunKind
     from txntable.maintenance.errors import MaintenanceError
     from txntable.observability.metrics import EngineMetrics
