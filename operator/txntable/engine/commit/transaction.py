@@ -343,9 +343,18 @@ class Transaction:
         started = time.monotonic()
         check = False
         ambiguous_errors = 0
+        written_ms = 0
         while True:
             attempt = self._attempts
             if attempt >= opts.max_attempts:
+                if check and self._uncertain:
+                    # "already exists" may answer a client's retry of our own landed write:
+                    # look before giving up, so a landed commit is neither reported as failed
+                    # nor has its data files deleted
+                    landed = commit_carries_txn(storage, attempt_version, self.txn_id)
+                    if landed is True:
+                        return self._confirmed(attempt_version, written_ms)
+                    self._uncertain = landed is None
                 raise retries_exceeded(
                     attempt, start_version, attempt_version, len(prepared.actions), started
                 )
@@ -360,6 +369,8 @@ class Transaction:
                         and winner.commit_info.txn_id == self.txn_id
                     ):
                         return winner.version  # our earlier attempt landed after all
+                    if index == 0 and winner.version == attempt_version:
+                        self._uncertain = False  # another writer holds the version we wrote
                     check_conflicts(pending, winner)
                     info.observe_winner(winner)
                     rows.observe_winner(winner)
@@ -380,7 +391,8 @@ class Transaction:
                 put_commit(storage, attempt_version, data, single_writer)
                 return self._confirmed(attempt_version, written_ms)
             except FileExistsInStoreError:
-                self._uncertain = was_uncertain
+                # uncertain until the winner is read: the answer of a client's retry of a
+                # write that landed is "already exists" too
                 check = True
             except WriteRefusedError:
                 self._uncertain = was_uncertain  # nothing stored; asking again cannot help

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.faults import FAIL_BEFORE, FaultyStorage, read_only_dir
+from tests.faults import FAIL_BEFORE, LANDED_EXISTS, FaultyStorage, read_only_dir
 from txntable.engine.commit.transaction import CommitOptions
 from txntable.engine.errors import (
     CommitRetriesExceededError,
@@ -88,6 +88,22 @@ def test_attempts_running_out_right_after_an_ambiguous_write_keep_the_files(
     (ours,) = info.value.uncommitted_files
     assert ours.startswith("p=a/") and ours in str(info.value)
     assert (tmp_path / "t" / ours).is_file()
+
+
+def test_a_last_attempt_answered_already_exists_is_looked_at_before_giving_up(
+    tmp_path: Path,
+) -> None:
+    """ "Already exists" on the last attempt can answer a client's retry of our own landed write:
+    the commit is read before giving up, so a landed commit is acknowledged and its data files
+    stay (deleting them, as for a lost race, would leave the log referencing missing files)."""
+    path = tmp_path / "t"
+    table, storage = _table(path)
+    storage.inject(LANDED_EXISTS, FIRST_COMMIT)
+    options = CommitOptions(max_attempts=1, backoff_initial_s=0.0, sleep=lambda _s: None)
+    result = table.append(pa.table({"id": [1], "p": ["a"]}), options=options)
+    assert result.version == 1
+    (live,) = [add.path for add in Table.open(str(path)).snapshot().add_actions()]
+    assert _parquet(path) == [live]
 
 
 def test_a_refused_commit_deletes_its_files(tmp_path: Path) -> None:
