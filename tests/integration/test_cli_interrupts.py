@@ -7,10 +7,12 @@ group, as a terminal sends it; then every process carrying the test's marker is 
 * Ctrl-C during a Spark job printed four py4j tracebacks before ``error: interrupted`` (PySpark's
   own SIGINT handler calls the JVM from inside the handler), and could hang.
 * Ctrl-C on ``txntable run --local`` left the run it had started going; it committed later.
+* Ctrl-C while ``txntable demo`` started its writers printed a writer's own traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -121,3 +123,44 @@ def test_ctrl_c_on_run_local_stops_the_run_it_started(tmp_path: Path, jobs: list
     assert finished["exitCode"] == 143  # the job was stopped (SIGTERM) and said so
     assert (run / "stderr.log").read_text().rstrip().endswith("error: terminated")
     assert Table.open(location).version() == 6  # and nothing was committed after
+
+
+DEMO_MANIFESTS = """apiVersion: txntable.io/v1alpha1
+kind: TxnTable
+metadata: {{name: events}}
+spec: {{location: {location}, compactionPolicyRef: {{name: compact}}}}
+---
+apiVersion: txntable.io/v1alpha1
+kind: CompactionPolicy
+metadata: {{name: compact}}
+spec: {{triggers: {{smallFiles: 8}}}}
+"""
+
+
+def _importing_arrow(job: Job) -> bool:
+    """Whether a writer of the demo has started loading pyarrow (its imports take a while
+    after that: a Ctrl-C now lands inside them, where it printed a traceback)."""
+    for line in job.leftovers("multiprocessing"):
+        with contextlib.suppress(OSError):
+            if "libarrow" in Path(f"/proc/{line.split()[0]}/maps").read_text():
+                return True
+    return False
+
+
+def test_ctrl_c_while_the_demo_starts_its_writers_is_one_line(
+    tmp_path: Path, jobs: list[Job]
+) -> None:
+    (tmp_path / "m").mkdir()
+    location = tmp_path / "demo-table"
+    (tmp_path / "m" / "all.yaml").write_text(DEMO_MANIFESTS.format(location=location))
+    job = Job(
+        [*TXNTABLE, "demo", "--manifests", str(tmp_path / "m"), "--runs-dir", str(tmp_path / "r")],
+        tmp_path,
+    )
+    jobs.append(job)
+    wait_until(lambda: _importing_arrow(job), job)  # a writer is in the middle of its imports
+    job.interrupt()
+    assert job.wait() == 130
+    _one_error_line(job.stderr(), "error: interrupted")
+    assert "KeyboardInterrupt" not in job.stderr()
+    assert job.no_leftovers_after() == []

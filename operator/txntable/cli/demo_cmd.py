@@ -100,8 +100,6 @@ def _batch(writer: int, i: int, rows: int = 150) -> pa.Table:
 
 def _ours(location: str, writer: int, appends: int, out: Any) -> None:
     from txntable.engine import CommitOptions, Table
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from txntable.observability.metrics import EngineMetrics
     from txntable.observability.run_report import engine_summary
 
@@ -115,8 +113,6 @@ def _ours(location: str, writer: int, appends: int, out: Any) -> None:
 
 def _delta_rs(location: str, writer: int, appends: int, out: Any) -> None:
     from deltalake import write_deltalake
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
     failures = 0
     for i in range(appends):
@@ -147,6 +143,20 @@ def claim(path: Path) -> None:
     (path / DEMO_MARKER).write_text("created by txntable demo; the next demo replaces it\n")
 
 
+def start_deaf_to_ctrl_c(procs: list[Any]) -> None:
+    """Start ``procs`` (spawned processes) with SIGINT blocked, a mask they keep for life: a
+    terminal's Ctrl-C goes to the whole process group, and a writer still importing when it
+    came printed its own ``KeyboardInterrupt`` traceback. The parent handles Ctrl-C (one
+    ``error: interrupted``) and stops them; one that arrived while they started is delivered
+    to it when the mask is restored."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
     """Create the table, then race ``writers`` processes per engine appending to it."""
     import multiprocessing
@@ -161,14 +171,14 @@ def fragment(location: Path, writers: int, appends: int) -> dict[str, Any]:
         for offset, target in ((0, _ours), (100, _delta_rs))
         for w in range(writers)
     ]
-    for p in procs:
-        p.start()
     try:
+        start_deaf_to_ctrl_c(procs)
         reports = [queue.get(timeout=600) for _ in procs]  # every writer reported: all rows
-    except BaseException:  # Ctrl-C (the writers ignore it: one line, not one traceback each)
+    except BaseException:  # Ctrl-C: the writers are stopped here (one line, no traceback each)
         for p in procs:
-            p.terminate()
-            p.join()
+            if p.pid is not None:
+                p.terminate()
+                p.join()
         raise
     for p in procs:
         p.join()
