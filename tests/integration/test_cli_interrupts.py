@@ -125,18 +125,6 @@ def test_ctrl_c_on_run_local_stops_the_run_it_started(tmp_path: Path, jobs: list
     assert Table.open(location).version() == 6  # and nothing was committed after
 
 
-DEMO_MANIFESTS = """apiVersion: txntable.io/v1alpha1
-kind: TxnTable
-metadata: {{name: events}}
-spec: {{location: {location}, compactionPolicyRef: {{name: compact}}}}
----
-apiVersion: txntable.io/v1alpha1
-kind: CompactionPolicy
-metadata: {{name: compact}}
-spec: {{triggers: {{smallFiles: 8}}}}
-"""
-
-
 def _importing_arrow(job: Job) -> bool:
     """Whether a writer of the demo has started loading pyarrow (its imports take a while
     after that: a Ctrl-C now lands inside them, where it printed a traceback)."""
@@ -152,7 +140,7 @@ def test_ctrl_c_while_the_demo_starts_its_writers_is_one_line(
 ) -> None:
     (tmp_path / "m").mkdir()
     location = tmp_path / "demo-table"
-    (tmp_path / "m" / "all.yaml").write_text(DEMO_MANIFESTS.format(location=location))
+    (tmp_path / "m" / "all.yaml").write_text(MANIFESTS.format(location=location))
     job = Job(
         [*TXNTABLE, "demo", "--manifests", str(tmp_path / "m"), "--runs-dir", str(tmp_path / "r")],
         tmp_path,
