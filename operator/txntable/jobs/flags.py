@@ -16,6 +16,7 @@ cheap (``--help`` answers without loading the engine).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -91,23 +92,31 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-#: the masters Spark accepts (spark-submit: "Master must either be yarn or start with spark, k8s,
-#: or local"; SparkContext's local forms), and mesos:// that Spark before 4 took; empty: the one
-#: spark-submit (or the Spark Operator) configured
+#: the masters the Spark we run (4.x) accepts (spark-submit: "Master must either be yarn or start
+#: with spark, k8s, or local"; SparkContext's local forms; mesos:// is gone since Spark 4); empty:
+#: the one spark-submit (or the Spark Operator) configured
 _SPARK_MASTER = re.compile(
-    r"|yarn|(spark|k8s|mesos)://\S+|local|local\[([0-9]+|\*)( *, *[0-9]+)?\]"
+    r"|yarn|(spark|k8s)://\S+|local|local\[([0-9]+|\*)( *, *[0-9]+)?\]"
     r"|local-cluster\[ *[0-9]+ *, *[0-9]+ *, *[0-9]+ *\]"
 )
+#: spark-submit refuses yarn unless one of these says where the cluster is
+_YARN_CONF = ("HADOOP_CONF_DIR", "YARN_CONF_DIR")
 
 
 def spark_master(text: str) -> str:
-    """A Spark master URL as Spark reads it, refused at parse time (Spark itself would only
-    refuse it after starting a JVM, with a Java stack trace)."""
+    """A Spark master URL as Spark reads it, refused at parse time with spark-submit's rule
+    (Spark itself refuses it only after starting a JVM, with a Java stack trace, and PySpark
+    then says only that the gateway exited)."""
     if _SPARK_MASTER.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Spark master: Master must either be yarn or start with spark, "
             "k8s, or local (spark-submit's rule), as spark://HOST:PORT, k8s://https://HOST:PORT, "
             "local, local[N], local[*], local[N,F] or local-cluster[N,C,M]"
+        )
+    if text == "yarn" and not any(os.environ.get(name) for name in _YARN_CONF):
+        raise argparse.ArgumentTypeError(
+            "When running with master 'yarn' either HADOOP_CONF_DIR or YARN_CONF_DIR must be "
+            "set in the environment (spark-submit's rule)"
         )
     return text
 

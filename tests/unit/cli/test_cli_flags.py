@@ -109,6 +109,7 @@ BAD_NUMBERS = [
     (["optimize", "{t}", "--vacuum-spark-min-files", "-1"], "must be at least 0"),
     (["optimize", "{t}", "--workers", "two"], "'two' is not a whole number"),
     (["optimize", "{t}", "--master", "bogus://x"], "Master must either be yarn"),
+    (["optimize", "{t}", "--master", "mesos://x"], "Master must either be yarn"),
     (["checkpoint", "{t}", "--version", "-1"], "--version: must be at least 0"),
     (["checkpoint", "{t}", "--part-size", "0"], "--part-size: must be at least 1"),
     (["inspect", "{t}", "--max-files", "-1"], "--max-files: must be at least 0"),
@@ -156,3 +157,18 @@ def test_the_jobs_refuse_bad_numbers_alike(
     assert module.main(argv) == EXIT_USAGE
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: python -m txntable.jobs.") and says in line
+
+
+def test_yarn_without_its_configuration_is_refused_as_spark_submit_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark-submit refused it after the JVM started: a Java stack trace, exit 1, and an error
+    line saying only that the gateway exited."""
+    for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["optimize", str(tmp_path / "t"), "--master", "yarn"]) == EXIT_USAGE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "HADOOP_CONF_DIR or YARN_CONF_DIR must be set" in line
+    monkeypatch.setenv("YARN_CONF_DIR", str(tmp_path))
+    assert main(["optimize", str(tmp_path / "t"), "--master", "yarn"]) == 1  # no table there
+    assert "HADOOP_CONF_DIR" not in capsys.readouterr().err
