@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from txntable.api.table import EventSource, ObservationMode, ObservationStatus
 from txntable.engine.storage.paths import LOG_DIR
+from txntable.handlers.sqs_source import SqsLike, SqsQueue
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ log = logging.getLogger(__name__)
 MAX_DELAY_FACTOR = 10
 #: Commits a probe walks forward through in one round (the rest at the next round).
 PROBE_WALK_LIMIT = 1000
-#: Twenty digits and ``.json``: a commit file (checkpoints and CRCs do not wake anyone).
-COMMIT_NAME = re.compile(r"^\d{20}\.json$")
 
 OnWake = Callable[[str], None]
 OnEvent = Callable[[EventSource], None]
@@ -314,27 +312,5 @@ def _polling(message: str) -> ObservationStatus:
     return ObservationStatus(mode=ObservationMode.POLLING, message=message[:1024])
 
 
-class SqsLike:
-    """What ``CommitEvents`` needs of a queue reader (``sqs_source.SqsQueue``)."""
-
-    healthy: bool = False
-    error: str | None = None
-
-    def start(self, signal: Callable[[str, EventSource], None]) -> None:
-        raise NotImplementedError
-
-    def route(self, key: str, location: str, options: Mapping[str, str]) -> None:
-        raise NotImplementedError
-
-    def unroute(self, key: str) -> int:
-        """Stop routing to ``key``; returns how many tables still read this queue."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
 def _default_sqs_factory(queue_url: str, options: Mapping[str, str]) -> SqsLike:
-    from txntable.handlers.sqs_source import SqsQueue
-
     return SqsQueue(queue_url, options)

@@ -33,7 +33,6 @@ from txntable.api.table import EventSource
 from txntable.engine.storage.options import parse_s3_options, s3_options_with_environment
 from txntable.engine.storage.paths import LOG_DIR
 from txntable.engine.storage.s3 import parse_s3_uri
-from txntable.handlers.commit_events import COMMIT_NAME, SqsLike
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +43,28 @@ RETRY_PAUSES = (1.0, 5.0, 15.0, 60.0)
 _AWS_HOST = re.compile(r"^sqs[.-]([a-z0-9-]+)\.amazonaws\.com")
 
 Signal = Callable[[str, EventSource], None]
+#: Twenty digits and ``.json``: a commit file (checkpoints and CRCs do not wake anyone).
+COMMIT_NAME = re.compile(r"^\d{20}\.json$")
+
+
+class SqsLike:
+    """What ``CommitEvents`` needs of a queue reader (``SqsQueue``)."""
+
+    healthy: bool = False
+    error: str | None = None
+
+    def start(self, signal: Signal) -> None:
+        raise NotImplementedError
+
+    def route(self, key: str, location: str, options: Mapping[str, str]) -> None:
+        raise NotImplementedError
+
+    def unroute(self, key: str) -> int:
+        """Stop routing to ``key``; returns how many tables still read this queue."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
 
 class SqsQueue(SqsLike):
