@@ -237,15 +237,28 @@ class TableState:
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
 
 
-class _Folder:
-    """Accumulates actions of consecutive commits; produces the next ``TableState`` once."""
+class ActionFold:
+    """The reconciliation rules of the module docstring over the actions of consecutive commits,
+    the one place they are written: ``adds`` and ``removes`` hold the last file action per key
+    (a key is in at most one of them), the rest is last-wins as the protocol says. What the
+    folded actions make of a base state is the caller's: ``fold`` builds the next
+    ``TableState``, ``summary.TableSummary.advance`` the next summary."""
 
-    def __init__(self, base: TableState | None) -> None:
-        self.base = base
-        self.protocol = base.protocol if base else None
-        self.metadata = base.metadata if base else None
-        self.txns = dict(base.txns) if base else {}
-        self.domains = dict(base.domains) if base else {}
+    __slots__ = ("adds", "domains", "metadata", "metadata_changes", "protocol", "removes", "txns")
+
+    def __init__(
+        self,
+        protocol: Protocol | None,
+        metadata: Metadata | None,
+        txns: dict[str, SetTransaction] | None = None,
+        domains: dict[str, DomainMetadata] | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.metadata = metadata
+        #: every ``metaData`` action folded, in log order (the last one is ``metadata``)
+        self.metadata_changes: list[Metadata] = []
+        self.txns = dict(txns) if txns else {}
+        self.domains = dict(domains) if domains else {}
         self.adds: dict[str, AddFile] = {}
         self.removes: dict[str, RemoveFile] = {}
 
@@ -261,6 +274,7 @@ class _Folder:
                 self.removes[key] = action
             elif isinstance(action, Metadata):
                 self.metadata = action
+                self.metadata_changes.append(action)
             elif isinstance(action, Protocol):
                 self.protocol = action
             elif isinstance(action, SetTransaction):
@@ -271,22 +285,27 @@ class _Folder:
                 else:
                     self.domains[action.domain] = action
 
-    def finish(self, version: int) -> tuple[Protocol | None, Metadata | None, TableState | None]:
-        if self.protocol is None or self.metadata is None:
-            return self.protocol, self.metadata, None
-        touched = self.adds.keys() | self.removes.keys()
-        base_files = self.base.files if self.base else empty(ADD_SCHEMA)
-        base_tombs = self.base.tombstones if self.base else empty(REMOVE_SCHEMA)
-        if touched:
-            value_set = pa.array(list(touched), pa.string())
-            base_files = _drop_keys(base_files, value_set)
-            base_tombs = _drop_keys(base_tombs, value_set)
-        files = _concat(base_files, actions_to_table(self.adds.values(), ADD_SCHEMA))
-        tombs = _concat(base_tombs, actions_to_table(self.removes.values(), REMOVE_SCHEMA))
-        state = TableState(
-            version, self.protocol, self.metadata, files, tombs, self.txns, self.domains
-        )
-        return self.protocol, self.metadata, state
+    def touched(self) -> set[str]:
+        """The keys (``encode_key``) whose file actions replace what the base state had."""
+        return self.adds.keys() | self.removes.keys()
+
+
+def _next_state(base: TableState | None, folded: ActionFold, version: int) -> TableState | None:
+    """``base`` with the folded commits applied; ``None`` without protocol or metadata."""
+    if folded.protocol is None or folded.metadata is None:
+        return None
+    touched = folded.touched()
+    base_files = base.files if base else empty(ADD_SCHEMA)
+    base_tombs = base.tombstones if base else empty(REMOVE_SCHEMA)
+    if touched:
+        value_set = pa.array(list(touched), pa.string())
+        base_files = _drop_keys(base_files, value_set)
+        base_tombs = _drop_keys(base_tombs, value_set)
+    files = _concat(base_files, actions_to_table(folded.adds.values(), ADD_SCHEMA))
+    tombs = _concat(base_tombs, actions_to_table(folded.removes.values(), REMOVE_SCHEMA))
+    return TableState(
+        version, folded.protocol, folded.metadata, files, tombs, folded.txns, folded.domains
+    )
 
 
 def _drop_keys(table: pa.Table, keys: pa.Array) -> pa.Table:
@@ -312,10 +331,13 @@ def fold(
     base: TableState | None, commits: Iterable[tuple[int, list[Action]]], version: int
 ) -> TableState | None:
     """Apply commits (ascending) on top of ``base``; ``None`` if protocol/metadata never appear."""
-    folder = _Folder(base)
+    if base is None:
+        folded = ActionFold(None, None)
+    else:
+        folded = ActionFold(base.protocol, base.metadata, base.txns, base.domains)
     for _, actions in commits:
-        folder.apply(actions)
-    return folder.finish(version)[2]
+        folded.apply(actions)
+    return _next_state(base, folded, version)
 
 
 def with_version(state: TableState, version: int) -> TableState:

@@ -12,8 +12,8 @@ stands. ``TableSummary`` keeps exactly that, column-wise:
 * the partition value tuples the ids stand for, protocol, metadata, checkpoint, version.
 
 It is built from one full snapshot load, after which the snapshot is dropped, and ``advance``
-reads only the commit files after its version and folds their actions by the same rules as
-``state.fold``: an ``add`` replaces its key and clears its tombstone, a ``remove`` drops its key
+reads only the commit files after its version and folds their actions with ``state.fold``'s own
+``ActionFold``: an ``add`` replaces its key and clears its tombstone, a ``remove`` drops its key
 and records the tombstone. A remove is matched by key, so its own size and partition values are
 never needed. What cannot be folded this way is reloaded from a full snapshot: commits cleaned
 up before they were seen (a version gap), a long replay when a newer checkpoint exists (as
@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.errors import VersionGapError
-from txntable.engine.model.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from txntable.engine.model.actions import CommitInfo, Metadata, Protocol
 from txntable.engine.model.features import check_readable
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.read.segment import CheckpointRef, list_commits_after
 from txntable.engine.read.snapshot import _REFRESH_REPLAY_LIMIT, Snapshot, read_commits
-from txntable.engine.read.state import encode_key, key_column
+from txntable.engine.read.state import ActionFold, key_column
 from txntable.engine.storage.base import Storage
 
 #: Columns of ``TableSummary.files``: one row per live file.
@@ -133,15 +133,18 @@ class TableSummary:
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
             return load(storage)  # a newer checkpoint is cheaper than replay
         parsed = read_commits(storage, commits)
-        folder = _Folder(self)
+        folded = ActionFold(self.protocol, self.metadata)
         for _, actions in parsed:
-            for action in actions:
-                folder.apply(action)
-        if folder.moved_partitions:
+            folded.apply(actions)
+        physical = _physical_partition_names(self.metadata)
+        if any(_physical_partition_names(m) != physical for m in folded.metadata_changes):
             return load(storage)
-        check_readable(folder.protocol)
+        # the fold starts from this summary's protocol and metadata: they are never None
+        protocol = folded.protocol or self.protocol
+        metadata = folded.metadata or self.metadata
+        check_readable(protocol)
         timestamp = commits[-1].file.mtime_ms
-        if _ict_enabled(folder.metadata):
+        if _ict_enabled(metadata):
             ict = next(
                 (
                     a.in_commit_timestamp
@@ -151,7 +154,18 @@ class TableSummary:
                 None,
             )
             timestamp = ict if ict is not None else timestamp
-        return folder.finish(commits[-1].version, timestamp, checkpoint or self.checkpoint)
+        files, tombstones, partitions, ids = _fold_files(self, folded, physical)
+        return TableSummary(
+            version=commits[-1].version,
+            protocol=protocol,
+            metadata=metadata,
+            timestamp_ms=timestamp,
+            checkpoint=checkpoint or self.checkpoint,
+            files=files,
+            tombstones=tombstones,
+            partitions=partitions,
+            _partition_ids=ids,
+        )
 
     # -- figures ---------------------------------------------------------------------------
     @property
@@ -180,94 +194,57 @@ class TableSummary:
         return int(self.files.nbytes + self.tombstones.nbytes)
 
 
-class _Folder:
-    """The new commits' file actions by key, last one wins, as ``state._Folder`` keeps them."""
-
-    def __init__(self, base: TableSummary) -> None:
-        self.base = base
-        self.protocol = base.protocol
-        self.metadata = base.metadata
-        self.physical = _physical_partition_names(base.metadata)
-        self.moved_partitions = False
-        self.adds: dict[str, AddFile] = {}
-        self.removes: dict[str, RemoveFile] = {}
-
-    def apply(self, action: object) -> None:
-        if isinstance(action, AddFile):
-            key = encode_key(action.key)
-            self.adds[key] = action
-            self.removes.pop(key, None)
-        elif isinstance(action, RemoveFile):
-            key = encode_key(action.key)
-            self.adds.pop(key, None)
-            self.removes[key] = action
-        elif isinstance(action, Metadata):
-            self.metadata = action
-            if _physical_partition_names(action) != self.physical:
-                self.moved_partitions = True
-        elif isinstance(action, Protocol):
-            self.protocol = action
-
-    def finish(
-        self, version: int, timestamp_ms: int, checkpoint: CheckpointRef | None
-    ) -> TableSummary:
-        base = self.base
-        touched = [hash(k) for k in self.adds.keys() | self.removes.keys()]
-        files, tombs = base.files, base.tombstones
-        if touched:
-            value_set = pa.array(touched, pa.int64())
-            files = _drop(files, value_set)
-            tombs = _drop(tombs, value_set)
-        partitions, ids = base.partitions, base._partition_ids
-        part_of: list[int] = []
-        for add in self.adds.values():
-            values = tuple(add.partition_values.get(name) for name in self.physical)
-            pid = ids.get(values)
-            if pid is None:
-                if ids is base._partition_ids:
-                    ids = dict(ids)
-                pid = ids[values] = len(ids)
-                partitions = (*partitions, values)
-            part_of.append(pid)
-        adds = list(self.adds.values())
-        new_files = pa.table(
-            [
-                pa.array([hash(k) for k in self.adds], pa.int64()),
-                pa.array([a.size for a in adds], pa.int64()),
-                pa.array(part_of, pa.int32()),
-                pa.array(
-                    [a.deletion_vector.cardinality if a.deletion_vector else None for a in adds],
-                    pa.int64(),
-                ),
-            ],
-            schema=FILE_SCHEMA,
-        )
-        removes = list(self.removes.values())
-        new_tombs = pa.table(
-            [
-                pa.array([hash(k) for k in self.removes], pa.int64()),
-                pa.array([r.deletion_timestamp for r in removes], pa.int64()),
-                pa.array([r.size for r in removes], pa.int64()),
-            ],
-            schema=TOMBSTONE_SCHEMA,
-        )
-        files = _concat(files, new_files)
-        if len(partitions) > _KEEP_PARTITIONS and new_files.num_rows:
-            compacted = _forget_empty_partitions(files, partitions)
-            if compacted is not None:
-                files, partitions = compacted
-                ids = {p: i for i, p in enumerate(partitions)}
-        return TableSummary(
-            version=version,
-            protocol=self.protocol,
-            metadata=self.metadata,
-            timestamp_ms=timestamp_ms,
-            checkpoint=checkpoint,
-            files=files,
-            tombstones=_concat(tombs, new_tombs),
-            partitions=partitions,
-            _partition_ids=ids,
-        )
+def _fold_files(
+    base: TableSummary, folded: ActionFold, physical: tuple[str, ...]
+) -> tuple[pa.Table, pa.Table, tuple[PartitionKey, ...], dict[PartitionKey, int]]:
+    """``base``'s files, tombstones and partitions (tuples, ids) with the folded file actions
+    applied (a remove is matched by its key hash alone, see the module docstring)."""
+    touched = [hash(k) for k in folded.touched()]
+    files, tombs = base.files, base.tombstones
+    if touched:
+        value_set = pa.array(touched, pa.int64())
+        files = _drop(files, value_set)
+        tombs = _drop(tombs, value_set)
+    partitions, ids = base.partitions, base._partition_ids
+    part_of: list[int] = []
+    for add in folded.adds.values():
+        values = tuple(add.partition_values.get(name) for name in physical)
+        pid = ids.get(values)
+        if pid is None:
+            if ids is base._partition_ids:
+                ids = dict(ids)
+            pid = ids[values] = len(ids)
+            partitions = (*partitions, values)
+        part_of.append(pid)
+    adds = list(folded.adds.values())
+    new_files = pa.table(
+        [
+            pa.array([hash(k) for k in folded.adds], pa.int64()),
+            pa.array([a.size for a in adds], pa.int64()),
+            pa.array(part_of, pa.int32()),
+            pa.array(
+                [a.deletion_vector.cardinality if a.deletion_vector else None for a in adds],
+                pa.int64(),
+            ),
+        ],
+        schema=FILE_SCHEMA,
+    )
+    removes = list(folded.removes.values())
+    new_tombs = pa.table(
+        [
+            pa.array([hash(k) for k in folded.removes], pa.int64()),
+            pa.array([r.deletion_timestamp for r in removes], pa.int64()),
+            pa.array([r.size for r in removes], pa.int64()),
+        ],
+        schema=TOMBSTONE_SCHEMA,
+    )
+    files = _concat(files, new_files)
+    if len(partitions) > _KEEP_PARTITIONS and new_files.num_rows:
+        compacted = _forget_empty_partitions(files, partitions)
+        if compacted is not None:
+            files, partitions = compacted
+            ids = {p: i for i, p in enumerate(partitions)}
+    return files, _concat(tombs, new_tombs), partitions, ids
 
 
 def _forget_empty_partitions(
