@@ -3,13 +3,13 @@
 The planner sees only the live file list (Arrow rows in ``ADD_SCHEMA``) and a policy, and returns
 the same plan for the same inputs: partitions in a fixed order, bins packed first-fit-decreasing
 (size descending, then path) up to the target size, bins with fewer than ``min_input_files`` files
-dropped. A partition that is already compacted (a single file, or no file under the minimum size)
-yields nothing, so a second run right after the first plans nothing. With Z-order columns every
-file of a partition goes into one bin (the rows are re-clustered, not just concatenated), unless
-every file already carries the Z-order tag for the same columns. Files with deletion vectors are
-candidates like the others (their rewrite drops the deleted rows, so the vectors are purged), and
-one whose vector hides at least ``dv_purge_ratio`` of its rows is rewritten whatever its size,
-alone if need be.
+dropped (``packing``: the kernel the controller's plan in status packs with too). A partition that
+is already compacted (a single file, or no file under the minimum size) yields nothing, so a
+second run right after the first plans nothing. With Z-order columns every file of a partition
+goes into one bin (the rows are re-clustered, not just concatenated), unless every file already
+carries the Z-order tag for the same columns. Files with deletion vectors are candidates like the
+others (their rewrite drops the deleted rows, so the vectors are purged), and one whose vector
+hides at least ``dv_purge_ratio`` of its rows is rewritten whatever its size, alone if need be.
 
 On a clustered table (``clustering`` feature, columns from its ``delta.clustering`` domain, see
 ``maintenance.clustering``) a partition's bin holds every file not yet clustered (no
@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from txntable.engine.write.parquet_options import ParquetSettings
 from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
+from txntable.maintenance.packing import bins_within, pack_partition, partition_order
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -321,7 +322,7 @@ def plan_optimize(
     skipped = 0
     avoided: list[DeferredPartition] = []
     hot = avoid.partitions if avoid is not None else {}
-    for key in sorted(groups, key=_partition_sort_key):
+    for key in sorted(groups, key=partition_order):
         values = dict(zip(partition_columns, key, strict=True))
         if cluster_by:
             made = _plan_clustered(values, groups[key], policy)
@@ -443,10 +444,6 @@ def _null_if_empty(value: str | None) -> str | None:
     return None if value is None or value == "" else value
 
 
-def _partition_sort_key(key: PartitionKey) -> tuple[tuple[int, str], ...]:
-    return tuple((0, "") if v is None else (1, v) for v in key)
-
-
 def _plan_partition(
     values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
 ) -> list[Bin]:
@@ -458,26 +455,13 @@ def _plan_partition(
         if all(f.tag == wanted for f in files):
             return []  # every file already written by a Z-order run on these columns
         return [_make_bin(values, files, zorder=True)]
-    limit = policy.effective_min_file_size
-    candidates = [f for f in files if f.size < limit or f.purge]
-    if len(candidates) < policy.min_input_files and not purge:
-        return []
-    candidates.sort(key=lambda f: (-f.size, f.path))
-    packed: list[tuple[int, list[_File]]] = []  # first-fit decreasing
-    for f in candidates:
-        for i, (used, members) in enumerate(packed):
-            if used + f.size <= policy.target_file_size:
-                members.append(f)
-                packed[i] = (used + f.size, members)
-                break
-        else:
-            packed.append((f.size, [f]))
-    # a bin that purges deletion vectors is worth rewriting even alone
-    return [
-        _make_bin(values, members, zorder=False)
-        for _, members in packed
-        if len(members) >= policy.min_input_files or any(f.purge for f in members)
-    ]
+    bins = pack_partition(
+        [f.size for f in files],
+        policy,
+        purge=[f.purge for f in files],
+        ties=[f.path for f in files],
+    )
+    return [_make_bin(values, [files[i] for i in members], zorder=False) for members in bins]
 
 
 def _plan_clustered(
@@ -510,12 +494,6 @@ def _make_bin(
 
 
 def _limit(bins: list[Bin], max_bytes: int | None) -> tuple[list[Bin], list[Bin]]:
-    """Bins in plan order while their input bytes fit ``max_bytes`` (at least one bin)."""
-    if max_bytes is None:
-        return bins, []
-    total = 0
-    for i, b in enumerate(bins):
-        if i > 0 and total + b.total_bytes > max_bytes:
-            return bins[:i], bins[i:]
-        total += b.total_bytes
-    return bins, []
+    """The bins a run takes under ``max_bytes`` and those it defers (``packing.bins_within``)."""
+    taken = bins_within([b.total_bytes for b in bins], max_bytes)
+    return bins[:taken], bins[taken:]

@@ -4,12 +4,13 @@ A user (or a GitOps diff) should see what the next run will do before it runs: h
 files and bytes, in which partitions, what a VACUUM would reclaim, and how long it should take.
 The real planner (``maintenance.planner.plan_optimize``) needs a snapshot with every ``add``'s
 path, statistics and tags; the controller keeps only the summary (per live file: key hash, size,
-partition id, deletion-vector cardinality), so this module repeats the planner's bin-packing on
-those columns: per partition (sorted as the planner sorts them), the files under the minimum size
-packed first-fit-decreasing up to the target size, bins with fewer than ``min_input_files``
-files dropped, then the ``max_bytes`` limit over the bins in plan order. Files of equal size are
-interchangeable to first-fit-decreasing, so the bins' sizes, files and bytes per partition equal
-the real planner's (``tests/unit/reconcile/test_plan.py`` checks it on generated tables).
+partition id, deletion-vector cardinality), so this module runs the planner's own packing kernel
+(``maintenance.packing``) on those columns: per partition (in the planner's order), the files
+under the minimum size packed first-fit-decreasing up to the target size, bins with fewer than
+``min_input_files`` files dropped, then the ``max_bytes`` limit over the bins in plan order.
+Files of equal size are interchangeable to first-fit-decreasing, so the bins' sizes, files and
+bytes per partition equal the real planner's (``tests/unit/reconcile/test_plan.py`` checks it on
+generated tables).
 
 Where the summary lacks what the planner reads, the plan is an estimate and says so
 (``exact=False`` plus a note); the run re-plans from its own snapshot:
@@ -48,6 +49,7 @@ from txntable.engine.model.predicates import bind, typed_partition_values
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.clustering import is_clustered
+from txntable.maintenance.packing import bins_within, pack_partition, partition_order
 from txntable.maintenance.planner import OptimizePolicy
 
 #: Partitions listed in a plan's status (the largest by input bytes): status must stay small.
@@ -154,7 +156,7 @@ def plan_from_summary(
     zorder = bool(policy.zorder_by)
     clustered = is_clustered(summary.protocol)
     planned: list[_Bins] = []
-    for key in sorted(groups, key=_partition_sort_key):
+    for key in sorted(groups, key=partition_order):
         sizes = groups[key]
         if zorder:
             made = [sorted(sizes, reverse=True)] if len(sizes) >= 2 else []
@@ -310,54 +312,26 @@ def _vacuum_work(summary: TableSummary, policy_ms: int | None, now_ms: int | Non
 
 
 # -- the planner's rules on sizes -----------------------------------------------------------------
-def _partition_sort_key(key: PartitionKey) -> tuple[tuple[int, str], ...]:
-    return tuple((0, "") if v is None else (1, v) for v in key)
-
-
 def _pack(sizes: list[int], policy: OptimizePolicy) -> list[list[int]]:
-    """``planner._plan_partition`` without the purge rule: first-fit-decreasing bins of the
-    files under the minimum size, each bin kept when it has ``min_input_files`` files."""
-    limit = policy.effective_min_file_size
-    candidates = sorted((s for s in sizes if s < limit), reverse=True)
-    if len(sizes) < 2 or len(candidates) < policy.min_input_files:
-        return []
-    packed: list[list[int]] = []
-    used: list[int] = []
-    target = policy.target_file_size
-    for size in candidates:
-        for i, total in enumerate(used):
-            if total + size <= target:
-                packed[i].append(size)
-                used[i] = total + size
-                break
-        else:
-            packed.append([size])
-            used.append(size)
-    return [members for members in packed if len(members) >= policy.min_input_files]
+    """The planner's packing (``packing.pack_partition``) without the purge rule, as sizes."""
+    return [[sizes[i] for i in members] for members in pack_partition(sizes, policy)]
 
 
 def _limit(planned: list[_Bins], max_bytes: int | None) -> tuple[list[_Bins], list[_Bins]]:
-    """``planner._limit``: bins in plan order while their bytes fit (at least one bin)."""
-    if max_bytes is None:
+    """The planner's ``max_bytes`` rule (``packing.bins_within``) over the bins in plan order."""
+    flat = [sum(sizes) for group in planned for sizes in group.sizes]
+    left = bins_within(flat, max_bytes)
+    if left == len(flat):
         return planned, []
     chosen: list[_Bins] = []
     deferred: list[_Bins] = []
-    total, count = 0, 0
     for group in planned:
-        keep: list[list[int]] = []
-        rest: list[list[int]] = []
-        for sizes in group.sizes:
-            size = sum(sizes)
-            if deferred or rest or (count > 0 and total + size > max_bytes):
-                rest.append(sizes)
-                continue
-            keep.append(sizes)
-            total += size
-            count += 1
-        if keep:
-            chosen.append(_Bins(group.key, keep))
-        if rest:
-            deferred.append(_Bins(group.key, rest))
+        taken = min(left, len(group.sizes))
+        left -= taken
+        if taken:
+            chosen.append(_Bins(group.key, group.sizes[:taken]))
+        if taken < len(group.sizes):
+            deferred.append(_Bins(group.key, group.sizes[taken:]))
     return chosen, deferred
 
 
