@@ -13,11 +13,19 @@ goes through this package. Its modules sit in stages, each importing only the st
 - ``storage/``: the ``Storage`` interface, local/memory/S3/Azure stores, ``open_storage``
 - ``errors``, ``observer``, ``testhooks``: used by every stage
 
-The package itself imports nothing: ``from txntable.engine.errors import EngineError`` (what the
-command line and the controller need first) must not pay for pyarrow and the log reader. The
-names below are what callers outside the engine use most; each is loaded from its module on
-first use (PEP 562), so ``from txntable.engine import Table, open_storage`` costs what importing
-those two modules costs.
+This package is the engine's public face: code outside the engine imports from
+``txntable.engine`` only, never from its modules (pyproject.toml's protected contract; the
+decision is in docs/architecture.md, "The engine's public face"). The exceptions are the
+engine's Spark-side extensions, which do engine-level work where the engine may not import
+Spark: ``txntable.maintenance`` (OPTIMIZE's and VACUUM's executors write and list data files
+the engine's way) and ``txntable.jobs.checkpoint`` (a checkpoint whose state Spark rebuilds).
+A name joins ``__all__`` when a caller outside needs it; what is not here may change without a
+caller noticing.
+
+The package itself imports nothing: ``from txntable.engine import EngineError`` (what the command
+line and the controller need first) must not pay for pyarrow and the log reader. Each name is
+loaded from its module on first use (PEP 562), so ``from txntable.engine import Table,
+open_storage`` costs what importing those two modules costs.
 """
 
 from __future__ import annotations
@@ -25,28 +33,45 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from txntable.engine.checkpoint import retention
     from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+    from txntable.engine.checkpoint.retention import parse_interval_ms
     from txntable.engine.checkpoint.write import write_checkpoint
     from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
     from txntable.engine.errors import (
         ConcurrentModificationException,
         CorruptLogError,
         EngineError,
+        InvalidActionError,
         InvalidArgumentError,
         StorageError,
         TableNotFoundError,
         UnsupportedFeatureError,
         VersionNotFoundError,
     )
-    from txntable.engine.observer import CommitEvent, CommitObserver
+    from txntable.engine.model.actions import Metadata, Protocol
+    from txntable.engine.model.features import check_maintainable, check_writable
+    from txntable.engine.model.predicates import bind, typed_partition_values
+    from txntable.engine.model.schema import parse_schema, to_arrow_type
+    from txntable.engine.observer import OUTCOMES, CommitEvent, CommitObserver
     from txntable.engine.read.handle import TableHandle
+    from txntable.engine.read.segment import CheckpointRef
     from txntable.engine.read.snapshot import Snapshot
     from txntable.engine.read.summary import TableSummary
     from txntable.engine.storage.base import FileInfo, LocalStorage, Storage
     from txntable.engine.storage.factory import open_storage
+    from txntable.engine.storage.options import parse_s3_options, s3_options_with_environment
+    from txntable.engine.storage.paths import LOG_DIR
+    from txntable.engine.storage.s3 import parse_s3_uri
     from txntable.engine.table import Table
+    from txntable.engine.vacuum import VacuumResult
+    from txntable.engine.vacuum import vacuum as vacuum_table
+    from txntable.engine.write.parquet_options import ParquetSettings
 
 __all__ = [
+    "LOG_DIR",
+    "OUTCOMES",
+    "CheckpointRef",
     "CommitEvent",
     "CommitObserver",
     "CommitOptions",
@@ -55,8 +80,12 @@ __all__ = [
     "CorruptLogError",
     "EngineError",
     "FileInfo",
+    "InvalidActionError",
     "InvalidArgumentError",
     "LocalStorage",
+    "Metadata",
+    "ParquetSettings",
+    "Protocol",
     "Snapshot",
     "Storage",
     "StorageError",
@@ -66,37 +95,84 @@ __all__ = [
     "TableSummary",
     "Transaction",
     "UnsupportedFeatureError",
+    "VacuumResult",
     "VersionNotFoundError",
+    "bind",
+    "check_maintainable",
+    "check_writable",
     "cleanup_expired_logs",
     "open_storage",
+    "parse_interval_ms",
+    "parse_s3_options",
+    "parse_s3_uri",
+    "parse_schema",
+    "retention",
+    "s3_options_with_environment",
+    "to_arrow_type",
+    "typed_partition_values",
+    "vacuum_table",
     "write_checkpoint",
 ]
 
-#: public name -> the module that defines it
-_LAZY = {
-    "Table": "txntable.engine.table",
-    "Snapshot": "txntable.engine.read.snapshot",
-    "Transaction": "txntable.engine.commit.transaction",
-    "CommitOptions": "txntable.engine.commit.transaction",
-    "CommitResult": "txntable.engine.commit.transaction",
-    "TableHandle": "txntable.engine.read.handle",
-    "Storage": "txntable.engine.storage.base",
-    "LocalStorage": "txntable.engine.storage.base",
-    "FileInfo": "txntable.engine.storage.base",
-    "open_storage": "txntable.engine.storage.factory",
-    "TableSummary": "txntable.engine.read.summary",
-    "write_checkpoint": "txntable.engine.checkpoint.write",
-    "cleanup_expired_logs": "txntable.engine.checkpoint.cleanup",
-    "CommitEvent": "txntable.engine.observer",
-    "CommitObserver": "txntable.engine.observer",
-    "EngineError": "txntable.engine.errors",
-    "InvalidArgumentError": "txntable.engine.errors",
-    "StorageError": "txntable.engine.errors",
-    "TableNotFoundError": "txntable.engine.errors",
-    "VersionNotFoundError": "txntable.engine.errors",
-    "CorruptLogError": "txntable.engine.errors",
-    "UnsupportedFeatureError": "txntable.engine.errors",
-    "ConcurrentModificationException": "txntable.engine.errors",
+#: public name -> (the module that defines it, its name there); a name of ``None`` is the
+#: module itself
+_LAZY: dict[str, tuple[str, str | None]] = {
+    # tables, snapshots, the controller's summary, commits
+    "Table": ("txntable.engine.table", "Table"),
+    "TableHandle": ("txntable.engine.read.handle", "TableHandle"),
+    "Snapshot": ("txntable.engine.read.snapshot", "Snapshot"),
+    "TableSummary": ("txntable.engine.read.summary", "TableSummary"),
+    "CheckpointRef": ("txntable.engine.read.segment", "CheckpointRef"),
+    "Transaction": ("txntable.engine.commit.transaction", "Transaction"),
+    "CommitOptions": ("txntable.engine.commit.transaction", "CommitOptions"),
+    "CommitResult": ("txntable.engine.commit.transaction", "CommitResult"),
+    # the log's model: actions, features, schema, partition predicates, Parquet settings
+    "Metadata": ("txntable.engine.model.actions", "Metadata"),
+    "Protocol": ("txntable.engine.model.actions", "Protocol"),
+    "check_maintainable": ("txntable.engine.model.features", "check_maintainable"),
+    "check_writable": ("txntable.engine.model.features", "check_writable"),
+    "parse_schema": ("txntable.engine.model.schema", "parse_schema"),
+    "to_arrow_type": ("txntable.engine.model.schema", "to_arrow_type"),
+    "bind": ("txntable.engine.model.predicates", "bind"),
+    "typed_partition_values": ("txntable.engine.model.predicates", "typed_partition_values"),
+    "ParquetSettings": ("txntable.engine.write.parquet_options", "ParquetSettings"),
+    # maintenance steps and the table properties that govern them
+    "write_checkpoint": ("txntable.engine.checkpoint.write", "write_checkpoint"),
+    "cleanup_expired_logs": ("txntable.engine.checkpoint.cleanup", "cleanup_expired_logs"),
+    "retention": ("txntable.engine.checkpoint.retention", None),
+    "parse_interval_ms": ("txntable.engine.checkpoint.retention", "parse_interval_ms"),
+    # (not ``vacuum``: that is also the name of the submodule, which importing it binds here)
+    "vacuum_table": ("txntable.engine.vacuum", "vacuum"),
+    "VacuumResult": ("txntable.engine.vacuum", "VacuumResult"),
+    # storage
+    "Storage": ("txntable.engine.storage.base", "Storage"),
+    "LocalStorage": ("txntable.engine.storage.base", "LocalStorage"),
+    "FileInfo": ("txntable.engine.storage.base", "FileInfo"),
+    "open_storage": ("txntable.engine.storage.factory", "open_storage"),
+    "parse_s3_options": ("txntable.engine.storage.options", "parse_s3_options"),
+    "s3_options_with_environment": (
+        "txntable.engine.storage.options",
+        "s3_options_with_environment",
+    ),
+    "parse_s3_uri": ("txntable.engine.storage.s3", "parse_s3_uri"),
+    "LOG_DIR": ("txntable.engine.storage.paths", "LOG_DIR"),
+    # the commit observer the metrics implement
+    "CommitEvent": ("txntable.engine.observer", "CommitEvent"),
+    "CommitObserver": ("txntable.engine.observer", "CommitObserver"),
+    "OUTCOMES": ("txntable.engine.observer", "OUTCOMES"),
+    # errors (errors.py draws the hierarchy)
+    "EngineError": ("txntable.engine.errors", "EngineError"),
+    "InvalidActionError": ("txntable.engine.errors", "InvalidActionError"),
+    "InvalidArgumentError": ("txntable.engine.errors", "InvalidArgumentError"),
+    "StorageError": ("txntable.engine.errors", "StorageError"),
+    "TableNotFoundError": ("txntable.engine.errors", "TableNotFoundError"),
+    "VersionNotFoundError": ("txntable.engine.errors", "VersionNotFoundError"),
+    "CorruptLogError": ("txntable.engine.errors", "CorruptLogError"),
+    "UnsupportedFeatureError": ("txntable.engine.errors", "UnsupportedFeatureError"),
+    "ConcurrentModificationException": (
+        "txntable.engine.errors",
+        "ConcurrentModificationException",
+    ),
 }
 
 
@@ -105,7 +181,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(_LAZY[name]), name)
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value  # later lookups skip this function
     return value
 
