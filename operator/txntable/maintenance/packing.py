@@ -65,23 +65,23 @@ def pack_partition(
     purging = purge is not None and any(purge[i] for i in candidates)
     if len(candidates) < rules.min_input_files and not purging:
         return []
-    if ties is None:
-        candidates.sort(key=lambda i: -sizes[i])
+    if ties is None:  # a reversed sort is stable too: equal sizes keep the order given
+        candidates.sort(key=sizes.__getitem__, reverse=True)
     else:
         candidates.sort(key=lambda i: (-sizes[i], ties[i]))
     target = rules.target_file_size
     packed: list[list[int]] = []
-    used: list[int] = []
+    rooms: list[int] = []  # bytes each bin can still take (one comparison per bin tried)
     for i in candidates:
         size = sizes[i]
-        for b, total in enumerate(used):
-            if total + size <= target:
+        for b, room in enumerate(rooms):
+            if size <= room:
                 packed[b].append(i)
-                used[b] = total + size
+                rooms[b] = room - size
                 break
         else:
             packed.append([i])
-            used.append(size)
+            rooms.append(target - size)
     minimum = rules.min_input_files
     if purge is None or not purging:
         return [members for members in packed if len(members) >= minimum]

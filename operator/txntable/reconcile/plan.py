@@ -314,7 +314,7 @@ def _vacuum_work(summary: TableSummary, policy_ms: int | None, now_ms: int | Non
 # -- the planner's rules on sizes -----------------------------------------------------------------
 def _pack(sizes: list[int], policy: OptimizePolicy) -> list[list[int]]:
     """The planner's packing (``packing.pack_partition``) without the purge rule, as sizes."""
-    return [[sizes[i] for i in members] for members in pack_partition(sizes, policy)]
+    return [list(map(sizes.__getitem__, members)) for members in pack_partition(sizes, policy)]
 
 
 def _limit(planned: list[_Bins], max_bytes: int | None) -> tuple[list[_Bins], list[_Bins]]:
