@@ -155,9 +155,14 @@ def test_the_public_names_resolve_on_first_use() -> None:
     for name in txntable.__all__:
         assert getattr(txntable.engine, name) is expected[name]
     for name in txntable.engine.__all__:  # each from the module that defines it
-        module = importlib.import_module(txntable.engine._LAZY[name])
-        assert getattr(txntable.engine, name) is getattr(module, name)
-        assert getattr(module, name).__module__.startswith("txntable.engine.")
+        module_name, attribute = txntable.engine._LAZY[name]
+        module = importlib.import_module(module_name)
+        value = module if attribute is None else getattr(module, attribute)
+        assert getattr(txntable.engine, name) is value
+        if attribute is None:  # a module of the engine (``retention``)
+            assert value.__name__.startswith("txntable.engine.")
+        elif callable(value):  # a class or function, not one re-exported from elsewhere
+            assert value.__module__.startswith("txntable.engine.")
     assert set(txntable.engine.__all__) <= set(dir(txntable.engine))
     assert set(txntable.__all__) <= set(dir(txntable))
     with pytest.raises(AttributeError, match="no attribute 'Tabel'"):
