@@ -51,9 +51,11 @@ if TYPE_CHECKING:
     )
     from txntable.engine.model.actions import Metadata, Protocol
     from txntable.engine.model.features import check_maintainable, check_writable
+    from txntable.engine.model.physical import partition_physical_names
     from txntable.engine.model.predicates import bind, typed_partition_values
     from txntable.engine.model.schema import parse_schema, to_arrow_type
     from txntable.engine.observer import OUTCOMES, CommitEvent, CommitObserver
+    from txntable.engine.read.activity import read_recent_activity
     from txntable.engine.read.handle import TableHandle
     from txntable.engine.read.segment import CheckpointRef
     from txntable.engine.read.snapshot import Snapshot
@@ -106,6 +108,8 @@ __all__ = [
     "parse_s3_options",
     "parse_s3_uri",
     "parse_schema",
+    "partition_physical_names",
+    "read_recent_activity",
     "retention",
     "s3_options_with_environment",
     "to_arrow_type",
@@ -123,6 +127,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Snapshot": ("txntable.engine.read.snapshot", "Snapshot"),
     "TableSummary": ("txntable.engine.read.summary", "TableSummary"),
     "CheckpointRef": ("txntable.engine.read.segment", "CheckpointRef"),
+    "read_recent_activity": ("txntable.engine.read.activity", "read_recent_activity"),
     "Transaction": ("txntable.engine.commit.transaction", "Transaction"),
     "CommitOptions": ("txntable.engine.commit.transaction", "CommitOptions"),
     "CommitResult": ("txntable.engine.commit.transaction", "CommitResult"),
@@ -135,6 +140,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "to_arrow_type": ("txntable.engine.model.schema", "to_arrow_type"),
     "bind": ("txntable.engine.model.predicates", "bind"),
     "typed_partition_values": ("txntable.engine.model.predicates", "typed_partition_values"),
+    "partition_physical_names": ("txntable.engine.model.physical", "partition_physical_names"),
     "ParquetSettings": ("txntable.engine.write.parquet_options", "ParquetSettings"),
     # maintenance steps and the table properties that govern them
     "write_checkpoint": ("txntable.engine.checkpoint.write", "write_checkpoint"),
