@@ -12,43 +12,27 @@ from txntable.engine.errors import (
     UnsupportedWriterFeatureError,
 )
 from txntable.engine.model.actions import Metadata, Protocol
+from txntable.engine.model.protocol_features import (
+    ALIASES,
+    reader_features,
+    table_features,
+    writer_features,
+)
 
-# Features implied by legacy protocol versions (PROTOCOL.md "Table Features for New and Existing
-# Tables" and "Writer Version Requirements").
-_LEGACY_READER = {1: frozenset[str](), 2: frozenset({"columnMapping"})}
-_LEGACY_WRITER: dict[int, frozenset[str]] = {
-    1: frozenset(),
-    2: frozenset({"appendOnly", "invariants"}),
-    3: frozenset({"appendOnly", "invariants", "checkConstraints"}),
-    4: frozenset(
-        {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
-    ),
-    5: frozenset(
-        {
-            "appendOnly",
-            "invariants",
-            "checkConstraints",
-            "changeDataFeed",
-            "generatedColumns",
-            "columnMapping",
-        }
-    ),
-    6: frozenset(
-        {
-            "appendOnly",
-            "invariants",
-            "checkConstraints",
-            "changeDataFeed",
-            "generatedColumns",
-            "columnMapping",
-            "identityColumns",
-        }
-    ),
-}
-
-#: Legacy spellings of a feature, by the name this engine knows it under: Delta's first liquid
-#: clustering tables list ``liquid`` for what the protocol now calls ``clustering``.
-ALIASES = {"liquid": "clustering"}
+# what a protocol puts in force is read in ``protocol_features``; its names stay importable here
+__all__ = [
+    "ALIASES",
+    "LOG_FEATURES",
+    "READABLE_FEATURES",
+    "REWRITABLE_FEATURES",
+    "WRITABLE_FEATURES",
+    "check_maintainable",
+    "check_readable",
+    "check_writable",
+    "reader_features",
+    "table_features",
+    "writer_features",
+]
 
 #: Reader features whose log-level semantics this engine implements. Column mapping is read at
 #: the log level (physical partition names map to logical ones); deletion vectors are listed with
@@ -147,20 +131,6 @@ LOG_FEATURES = (
 )
 
 
-def reader_features(protocol: Protocol) -> frozenset[str]:
-    """Reader features in force for a protocol (explicit list for reader version 3)."""
-    if protocol.min_reader_version == 3:
-        return frozenset(protocol.reader_features or ())
-    return _LEGACY_READER.get(protocol.min_reader_version, frozenset())
-
-
-def writer_features(protocol: Protocol) -> frozenset[str]:
-    """Writer features in force for a protocol (explicit list for writer version 7)."""
-    if protocol.min_writer_version == 7:
-        return frozenset(protocol.writer_features or ())
-    return _LEGACY_WRITER.get(protocol.min_writer_version, frozenset())
-
-
 def check_readable(protocol: Protocol) -> None:
     """Raise unless this engine can read a table with this protocol."""
     version = protocol.min_reader_version
@@ -185,12 +155,6 @@ def check_readable(protocol: Protocol) -> None:
             f"table requires reader feature(s) this engine does not support: {', '.join(missing)}",
             tuple(missing),
         )
-
-
-def table_features(protocol: Protocol) -> frozenset[str]:
-    """Every feature in force, reader and writer, legacy spellings under their current names."""
-    features = writer_features(protocol) | reader_features(protocol)
-    return frozenset(ALIASES.get(f, f) for f in features)
 
 
 def _check_writer_version(protocol: Protocol) -> None:

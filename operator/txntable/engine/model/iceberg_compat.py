@@ -21,12 +21,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from txntable.engine.model.actions import Metadata, Protocol
-from txntable.engine.model.features import table_features
 from txntable.engine.model.physical import (
     NESTED_IDS_KEYS,
     PHYSICAL_NAME_KEY,
     column_mapping_mode,
 )
+from txntable.engine.model.protocol_features import table_features
 from txntable.engine.model.schema import parse_schema
 
 #: feature -> the table property that makes it active
