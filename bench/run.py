@@ -32,6 +32,7 @@ MODULES = [
     "bench.hot_partitions",
     "bench.task_memory",
     "bench.commit_events",
+    "bench.status_writes",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

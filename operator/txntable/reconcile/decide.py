@@ -4,12 +4,15 @@ not, why?
 Inputs are plain values (the table resource, its policy, the observed health, the runs in flight,
 the clock); the output is a ``Decision`` whose reason and message end up in a status condition, so
 a user can always see why nothing happened. Guards are checked in a fixed order, the first that
-applies wins: suspension, protocol, work in flight, the global run limit, maintenance windows,
-the back-off after a failed run, the conflict back-off (``reconcile.conflicts``), cooldown, then
-the triggers; a due compaction under a policy with ``requireApproval`` then waits until the
-table's annotation ``txntable.io/approve-plan`` names the current plan (``Work.plan_id``). A
-launch after a failed run is the next attempt (``Decision.attempt``): its run gets a new name, so
-it is never mistaken for the finished run it retries.
+applies wins: suspension, protocol, work in flight, nothing to do, maintenance windows, the
+back-off after a failed run, the conflict back-off (``reconcile.conflicts``), the triggers and
+cooldown; a due compaction under a policy with ``requireApproval`` then waits until the table's
+annotation ``txntable.io/approve-plan`` names the current plan (``Work.plan_id``) and that approval
+was not spent on an earlier run (``Work.spent_approval``: one approval starts one run). Only a run
+that is due (and approved) is held by the operator-wide run limit: a table with nothing due
+never reports ``ConcurrencyLimit``, so its status does not flip each time another table's run
+starts or ends. A launch after a failed run is the next attempt (``Decision.attempt``): its run
+gets a new name, so it is never mistaken for the finished run it retries.
 
 A VACUUM-only run (``decide_vacuum``) is for a table the compaction leaves alone: every compaction
 run of a policy with ``spec.vacuum.enabled`` ends with VACUUM, so the VACUUM-only run waits while
@@ -24,7 +27,7 @@ VACUUM started (``lastVacuumTime``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -41,7 +44,7 @@ from txntable.api.types import (
     TxnTable,
 )
 from txntable.reconcile.health import TableHealth, swept_before
-from txntable.reconcile.schedule import parse_cron, parse_window, zone
+from txntable.reconcile.schedule import ScheduleError, parse_cron, parse_window, zone
 
 #: Without a previous run, a cron fire time counts as due when it is at most this old
 #: (CronJob's startingDeadlineSeconds): creating a policy never replays a day of schedules.
@@ -102,6 +105,8 @@ class Work:
     conflicts: Hold | None = None
     #: The current plan's id (``status.plan.planId``), for ``spec.requireApproval``.
     plan_id: str | None = None
+    #: The approval an earlier run was started with (``status.spentApproval``): spent.
+    spent_approval: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,8 @@ class Decision:
     placement: Placement | None = None
     #: 0 for a fresh run; n for the n-th retry after consecutive failures.
     attempt: int = 0
+    #: The plan approval (``txntable.io/approve-plan``) this launch spends, if it needed one.
+    approval: str | None = None
 
 
 def _wait(why: Reason, message: str) -> Decision:
@@ -189,7 +196,6 @@ def decide_compaction(
 ) -> Decision:
     """Whether to start OPTIMIZE on ``table`` under ``policy`` now."""
     now, active = work.now, work.active
-    active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
     last = table.status.last_compaction
     if table.spec.suspend:
         return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
@@ -201,17 +207,12 @@ def decide_compaction(
     if vacuuming:  # short, and stopping it would only waste it: even Replace waits
         return _wait(Reason.RUN_IN_PROGRESS, f"vacuum {', '.join(vacuuming)} is still running")
     mine = [r for r in active if r.kind == RunKind.OPTIMIZE]
-    replace: tuple[str, ...] = ()
+    replacing: tuple[str, ...] = ()
     if mine:
         if policy.spec.concurrency_policy is ConcurrencyPolicy.FORBID:
             names = ", ".join(r.name for r in mine)
             return _wait(Reason.RUN_IN_PROGRESS, f"compaction {names} is still running")
-        replace = tuple(r.name for r in mine)
-    if active_total - len(replace) >= max_concurrent_runs:
-        return _wait(
-            Reason.CONCURRENCY_LIMIT,
-            f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
-        )
+        replacing = tuple(r.name for r in mine)
     if health.compactable_small_files < policy.spec.min_input_files:
         return _wait(
             Reason.NOTHING_TO_DO,
@@ -228,51 +229,77 @@ def decide_compaction(
         when = hold.not_before.replace(microsecond=0).isoformat()
         return _wait(Reason.CONFLICT_BACK_OFF, f"{hold.message}; not before {when}")
     attempt = _attempt(work, RunKind.OPTIMIZE)
-    due = _schedule_due(policy, last, now)
+    try:
+        due = _schedule_due(policy, last, now)
+    except ScheduleError as exc:
+        return _wait(Reason.INVALID_SPEC, f"policy {policy.metadata.name}: {exc}")
     if due is not None:
-        return _approved(
-            table,
-            policy,
-            work,
-            Decision(
-                True,
-                Reason.TRIGGERED,
-                f"schedule fired at {due.isoformat()}",
-                due,
-                "schedule",
-                replace,
-                attempt=attempt,
-            ),
+        launch = Decision(
+            True,
+            Reason.TRIGGERED,
+            f"schedule fired at {due.isoformat()}",
+            due,
+            "schedule",
+            replacing,
+            attempt=attempt,
         )
-    cooldown = timedelta(seconds=policy.spec.triggers.cooldown)
-    finished = last.completion_time or last.start_time if last else None
-    reason = _threshold(policy, health, last)
-    if reason is None:
-        return _wait(Reason.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)")
-    if finished is not None and now - finished < cooldown:
-        return _wait(Reason.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago")
-    launch = Decision(
-        True, Reason.TRIGGERED, reason, _slot(now), "threshold", replace, attempt=attempt
+    else:
+        cooldown = timedelta(seconds=policy.spec.triggers.cooldown)
+        finished = last.completion_time or last.start_time if last else None
+        reason = _threshold(policy, health, last)
+        if reason is None:
+            return _wait(
+                Reason.NOT_DUE, "no trigger fired (schedule not due, thresholds not reached)"
+            )
+        if finished is not None and now - finished < cooldown:
+            return _wait(
+                Reason.COOLDOWN, f"{reason}, but the last run ended less than {cooldown} ago"
+            )
+        launch = Decision(
+            True, Reason.TRIGGERED, reason, _slot(now), "threshold", replacing, attempt=attempt
+        )
+    approved = _approved(table, policy, work, launch)
+    if approved.launch:  # only a due, approved run waits for a slot (never a table at rest)
+        return _slot_free(work, approved, len(replacing)) or approved
+    return approved
+
+
+def _slot_free(work: Work, due: Decision, replaced: int = 0) -> Decision | None:
+    """The wait of the ``due`` run for a free run slot when the operator-wide limit is reached
+    (``replaced``: runs the new one replaces), None when one is free. Checked last, for a run
+    that is due: a table with nothing due never reports the limit, so its status does not flip
+    with other tables' runs. The message names the limit, not the runs in flight, so it stays
+    the same while the table waits."""
+    if work.active_total - replaced < work.max_concurrent_runs:
+        return None
+    return _wait(
+        Reason.CONCURRENCY_LIMIT,
+        f"{due.message}; waiting for a run slot (the operator runs at most "
+        f"{work.max_concurrent_runs} at once)",
     )
-    return _approved(table, policy, work, launch)
 
 
 def _approved(table: TxnTable, policy: CompactionPolicy, work: Work, launch: Decision) -> Decision:
-    """``launch``, unless the policy requires approval and the table's annotation
-    ``txntable.io/approve-plan`` does not name the current plan (an earlier plan's id does
-    not approve a changed one)."""
+    """``launch`` (marked ``approval``), unless the policy requires approval and the table's
+    annotation ``txntable.io/approve-plan`` does not name the current plan (an earlier plan's
+    id does not approve a changed one) or names one an earlier run was started with."""
     if not policy.spec.require_approval:
         return launch
     given = table.metadata.annotations.get(ANNOTATION_APPROVE_PLAN)
     wanted = work.plan_id
-    if wanted is not None and given == wanted:
-        return launch
+    if wanted is not None and given == wanted and given != work.spent_approval:
+        return replace(launch, approval=given)
     if wanted is None:
         return _wait(
             Reason.AWAITING_APPROVAL,
             f"{launch.message}; the policy requires approval and no plan is known yet",
         )
-    earlier = f" ({ANNOTATION_APPROVE_PLAN}={given} approved an earlier plan)" if given else ""
+    if given is not None and given == work.spent_approval:
+        earlier = f" ({ANNOTATION_APPROVE_PLAN}={given} was spent on an earlier run)"
+    elif given:
+        earlier = f" ({ANNOTATION_APPROVE_PLAN}={given} approved an earlier plan)"
+    else:
+        earlier = ""
     return _wait(
         Reason.AWAITING_APPROVAL,
         f"{launch.message}; plan {wanted} awaits approval: annotate the TxnTable with "
@@ -308,11 +335,6 @@ def decide_vacuum(
     if mine:
         names = ", ".join(f"{r.kind.noun if r.kind else 'run'} {r.name}" for r in mine)
         return _wait(Reason.RUN_IN_PROGRESS, f"{names} is still running")
-    if work.active_total >= work.max_concurrent_runs:
-        return _wait(
-            Reason.CONCURRENCY_LIMIT,
-            f"{work.active_total} runs in flight, the operator allows {work.max_concurrent_runs}",
-        )
     reclaimable = health.reclaimable_bytes
     if reclaimable < vac.min_reclaimable_bytes:
         return _wait(
@@ -340,7 +362,7 @@ def decide_vacuum(
             f"ago; not before {when}",
         )
     since = "never vacuumed" if last is None else f"last VACUUM {now - last} ago"
-    return Decision(
+    launch = Decision(
         True,
         Reason.TRIGGERED,
         f"{reclaimable} bytes reclaimable >= {vac.min_reclaimable_bytes}, {since}",
@@ -348,6 +370,7 @@ def decide_vacuum(
         "reclaimable",
         attempt=_attempt(work, RunKind.VACUUM),
     )
+    return _slot_free(work, launch) or launch
 
 
 def _swept(policy: CompactionPolicy, health: TableHealth, last: datetime) -> bool:
@@ -367,7 +390,6 @@ def decide_checkpoint(
 ) -> Decision:
     """Whether to write a checkpoint of ``table`` under ``policy`` now, and where."""
     now, active = work.now, work.active
-    active_total, max_concurrent_runs = work.active_total, work.max_concurrent_runs
     if table.spec.suspend:
         return _wait(Reason.TABLE_SUSPENDED, "the table is suspended (spec.suspend)")
     if policy.spec.suspend:
@@ -397,12 +419,7 @@ def decide_checkpoint(
     if reason is None:
         return _wait(Reason.NOT_DUE, f"{since} commits since the last checkpoint")
     placement = _placement(policy, health)
-    if placement is Placement.SPARK and active_total >= max_concurrent_runs:
-        return _wait(
-            Reason.CONCURRENCY_LIMIT,
-            f"{active_total} runs in flight, the operator allows {max_concurrent_runs}",
-        )
-    return Decision(
+    launch = Decision(
         True,
         Reason.TRIGGERED,
         reason,
@@ -412,6 +429,9 @@ def decide_checkpoint(
         placement,
         attempt=_attempt(work, RunKind.CHECKPOINT),
     )
+    if placement is Placement.SPARK:
+        return _slot_free(work, launch) or launch
+    return launch
 
 
 def _placement(policy: CheckpointPolicy, health: TableHealth) -> Placement:

@@ -698,3 +698,40 @@ def test_a_conflict_hold_defers_the_compaction_until_it_ends() -> None:
     assert "lost 75%" in held.message and "not before 2026-11-22T02:35:00" in held.message
     over = Hold(NOW - timedelta(seconds=1), "old")
     assert decide_compaction(table(), compaction(), HEALTH, work(conflicts=over)).launch
+
+
+# -- issue 23.10: the run limit is checked after due-ness ---------------------------------------
+@pytest.mark.parametrize("in_flight", [0, 3, 4, 9])
+def test_a_table_with_nothing_due_never_reports_the_run_limit(in_flight: int) -> None:
+    """Before: a table with 5 small files (threshold 10) said NotDue with 3 runs in flight and
+    ConcurrencyLimit with 4, so every table of the operator flipped (one status write each)
+    whenever a run started or ended elsewhere."""
+    quiet = replace(HEALTH, small_files=5, compactable_small_files=5)
+    limit = work(active_total=in_flight, max_concurrent_runs=4)
+    assert decide_compaction(table(), compaction(), quiet, limit).why is Reason.NOT_DUE
+    clean = replace(GARBAGE, reclaimable_bytes=0)
+    assert decide_vacuum(table(), vacuuming(), clean, limit).why is Reason.NOTHING_TO_DO
+    fresh = table(status=vacuumed_ago(2))
+    assert decide_vacuum(fresh, vacuuming(), GARBAGE, limit).why is Reason.NOT_DUE
+
+
+def test_only_a_due_run_waits_for_a_slot_and_its_message_stays_put() -> None:
+    full = [work(active_total=n, max_concurrent_runs=4) for n in (4, 5, 7)]
+    said = {decide_compaction(table(), compaction(), HEALTH, w) for w in full}
+    assert len(said) == 1  # the same decision, whatever the runs in flight: no status write
+    (held,) = said
+    assert held.why is Reason.CONCURRENCY_LIMIT and not held.launch
+    assert "60 small files >= 10" in held.message and "at most 4" in held.message
+    vacuum = decide_vacuum(table(), vacuuming(), GARBAGE, full[0])
+    assert vacuum.why is Reason.CONCURRENCY_LIMIT and "reclaimable" in vacuum.message
+    # a due compaction awaiting approval says so, not the limit (it could not start anyway)
+    approval = compaction(requireApproval=True)
+    assert decide_compaction(table(), approval, HEALTH, full[0]).why is Reason.AWAITING_APPROVAL
+
+
+def test_a_schedule_that_never_fires_is_a_decision_not_an_exception() -> None:
+    """Issue 23.3: ``0 0 30 2 *`` passes the CRD; evaluating it raised at every tick."""
+    never = compaction(triggers={"schedule": "0 0 30 2 *"})
+    decision = decide_compaction(table(), never, HEALTH, work())
+    assert decision.why is Reason.INVALID_SPEC and not decision.launch
+    assert "never fires" in decision.message and "nightly" in decision.message
