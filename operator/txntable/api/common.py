@@ -70,6 +70,27 @@ MSG_SECRET_OPTION: Final = (
     "credentials must come from a Secret (secretRef), not from inline options"
 )
 
+#: sparkConf keys the run builders set themselves (``launch.manifests``, the local launcher):
+#: a policy setting one would break the run or fight the sizing, so the CRDs refuse them
+#: (``RESERVED_SPARK_CONF_RULE``), the models mirror the rule and the launcher refuses them too.
+RESERVED_SPARK_CONF: Final = (
+    "spark.master", "spark.submit.deployMode", "spark.app.name", "spark.kubernetes.namespace",
+    "spark.kubernetes.container.image", "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podNamePrefix", "spark.kubernetes.executor.podTemplateFile",
+    "spark.driver.host", "spark.driver.bindAddress", "spark.driver.cores", "spark.driver.memory",
+    "spark.executor.cores", "spark.executor.memory", "spark.executor.instances",
+)  # fmt: skip
+RESERVED_SPARK_CONF_PREFIX: Final = "spark.kubernetes.authenticate."
+RESERVED_SPARK_CONF_RULE: Final = (
+    f"!self.exists(k, k in {_cel_list(RESERVED_SPARK_CONF)} "
+    f"|| k.startsWith('{RESERVED_SPARK_CONF_PREFIX}'))"
+)
+MSG_RESERVED_SPARK_CONF: Final = (
+    "sparkConf keys txntable sets itself (spark.master, spark.driver.*/spark.executor.* "
+    "cores, memory and instances, spark.kubernetes.* names and credentials) cannot be set: "
+    "use spec.spark.driver and spec.spark.executor"
+)
+
 MSG_SELECTOR_VALUES: Final = (
     "operators In and NotIn require values; Exists and DoesNotExist take none"
 )
@@ -80,6 +101,11 @@ EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 def is_secret_option(key: str) -> bool:
     """True for an option key that carries a credential (exact name or known prefix)."""
     return key in SECRET_OPTION_NAMES or key.startswith(SECRET_OPTION_PREFIXES)
+
+
+def is_reserved_spark_conf(key: str) -> bool:
+    """True for a sparkConf key the run builders set (``RESERVED_SPARK_CONF``)."""
+    return key in RESERVED_SPARK_CONF or key.startswith(RESERVED_SPARK_CONF_PREFIX)
 
 
 def reject_secret_keys(options: Mapping[str, str], path: str) -> None:
@@ -259,8 +285,12 @@ class SparkTemplate:
     timeout: int = spec_field(kind=DURATION, text_default=d.RUN_TIMEOUT)
 
     def check(self, path: str) -> None:
-        """Credentials never travel in sparkConf."""
+        """Credentials never travel in sparkConf, nor the keys txntable sets itself (mirror
+        of the CEL rules ``SECRET_RULE`` and ``RESERVED_SPARK_CONF_RULE``)."""
         reject_secret_keys(self.spark_conf, f"{path}.sparkConf")
+        for key in self.spark_conf:
+            if is_reserved_spark_conf(key):
+                raise InvalidSpecError(f"{path}.sparkConf[{key}]", MSG_RESERVED_SPARK_CONF)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ field CEL rules of the CRDs are mirrored by ``check`` with the same messages.
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from dataclasses import dataclass, field
 from datetime import time
@@ -50,6 +51,29 @@ CRON_PATTERN: Final = (
     )
     + ")$"
 )
+
+
+def _backwards_ranges() -> str:
+    """A regex finding a cron range that runs backwards (``30-10``, ``FRI-MON``): its start
+    above its end, for the numbers 0-59 (leading zero optional) and the month and day names.
+    No cron implementation evaluates one (CronJob's parser refuses it too); regular expressions
+    cannot compare numbers, so the pairs are spelt out by tens digit."""
+    pairs = [f"0?{q}-0?[0-{q - 1}]" for q in range(1, 10)]
+    for p in range(1, 6):
+        lower = "0?[0-9]" + (f"|[1-{p - 1}][0-9]" if p > 1 else "")
+        pairs.append(f"{p}[0-9]-({lower})")
+        pairs += [f"{p}{q}-{p}[0-{q - 1}]" for q in range(1, 10)]
+    for names in (_MONTHS.split("|"), _DAYS.split("|")):
+        pairs += [f"{a}-({'|'.join(names[:i])})" for i, a in enumerate(names) if i]
+    return "(^|[ ,])(" + "|".join(pairs) + ")([/, ]|$)"
+
+
+#: A schedule matching this has a range that runs backwards (the CEL rule on the schedule).
+CRON_BACKWARDS: Final = _backwards_ranges()
+CRON_BACKWARDS_RULE: Final = f"!self.matches('{CRON_BACKWARDS}')"
+MSG_CRON_BACKWARDS: Final = (
+    "a range in the schedule runs backwards (e.g. 30-10 or FRI-MON): write its lower end first"
+)
 TIME_ZONE_PATTERN: Final = (
     r"^(UTC|Etc/(UTC|GMT([+-](1[0-4]|[0-9]))?)|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+){1,2})$"
 )
@@ -67,9 +91,13 @@ MSG_MIN_ABOVE_TARGET: Final = "minFileSize must not exceed targetFileSize"
 MSG_EMPTY_WINDOW: Final = "a maintenance window must not start and end at the same time"
 MSG_FILTER_ARITY: Final = "In and NotIn take one or more values; other operators exactly one"
 MSG_LEVEL_CODEC: Final = "compressionLevel applies only to zstd and gzip"
-MSG_CEILING_BELOW_HEAP: Final = (
-    "autoSize.maxExecutorMemory must exceed executor.memory (the heap; the pod adds overhead)"
+MSG_CEILING_BELOW_POD: Final = (
+    "autoSize.maxExecutorMemory must exceed executor.memory plus Spark's memory overhead (10% "
+    "of the heap, at least 384Mi): it bounds the executor pod, heap and overhead"
 )
+#: Spark's default executor memory overhead (``launch.sizing.default_overhead``): 10 % of the
+#: heap, at least this; the CEL rule on ``spec.spark`` computes it the same way
+OVERHEAD_MIN_BYTES: Final = 384 * 1024 * 1024
 MSG_GZIP_LEVEL: Final = "gzip levels are 1 to 9"
 
 
@@ -163,10 +191,14 @@ class CompactionTriggers:
     cooldown: int = spec_field(kind=DURATION, text_default=d.COOLDOWN)
 
     def check(self, path: str) -> None:
-        """Mirror of the CEL rule: a schedule or a threshold must be set."""
+        """Mirror of the CEL rules: a schedule or a threshold must be set; no range of the
+        schedule runs backwards. (A schedule that admits no date, ``0 0 30 2 *``, only the
+        controller finds: it says so on the policy's status, ``reconcile.policy_status``.)"""
         thresholds = (self.small_files, self.small_file_percent, self.commits_since_last_run)
         if self.schedule is None and all(t is None for t in thresholds):
             raise InvalidSpecError(path, MSG_NO_TRIGGER)
+        if self.schedule is not None and re.search(CRON_BACKWARDS, self.schedule):
+            raise InvalidSpecError(f"{path}.schedule", MSG_CRON_BACKWARDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,11 +337,13 @@ class CompactionSparkTemplate(SparkTemplate):
     auto_size: AutoSize = spec_field(factory=AutoSize)
 
     def check(self, path: str) -> None:
-        """The shared checks, and the CEL rule's mirror: a memory ceiling below the heap would
-        leave sizing and the out-of-memory retry nothing to give."""
+        """The shared checks, and the CEL rule's mirror: the ceiling bounds the executor pod
+        (heap plus overhead); one that does not exceed the pod the policy already asks for
+        leaves sizing and the out-of-memory retry nothing to give."""
         super().check(path)
-        if self.auto_size.max_executor_memory <= self.executor.memory:
-            raise InvalidSpecError(path, MSG_CEILING_BELOW_HEAP)
+        heap = self.executor.memory
+        if self.auto_size.max_executor_memory <= heap + max(OVERHEAD_MIN_BYTES, heap // 10):
+            raise InvalidSpecError(path, MSG_CEILING_BELOW_POD)
 
 
 @dataclass(frozen=True, kw_only=True)

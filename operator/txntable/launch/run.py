@@ -17,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from txntable.api.common import Backend, RunKind
+from txntable.api.common import Backend, RunKind, is_reserved_spark_conf
 from txntable.api.constants import (
     ANNOTATION_ATTEMPT,
     ANNOTATION_POLICY,
@@ -47,27 +47,6 @@ SECRET_KEY: Final = re.compile(
     r"(?i)(secret|passw|token|credential|private[._-]?key|access[._-]?key"
     r"|account[._-]?key|session[._-]?key)"
 )
-# sparkConf keys the manifest builders own: setting them in a policy would break the run.
-RESERVED_SPARK_CONF: Final = frozenset(
-    {
-        "spark.master",
-        "spark.submit.deployMode",
-        "spark.app.name",
-        "spark.kubernetes.namespace",
-        "spark.kubernetes.container.image",
-        "spark.kubernetes.driver.pod.name",
-        "spark.kubernetes.executor.podNamePrefix",
-        "spark.kubernetes.executor.podTemplateFile",
-        "spark.driver.host",
-        "spark.driver.bindAddress",
-        "spark.driver.cores",
-        "spark.driver.memory",
-        "spark.executor.cores",
-        "spark.executor.memory",
-        "spark.executor.instances",
-    }
-)
-
 MIB: Final = 1024 * 1024
 
 
@@ -176,7 +155,7 @@ class RunRequest:
         _check_options(self.storage_options, "storage option")
         _check_options(self.spark_conf, "sparkConf")
         for key in self.spark_conf:
-            if key in RESERVED_SPARK_CONF or key.startswith("spark.kubernetes.authenticate."):
+            if is_reserved_spark_conf(key):
                 raise PermanentLaunchError(
                     f"sparkConf {key!r} is set by txntable and cannot be overridden",
                     reason="ReservedSparkConf",
@@ -291,6 +270,38 @@ class RunStatus:
     @property
     def policy(self) -> str | None:
         return self.annotations.get(ANNOTATION_POLICY) or self.labels.get(LABEL_POLICY)
+
+
+#: Lines of a job's stderr that are log output, never the reason it failed: Spark's and log4j's
+#: timestamped ``WARN``/``INFO`` lines (``NativeCodeLoader`` ...), their start-up banners, py4j's
+#: and Python logging's records, JVM warnings, Spark's progress bars.
+LOG_NOISE: Final = re.compile(
+    r"^\s*$"
+    r"|^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\s+(TRACE|DEBUG|INFO|WARN|WARNING)\b"
+    r"|^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\S*\s+(TRACE|DEBUG|INFO|WARN|WARNING)\b"
+    r"|^(TRACE|DEBUG|INFO|WARN|WARNING):\S*:"
+    r"|^(WARNING|NOTE|Picked up JAVA_TOOL_OPTIONS):? "
+    r"|^SLF4J:|^log4j:|\bpy4j\b|^Setting default log level|^To adjust logging level"
+    r"|^Using Spark's default log4j profile|^\[Stage \d+"
+)
+
+
+def failure_detail(stderr: str) -> str:
+    """The line of a failed job's stderr that says why: its ``error: ...`` line (every job
+    prints one on a refused input), else the last line that is not ``LOG_NOISE`` (a Python
+    exception's last line); empty when there is none."""
+    lines = [ln.strip() for ln in stderr.splitlines()]
+    said = [ln for ln in lines if ln.startswith("error: ")]
+    if said:
+        return said[-1]
+    meaningful = [ln for ln in lines if ln and not LOG_NOISE.search(ln)]
+    return meaningful[-1] if meaningful else ""
+
+
+def result_error(result: Mapping[str, Any] | None) -> str:
+    """The ``error`` a job's result line reports (empty when none)."""
+    error = result.get("error") if result else None
+    return error.strip() if isinstance(error, str) else ""
 
 
 def last_json_line(text: str) -> dict[str, Any] | None:

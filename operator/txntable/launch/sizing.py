@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
+from txntable.api.policies import OVERHEAD_MIN_BYTES
+
 MIB: Final = 1024 * 1024
 GIB: Final = 1024 * MIB
 #: Peak memory of a rewrite task per input byte of its bin: the largest ratio
@@ -43,7 +45,7 @@ WORKER_BASE_BYTES: Final = 128 * MIB
 BYTES_PER_EXECUTOR: Final = 1 * GIB
 #: Spark's default executor memory overhead: 10 % of the heap, at least 384 MiB
 OVERHEAD_FACTOR: Final = 0.10
-OVERHEAD_MIN: Final = 384 * MIB
+OVERHEAD_MIN: Final = OVERHEAD_MIN_BYTES
 #: Memory of the one retry after a run ran out of memory, relative to the failed run's
 MEMORY_RETRY_FACTOR: Final = 2
 
@@ -162,8 +164,9 @@ class Sizing:
 
 
 def default_overhead(heap: int) -> int:
-    """Spark's default non-heap overhead of an executor with ``heap`` bytes of heap."""
-    return max(OVERHEAD_MIN, int(heap * OVERHEAD_FACTOR))
+    """Spark's default non-heap overhead of an executor with ``heap`` bytes of heap (in
+    integers, as the CRD's CEL rule on ``autoSize.maxExecutorMemory`` computes it)."""
+    return max(OVERHEAD_MIN, heap // round(1 / OVERHEAD_FACTOR))
 
 
 def fixed(limits: Limits, instances: int) -> Sizing:

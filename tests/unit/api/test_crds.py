@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import celpy
@@ -26,9 +27,21 @@ from tests.unit.crdtools import (
     schema_of,
 )
 from txntable.api import constants as c
-from txntable.api.common import SECRET_RULE, PolicyStatus, is_secret_option
-from txntable.api.policies import CheckpointPolicySpec, CompactionPolicySpec
+from txntable.api._codec import from_obj
+from txntable.api.common import (
+    RESERVED_SPARK_CONF,
+    RESERVED_SPARK_CONF_RULE,
+    SECRET_RULE,
+    PolicyStatus,
+    SparkTemplate,
+    is_reserved_spark_conf,
+    is_secret_option,
+)
+from txntable.api.errors import InvalidSpecError
+from txntable.api.policies import CRON_BACKWARDS_RULE, CheckpointPolicySpec, CompactionPolicySpec
 from txntable.api.table import TxnTableSpec, TxnTableStatus
+from txntable.launch import RunRequest
+from txntable.launch.errors import PermanentLaunchError
 
 CRDS = load_crds()
 KINDS = [c.KIND_TABLE, c.KIND_COMPACTION_POLICY, c.KIND_CHECKPOINT_POLICY]
@@ -275,7 +288,48 @@ def test_every_option_map_rejects_credentials_with_the_models_rule(kind: str) ->
     assert maps
     for path, node in maps:
         rules = [r["rule"] for r in node.get("x-kubernetes-validations", [])]
-        assert rules == [SECRET_RULE], path
+        expected = [SECRET_RULE]
+        if path.endswith("sparkConf"):  # also the keys the run builders set (issue 23.5)
+            expected.append(RESERVED_SPARK_CONF_RULE)
+        assert rules == expected, path
+
+
+@pytest.mark.parametrize(
+    "key",
+    [*RESERVED_SPARK_CONF, "spark.kubernetes.authenticate.driver.serviceAccountName",
+     "spark.sql.shuffle.partitions", "spark.executor.memoryOverhead", "spark.driver.maxResultSize"],
+)  # fmt: skip
+def test_reserved_spark_conf_cel_model_and_launcher_agree(key: str) -> None:
+    reserved = is_reserved_spark_conf(key)
+    assert reserved is (key in RESERVED_SPARK_CONF or key.startswith("spark.kubernetes.auth"))
+    cel_ok = compile_rule(RESERVED_SPARK_CONF_RULE).evaluate(
+        {"self": celpy.json_to_cel({key: "x"})}
+    )
+    assert bool(cel_ok) is not reserved
+    template = {"sparkConf": {key: "x"}}
+    if reserved:
+        with pytest.raises(InvalidSpecError, match="sets itself"):
+            from_obj(SparkTemplate, template, "spark")
+    else:
+        from_obj(SparkTemplate, template, "spark")
+    # the launcher refuses the same keys (a request built by other means than a policy)
+    request = {
+        "kind": "optimize", "backend": "Local", "namespace": "ns", "table": "t",
+        "table_uid": "u", "policy": "p", "table_uri": "/t", "spark_conf": {key: "x"},
+        "scheduled_time": datetime(2026, 1, 1, tzinfo=UTC),
+    }  # fmt: skip
+    if reserved:
+        with pytest.raises(PermanentLaunchError, match="set by txntable"):
+            RunRequest(**request)
+    else:
+        RunRequest(**request)
+
+
+def test_the_schedule_rule_is_the_models() -> None:
+    schedule = schema_of(CRDS[c.KIND_COMPACTION_POLICY])["properties"]["spec"]["properties"][
+        "triggers"
+    ]["properties"]["schedule"]
+    assert [r["rule"] for r in schedule["x-kubernetes-validations"]] == [CRON_BACKWARDS_RULE]
 
 
 SECRET_KEYS = [

@@ -26,6 +26,7 @@ BASE = {
 TABLE = BASE["table-s3.yaml", "TxnTable"]
 NIGHTLY = BASE["compaction-nightly-zorder.yaml", "CompactionPolicy"]
 CKPT = BASE["checkpoint-policy.yaml", "CheckpointPolicy"]
+AUTHENTICATE = "spark.kubernetes.authenticate.driver.serviceAccountName"
 PARSERS: dict[str, Any] = {
     "TxnTable": TxnTable,
     "CompactionPolicy": CompactionPolicy,
@@ -102,6 +103,32 @@ CASES = [
     Case("memory ceiling below the executor heap", NIGHTLY,
          put("spec.spark.autoSize.maxExecutorMemory", "1Gi"),
          "autoSize.maxExecutorMemory must exceed executor.memory", "spec.spark"),
+    # issue 23.11: above the heap (16Gi) but not above heap + overhead (16Gi + 1.6Gi, the
+    # executor pod) protects nothing
+    Case("memory ceiling below the executor pod", NIGHTLY,
+         put("spec.spark.autoSize.maxExecutorMemory", "17Gi"),
+         "plus Spark's memory overhead", "spec.spark"),
+    Case("memory ceiling equal to the executor pod", NIGHTLY,
+         put("spec.spark.autoSize.maxExecutorMemory", 16 * 2**30 + 16 * 2**30 // 10),
+         "plus Spark's memory overhead", "spec.spark"),
+    # issue 23.5: keys the run builders set
+    Case("reserved sparkConf key", NIGHTLY,
+         put("spec.spark.sparkConf", {"spark.executor.memory": "8g"}),
+         "sparkConf keys txntable sets itself", "spec.spark.sparkConf[spark.executor.memory]"),
+    Case("reserved sparkConf prefix", NIGHTLY,
+         put("spec.spark.sparkConf", {AUTHENTICATE: "x"}),
+         "sparkConf keys txntable sets itself", f"spec.spark.sparkConf[{AUTHENTICATE}]"),
+    Case("reserved sparkConf key, checkpoint policy", CKPT,
+         put("spec.spark.sparkConf", {"spark.master": "local[8]"}),
+         "sparkConf keys txntable sets itself", "spec.spark.sparkConf[spark.master]"),
+    # issue 23.3: what no cron implementation evaluates
+    Case("cron range runs backwards", NIGHTLY, put("spec.triggers.schedule", "30-10 * * * *"),
+         "runs backwards", "spec.triggers.schedule"),
+    Case("cron day range runs backwards", NIGHTLY, put("spec.triggers.schedule", "0 2 * * FRI-MON"),
+         "runs backwards", "spec.triggers.schedule"),
+    Case("cron range with a step runs backwards", NIGHTLY,
+         put("spec.triggers.schedule", "0 20-4/2 * * *"), "runs backwards",
+         "spec.triggers.schedule"),
     Case("negative size integer", NIGHTLY, put("spec.targetFileSize", -1),
          "less than the minimum of 1", "spec.targetFileSize"),
     Case("negative size quantity", NIGHTLY, put("spec.targetFileSize", "-128Mi"),
@@ -256,3 +283,11 @@ def test_envelope_errors(edit: Callable[[dict[str, Any]], None], path: str) -> N
     with pytest.raises(InvalidSpecError) as info:
         TxnTable.from_manifest(doc)
     assert info.value.field_path == path
+
+
+def test_a_ceiling_one_byte_above_the_executor_pod_is_accepted() -> None:
+    """The autoSize rule's boundary: the CRD and the model both accept heap + overhead + 1."""
+    doc = copy.deepcopy(NIGHTLY)
+    put("spec.spark.autoSize.maxExecutorMemory", 16 * 2**30 + 16 * 2**30 // 10 + 1)(doc)
+    assert validate(CRDS["CompactionPolicy"], doc) == []
+    CompactionPolicy.from_manifest(doc)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from datetime import UTC, datetime
 
 import pytest
 
+from tests.unit.reconcile.test_decide import HEALTH, NOW, compaction, table, work
+from txntable.api.conditions import Reason
+from txntable.api.errors import InvalidSpecError
+from txntable.api.policies import CRON_BACKWARDS, CRON_PATTERN
+from txntable.reconcile.decide import decide_compaction
+from txntable.reconcile.policy_status import policy_status
 from txntable.reconcile.schedule import ScheduleError, parse_cron, parse_window, zone
 
 
@@ -117,3 +125,50 @@ def test_validation_matches_the_api_server_at_the_end_of_a_string() -> None:
     parse_cron(policy("0 2 ? * *").spec.triggers.schedule or "")
     with pytest.raises(InvalidSpecError, match="schedule"):
         policy("0 2 * * *\n")
+
+
+# -- issue 23.3: what the API server admits, the controller can evaluate ------------------------
+def test_the_backwards_rule_matches_exactly_the_ranges_that_run_backwards() -> None:
+    """Every pair of numbers 0-59 (with and without a leading zero), as the first item, a later
+    list item and with a step: the CRD's rule refuses a range iff its start is above its end."""
+    for a in range(60):
+        for b in range(60):
+            for left in {str(a), f"{a:02d}"}:
+                for right in {str(b), f"{b:02d}"}:
+                    for text in (f"{left}-{right} * * * *", f"0 1,{left}-{right}/3 * * *"):
+                        assert bool(re.search(CRON_BACKWARDS, text)) is (a > b), text
+
+
+#: Items of each field: forms the CRD's pattern admits (numbers at the bounds, names, ranges
+#: either way round, steps, lists, ``*`` and ``?``), and days that do not occur in some months.
+FIELDS = (
+    ("*", "59", "*/15", "10-5", "7/20"),
+    ("*", "23", "17-9", "0,12"),
+    ("*", "?", "31", "30", "20-15", "1-31/2"),
+    ("*", "2", "FEB", "MAR-JAN", "JAN/3", "4,6,9,11"),
+    ("*", "?", "7", "FRI-MON", "5-0", "1-5/2"),
+)
+
+
+def test_a_schedule_the_crd_admits_is_evaluated_or_reported() -> None:
+    """Every combination of field forms: if the CRD (pattern and CEL rule) admits it, the
+    parser evaluates it, and its next fire time is found or its never firing is reported by the
+    policy's status and the table's decision, never raised."""
+    admitted = never = 0
+    for combo in itertools.product(*FIELDS):
+        text = " ".join(combo)
+        if not re.match(CRON_PATTERN, text) or re.search(CRON_BACKWARDS, text):
+            with pytest.raises(InvalidSpecError):
+                compaction(triggers={"schedule": text})
+            continue
+        admitted += 1
+        cron = parse_cron(text)  # never raises for an admitted schedule
+        try:
+            cron.next_after(at("2026-11-22 00:00"))
+        except ScheduleError:
+            never += 1
+            policy = compaction(triggers={"schedule": text})
+            assert str(policy_status(policy, [], NOW).phase) == "Invalid", text
+            decision = decide_compaction(table(), policy, HEALTH, work())
+            assert decision.why is Reason.INVALID_SPEC and not decision.launch
+    assert admitted > 500 and never > 0  # both cases really occur
