@@ -55,6 +55,7 @@ class Reason(StrEnum):
     TABLE_NOT_FOUND = "TableNotFound"
     STORAGE_UNREACHABLE = "StorageUnreachable"
     SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_UNREADABLE = "SecretUnreadable"
     CORRUPT_LOG = "CorruptLog"
     UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
     INVALID_SPEC = "InvalidSpec"
@@ -68,10 +69,11 @@ class Reason(StrEnum):
     RUN_SUCCEEDED = "RunSucceeded"
     RUN_FAILED = "RunFailed"
     RUN_CONFLICTED = "RunConflicted"
+    RUN_REJECTED = "RunRejected"
+    RUN_LAUNCH_FAILED = "RunLaunchFailed"
+    UNSUPPORTED_TABLE_FEATURE = "UnsupportedTableFeature"
     NOTHING_TO_DO = "NothingToDo"
     IDLE = "Idle"
-    SMALL_FILE_BACKLOG = "SmallFileBacklog"
-    CHECKPOINT_LAG = "CheckpointLag"
     OUTSIDE_MAINTENANCE_WINDOW = "OutsideMaintenanceWindow"
     AS_EXPECTED = "AsExpected"
     # decisions (reconcile.decide): why a run starts now, or why not
@@ -89,9 +91,10 @@ class Reason(StrEnum):
 
 
 class EventReason(StrEnum):
-    """CamelCase reasons of the Kubernetes Events the controller posts on a table: one per thing
-    that happened to a run, plus the two holds announced once (the ``Reason`` of the same name).
-    docs/operations.md lists them; a run's end is ``Run<RunOutcome>`` (``for_outcome``)."""
+    """CamelCase reasons of the Kubernetes Events the controller posts on a table or policy: one
+    per thing that happened to a run, the two holds announced once, and the changes of status an
+    on-call engineer must act on, announced once per change (each the ``Reason`` of the same
+    name). docs/operations.md lists them; a run's end is ``Run<RunOutcome>`` (``for_outcome``)."""
 
     RUN_STARTED = "RunStarted"
     RUN_SUCCEEDED = "RunSucceeded"
@@ -104,6 +107,16 @@ class EventReason(StrEnum):
     RUN_LIST_FAILED = "RunListFailed"
     AWAITING_APPROVAL = "AwaitingApproval"
     CONFLICT_BACK_OFF = "ConflictBackOff"
+    # what became of the table, announced once per change of its status (``Reason`` of the
+    # same name): its log cannot be read, a step cannot work on it
+    TABLE_NOT_FOUND = "TableNotFound"
+    STORAGE_UNREACHABLE = "StorageUnreachable"
+    SECRET_NOT_FOUND = "SecretNotFound"
+    SECRET_UNREADABLE = "SecretUnreadable"
+    CORRUPT_LOG = "CorruptLog"
+    UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
+    UNSUPPORTED_TABLE_FEATURE = "UnsupportedTableFeature"
+    INVALID_SPEC = "InvalidSpec"
 
     @classmethod
     def for_outcome(cls, outcome: str) -> EventReason:

@@ -53,6 +53,7 @@ class TablePhase(StrEnum):
     COMPACTING = "Compacting"
     CHECKPOINTING = "Checkpointing"
     DEGRADED = "Degraded"
+    AWAITING_APPROVAL = "AwaitingApproval"
     UNREACHABLE = "Unreachable"
     SUSPENDED = "Suspended"
     INVALID = "Invalid"
@@ -274,6 +275,7 @@ class TxnTableStatus:
     observation: ObservationStatus | None = spec_field(None)
     plan: PlanStatus | None = spec_field(None)
     conflicts: ConflictStatus | None = spec_field(None)
+    spent_approval: str | None = spec_field(None, min_length=1, max_length=64)
 
     def to_status(self) -> dict[str, Any]:
         """The JSON object for the status subresource (unset fields omitted)."""
