@@ -12,7 +12,8 @@ same version.
 With ``--cleanup`` the expired log files are deleted afterwards (``engine/checkpoint/cleanup.py``).
 Storage options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and
 ``--storage-option KEY=VALUE``. Prints one JSON line; exit status 0 on success, 2 on bad input
-(one ``error: ...`` line on stderr, nothing written).
+(one ``error: ...`` line on stderr, the refusal as the JSON line: ``jobs.refusal``; nothing
+written).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.table import Table
+from txntable.jobs import refusal
 from txntable.jobs.flags import Parser, at_least, duration_ms, parse, spark_master
 from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
@@ -300,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc = _run(args)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        print(json.dumps(refusal(exc, args.run_id), separators=(",", ":")), flush=True)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
         print(f"error: {describe(exc)}", file=sys.stderr)

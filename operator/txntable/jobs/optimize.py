@@ -5,7 +5,8 @@ subprocess starts, and what ``txntable optimize`` runs in-process. Exit status: 
 finished (bins skipped because of concurrent writers still count as finished, and are listed),
 1 when it failed after starting (the JSON line still reports what was committed), 2 on bad
 input (not a table, unsupported writer feature, bad predicate, bad size), with one
-``error: ...`` line on stderr and nothing changed.
+``error: ...`` line on stderr, a JSON line with ``error`` and ``errorType`` (``jobs.refusal``)
+and nothing changed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from txntable.engine.errors import EngineError
+from txntable.jobs import refusal
 from txntable.jobs.flags import (
     Parser,
     at_least,
@@ -407,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result, code = execute(args, metrics)
     except (EngineError, MaintenanceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        print(json.dumps(refusal(exc, args.run_id), separators=(",", ":")), flush=True)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
         print(f"error: {describe(exc)}", file=sys.stderr)

@@ -6,7 +6,8 @@ in ``<runs_dir>/<namespace>/<name>/``::
     request.json   name, labels, annotations, command, creation time (written before start)
     pid.json       pid and kernel start time of the supervisor (the process-group leader)
     stdout.log     the job's output; its last JSON line is the run's result
-    stderr.log     the job's logs
+    stderr.log     the job's logs (a failed run's reason is the result's ``error``, else the
+                   stderr line that says it, never Spark's log noise: ``failure_detail``)
     exit.json      exit code and finish time, written atomically by the supervisor
 
 The directory is created by an atomic rename, so a second ``launch`` of the same run finds it
@@ -43,8 +44,10 @@ from txntable.launch.run import (
     RunRequest,
     RunState,
     RunStatus,
+    failure_detail,
     last_json_line,
     out_of_memory,
+    result_error,
 )
 from txntable.processes import stop_marked
 
@@ -280,8 +283,10 @@ class LocalLauncher(Launcher):
             return replace(
                 base, state=RunState.SUCCEEDED, result=result, finished=finished, message=""
             )
-        errors = [ln for ln in _tail(run_dir / "stderr.log").splitlines() if ln.strip()]
-        detail = exit_info.get("error") or (errors[-1].strip() if errors else "")
+        stderr = _tail(run_dir / "stderr.log")
+        errors = [ln for ln in stderr.splitlines() if ln.strip()]
+        # why: the supervisor's own reason (a deadline), the job's result line, its stderr
+        detail = exit_info.get("error") or result_error(result) or failure_detail(stderr)
         message = f"exit code {code}" + (f": {detail}" if detail else "")
         # the kernel's OOM killer sends SIGKILL (-9; 137 through a shell); a deadline kill
         # says so in ``error``; Python's MemoryError and the JVM's OutOfMemoryError in stderr

@@ -126,6 +126,24 @@ def planning_note(result: Mapping[str, Any] | None) -> str | None:
     return "; ".join(parts) or None
 
 
+def failure_note(result: Mapping[str, Any] | None) -> str | None:
+    """What a failed compaction run committed before it failed (its result line), e.g. when
+    its VACUUM was refused after the bins were committed; None when it committed nothing."""
+    if not result or result.get("vacuumOnly"):
+        return None
+    bins = nonneg_int(result.get("binsCommitted")) or 0
+    removed = nonneg_int(result.get("numFilesRemoved")) or 0
+    if not bins and not removed:
+        return None
+    added = nonneg_int(result.get("numFilesAdded")) or 0
+    version = nonneg_int(result.get("version"))
+    at = f" at version {version}" if version is not None else ""
+    return (
+        f"partly done: the compaction committed {bins} bin(s){at} ({removed} files rewritten "
+        f"into {added}) before the run failed"
+    )
+
+
 def nonneg_int(value: Any) -> int | None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     return value if ok else None
