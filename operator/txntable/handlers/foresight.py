@@ -23,8 +23,20 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
-from txntable.api.types import CompactionPolicy, ConflictStatus, RunKind, RunRecord, TxnTable
+from txntable.api.types import (
+    CompactionPolicy,
+    ConflictStatus,
+    PlanStatus,
+    RunKind,
+    RunOutcome,
+    RunRecord,
+    TxnTable,
+)
+from txntable.engine import Table
 from txntable.engine.errors import EngineError
+from txntable.engine.model.physical import partition_physical_names
+from txntable.engine.model.schema import parse_schema
+from txntable.engine.read.activity import read_recent_activity
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers.requests import predicate
 from txntable.launch import RunState, RunStatus
@@ -34,9 +46,11 @@ from txntable.reconcile.decide import Decision, Hold
 from txntable.reconcile.plan import (
     CompactionPlan,
     RunRate,
+    all_bins_deferred,
     learn_rate,
     optimize_policy,
     plan_from_summary,
+    versioned_plan_id,
 )
 
 if TYPE_CHECKING:
@@ -46,6 +60,10 @@ log = logging.getLogger(__name__)
 
 #: A table's plan is recomputed at least this often (its VACUUM figures follow the clock).
 PLAN_REFRESH = timedelta(minutes=10)
+#: Newest commits read to tell whether a due run would defer every bin (``all_deferred``):
+#: fewer than the run reads; a window with more commits is read in part, which can only make
+#: the controller launch a run that then decides with the full window.
+ACTIVITY_COMMITS = 200
 
 _Signature = tuple[int, int, str, int | None, str | None, RunRate | None]
 
@@ -140,6 +158,67 @@ class Foresight:
         )
         return known[2] if made_from == now_from else None
 
+    @staticmethod
+    def plan_id(
+        key: str, plan: CompactionPlan | None, shown: PlanStatus | None, spent: str | None
+    ) -> str | None:
+        """The planId of ``plan`` that status shows and an approval names (``shown``: the
+        status's plan; ``spent``: the approval a run was started with):
+        ``reconcile.plan.versioned_plan_id``."""
+        if plan is None:
+            return None
+        return versioned_plan_id(
+            plan.plan_id, plan.version, shown.plan_id if shown else None, spent
+        )
+
+    def all_deferred(
+        self,
+        key: str,
+        *,
+        policy: CompactionPolicy,
+        summary: TableSummary | None,
+        table: Table,
+        decision: Decision,
+        now: datetime,
+    ) -> Decision:
+        """``decision`` (a launch), or a wait when ``spec.avoidRecentWrites`` would make the
+        run defer every bin of the current plan: each is in a partition other writers changed
+        within the window (read from the newest commits, as the run reads them). Such a run
+        could only defer, so none starts: not a pod or SparkApplication a minute for nothing.
+        The log is read only here, for a compaction about to start."""
+        settings = policy.spec.avoid_recent_writes
+        plan = self.current(key, policy, summary) if summary is not None else None
+        if not settings.within or plan is None or summary is None:
+            return decision
+        from txntable.maintenance.optimize import avoidance  # the run's own rule
+
+        try:
+            fields = parse_schema(summary.metadata.schema_string)
+            activity = read_recent_activity(
+                table.storage,
+                summary.version,
+                settings.within * 1000,
+                partition_columns=summary.partition_columns,
+                partition_keys=partition_physical_names(
+                    fields, summary.partition_columns, summary.configuration
+                ),
+                now_ms=int(now.timestamp() * 1000),
+                max_commits=ACTIVITY_COMMITS,
+            )
+        except EngineError as exc:
+            log.info("recent writes of %s not read (%s): the run decides", key, exc)
+            return decision
+        hot = avoidance(activity, settings.writes.value.lower()).partitions
+        if not all_bins_deferred(plan, hot):
+            return decision
+        return Decision(
+            False,
+            Reason.NOTHING_TO_DO,
+            f"{decision.message}, but other writers changed every partition with a bin "
+            f"({len(plan.bin_partitions)}) within {settings.within}s "
+            "(spec.avoidRecentWrites): a run would defer them all",
+        )
+
     # -- conflicts -----------------------------------------------------------------------
     def conflicts(
         self,
@@ -167,7 +246,13 @@ class Foresight:
         figures = remember(known, new)
         settings = policy.spec.avoid_recent_writes.back_off if policy is not None else None
         ended = (last.completion_time or last.start_time) if last is not None else None
-        held = conflict_hold(figures, settings, ended) if settings is not None else None
+        running = last is not None and last.outcome == RunOutcome.RUNNING
+        # the back-off holds the next run after a finished one: none while a run is in flight
+        held = (
+            conflict_hold(figures, settings, ended)
+            if settings is not None and not running
+            else None
+        )
         active = held is not None and now < held.until
         seconds = (held.until - now).total_seconds() if held is not None and active else 0.0
         if metrics is not None:

@@ -4,29 +4,27 @@ The Kopf handlers and the local mode (``txntable run --local``) both call ``Oper
 so the cluster and the laptop run the same logic; only where manifests come from and where status
 goes differ. Nothing in this module imports Kopf. Observation keeps a compact
 ``engine.read.summary.TableSummary`` per resource, never a snapshot (a few bytes per file; one
-listing plus the new commits per tick); decisions are the pure functions of ``txntable.reconcile``;
-runs go through a ``launch.Launcher``; small checkpoints are written inline, from a snapshot loaded
-for that checkpoint only.
+listing plus the new commits per tick); decisions are the pure functions of ``txntable.reconcile``
+and the phase and Ready are decided in one place (``reconcile.status.verdict``).
 
-A finished run is adopted once: its record, its ``Run<Outcome>`` Event (with the reason the
-backend gives) and its metrics are produced the first time the run is seen finished, never
-again (idempotent by run name, in memory and through the status). After a failure the next
-launch waits for the back-off (``launch.Backoff``, at least the policy's cooldown) and is the
-next attempt, with a new run name.
+Around them, per table: finished runs are adopted once (``handlers.run_records``), runs are
+started through ``handlers.launching``, and ``handlers.holds`` keeps what must not be tried or
+said again (a launch refused for good, a step a table feature stops, the changes announced as
+Events, the plan approval spent on a run). After a failed run the next launch waits for the
+back-off (``launch.Backoff``, at least the policy's cooldown) and is the next attempt, with a new
+run name.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from txntable.api import defaults as api_defaults
-from txntable.api.conditions import EventReason, Reason
+from txntable.api.conditions import ConditionType, EventReason, Reason
 from txntable.api.quantity import parse_bytes
 from txntable.api.table import PlanResources, PlanStatus
 from txntable.api.types import (
@@ -39,9 +37,7 @@ from txntable.api.types import (
     TxnTableStatus,
 )
 from txntable.config import Config
-from txntable.engine import CommitOptions, Snapshot, Table
-from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
-from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine import CommitOptions, Table
 from txntable.engine.errors import (
     CorruptLogError,
     EngineError,
@@ -53,32 +49,36 @@ from txntable.engine.model.schema import to_arrow_type
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.storage.base import Storage
 from txntable.handlers.foresight import Conflicts, Foresight
-from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
-from txntable.handlers.run_sizing import RunSizer, running_note
+from txntable.handlers.holds import Holds, protocol_of
+from txntable.handlers.launching import Launching, refusal_signature
+from txntable.handlers.run_records import (
+    Event,
+    RunRecords,
+    failures_in_a_row,
+    last_vacuum_time,
+    retries_running,
+)
+from txntable.handlers.run_sizing import RunSizer
 from txntable.launch import (
     Backend,
     Backoff,
     Launcher,
-    RunState,
     RunStatus,
     attempt_of,
     runs_to_delete,
 )
-from txntable.launch.errors import LaunchError, PermanentLaunchError
+from txntable.launch.errors import LaunchError
+from txntable.launch.sizing import Sizing
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
-from txntable.observability.run_report import planning_note
 from txntable.reconcile.decide import (
     ActiveRun,
     Decision,
-    Placement,
     Retry,
     Work,
     decide_checkpoint,
     decide_compaction,
     decide_vacuum,
-    outcome_of,
-    vacuumed,
 )
 from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept
 from txntable.reconcile.plan import CompactionPlan, plan_status
@@ -88,21 +88,10 @@ from txntable.reconcile.status import Failure, Outcome, table_status
 log = logging.getLogger(__name__)
 
 DEFAULT_MIN_FILE_SIZE = parse_bytes(api_defaults.MIN_FILE_SIZE)
-#: Finished runs remembered per table (so each is recorded once); older names are forgotten.
-RECORDED_RUNS_KEPT = 16
 #: Full table loads (a first observation, or a summary that cannot be advanced) at once: each
 #: peaks at ~140 MB above the summary it leaves for a 100,000-file table, and Kopf runs several
 #: reconciles in threads, so a controller starting with many big tables would add them up.
 FULL_LOADS_AT_ONCE = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A Kubernetes Event to post on the table (type Normal/Warning, CamelCase reason)."""
-
-    type: str
-    reason: EventReason
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +150,8 @@ class _Acts:
     vacuum: Decision | None = None
     checkpoint: Decision | None = None
     launched: list[str] = field(default_factory=list)
+    #: the plan approval a run started with this tick (now spent)
+    spent_approval: str | None = None
 
     def started(self, table: TxnTable, name: str, kind: RunKind, version: int) -> RunRecord:
         """Count the run ``name`` as in flight; return its record."""
@@ -197,12 +188,30 @@ class Operator:
     _full_loads: threading.Semaphore = field(
         default_factory=lambda: threading.Semaphore(FULL_LOADS_AT_ONCE)
     )
-    #: Per table: the record made for each finished run already adopted, by run name.
-    _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
     #: Per table: the next compaction run's plan and the throughput it is estimated from.
     foresight: Foresight = field(default_factory=Foresight)
     #: Per table: what sizes its compaction runs (peaks seen, the newest finished run, OOMs).
     sizer: RunSizer = field(default_factory=RunSizer)
+    #: Per table: refused launches, unsupported steps, announced changes, spent approval.
+    holds: Holds = field(default_factory=Holds)
+    #: Per table: the record made for each finished run already adopted (``RunRecords``).
+    followed: RunRecords = field(init=False)
+
+    #: What starts runs (``handlers.launching``).
+    launching: Launching = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.followed = RunRecords(self.clock, self.metrics)
+        self.launching = Launching(
+            self.config, self.launchers, self.clock, self.holds, self.metrics
+        )
+
+    def _sizing(self, table: TxnTable, policy: CompactionPolicy) -> Sizing:
+        """The next compaction run's resources, from the plan status shows when current."""
+        key = table.metadata.key
+        summary = self._summaries.get(key)
+        plan = self.foresight.current(key, policy, summary) if summary is not None else None
+        return self.sizer.size(key, policy, summary, plan)
 
     # -- observation --------------------------------------------------------------------
     def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
@@ -241,9 +250,10 @@ class Operator:
         """Drop the cached table of a deleted resource."""
         self._tables.pop(key, None)
         self._summaries.pop(key, None)
-        self._recorded.pop(key, None)
+        self.followed.forget(key)
         self.foresight.forget(key)
         self.sizer.forget(key)
+        self.holds.forget(key)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -301,32 +311,49 @@ class Operator:
         *,
         storage_options: Mapping[str, str] | None = None,
         active_total: int = 0,
+        failure: Failure | None = None,
+        invalid_policies: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Tick:
-        """Observe ``table``, follow its runs, decide and act; return the next status."""
+        """Observe ``table``, follow its runs, decide and act; return the next status.
+        ``failure``: why the table cannot be observed at all this time (e.g. its Secret could
+        not be read): it is reported as the log's failure would be, and nothing is decided.
+        ``invalid_policies``: per kind (``compaction``, ``checkpoint``), the policies of the
+        namespace that do not validate, by name, with why (a table naming one says so)."""
         now = self.clock()
-        comp = resolve(table, compaction_policies, "compaction")
-        ckpt = resolve(table, checkpoint_policies, "checkpoint")
+        key = table.metadata.key
+        invalid = invalid_policies or {}
+        comp = resolve(table, compaction_policies, "compaction", invalid.get("compaction"))
+        ckpt = resolve(table, checkpoint_policies, "checkpoint", invalid.get("checkpoint"))
         events: list[Event] = []
-        seen = self._see(table, comp.policy, ckpt.policy, storage_options, events)
+        seen = self._see(table, comp.policy, ckpt.policy, storage_options, events, failure=failure)
         table = seen.in_status(table)  # decide on what this tick learned, not on the last status
         plan, conflicts = self._foresee(table, comp.policy, seen, now)
+        spent = self.holds.spent(key) or table.status.spent_approval
         work = Work(
             now,
             seen.active,
             max(active_total, len(seen.active)),
             self.config.max_concurrent_runs,
-            self._retries(table.metadata.key, comp.policy, seen, now),
+            self._retries(key, comp.policy, seen, now),
             conflicts=conflicts.hold,
-            plan_id=plan.plan_id if plan else None,
+            plan_id=self.foresight.plan_id(key, plan, table.status.plan, spent),
+            spent_approval=spent,
         )
         acts = _Acts(work, seen.last_compaction, seen.last_checkpoint, seen.last_vacuum)
         if seen.health is not None and seen.engine_table is not None:
             if comp.policy is not None:
-                self._compact_and_vacuum(table, comp.policy, seen.health, acts, events)
+                self._compact_and_vacuum(table, comp.policy, seen, acts, events)
             if ckpt.policy is not None:
                 self._checkpoint(
                     table, ckpt.policy, seen.health, seen.engine_table, acts=acts, events=events
                 )
+        records = (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
+        if self.metrics is not None:
+            self.metrics.observe_failures(
+                table.metadata.namespace or "default",
+                table.metadata.name,
+                failures_in_a_row(records),
+            )
         outcome = Outcome(
             now=now,
             health=seen.health,
@@ -341,10 +368,27 @@ class Operator:
             vacuum_decision=acts.vacuum,
             last_vacuum=acts.last_vacuum,
             last_vacuum_time=seen.vacuum_time,
-            plan=self._plan_status(table, comp.policy, plan),
+            plan=self._plan_status(table, comp.policy, plan, acts.work.plan_id),
             conflicts=conflicts.status,
+            retrying=retries_running(records),
+            spent_approval=acts.spent_approval,
         )
         status = table_status(table, outcome)
+        events += [
+            Event("Warning", reason, message)
+            for reason, message in self.holds.announcements(
+                key, table.status.conditions, status.conditions
+            )
+        ]
+        if self.metrics is not None:
+            ready = next(c for c in status.conditions if c.type == ConditionType.READY)
+            self.metrics.observe_readiness(
+                table.metadata.namespace or "default",
+                table.metadata.name,
+                ready.is_true,
+                str(ready.reason),
+                max(table.spec.observe_interval, self.config.observe_interval_seconds),
+            )
         return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
 
     def _see(
@@ -354,16 +398,29 @@ class Operator:
         ckpt: CheckpointPolicy | None,
         storage_options: Mapping[str, str] | None,
         events: list[Event],
+        *,
+        failure: Failure | None = None,
     ) -> _Seen:
         """Observe the table's log and follow its runs: its health, the runs of its policies'
-        backends, the last run of each kind and the last VACUUM; export the table's metrics."""
+        backends, the last run of each kind and the last VACUUM; export the table's metrics.
+        With ``failure`` the log is not read (the table cannot be opened)."""
         key = table.metadata.key
         options = dict(table.spec.storage.options) | dict(storage_options or {})
         min_size = comp.spec.min_file_size if comp else DEFAULT_MIN_FILE_SIZE
-        engine_table, health, failure = self._observe(key, table, options, min_size)
-        runs = self._runs(table, comp, ckpt, events)
-        last_c, last_k, last_v = self._records(key, table, runs, engine_table, events)
-        vacuum_time = _last_vacuum_time(
+        if failure is not None:
+            engine_table, health = None, None
+        else:
+            engine_table, health, failure = self._observe(key, table, options, min_size)
+        runs, detail, prune = self._runs(table, comp, ckpt, events)
+        stopped: list[tuple[RunKind, str]] = []
+        last_c, last_k, last_v = self.followed.records(
+            table, runs, engine_table, events, detail=detail, unsupported=stopped
+        )
+        prune()
+        if health is not None:
+            for kind, message in stopped:
+                self.holds.unsupported(key, kind, protocol_of(health), message)
+        vacuum_time = last_vacuum_time(
             table.status.last_vacuum_time,
             runs,
             compaction_vacuums=bool(comp and comp.spec.vacuum.enabled),
@@ -377,11 +434,16 @@ class Operator:
         return _Seen(engine_table, health, failure, runs, last_c, last_k, last_v, vacuum_time)
 
     def _plan_status(
-        self, table: TxnTable, policy: CompactionPolicy | None, plan: CompactionPlan | None
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy | None,
+        plan: CompactionPlan | None,
+        plan_id: str | None,
     ) -> PlanStatus | None:
-        """``plan`` as status shows it, with the Spark resources its run would be launched with
-        (the same sizer the launch uses, so status and the run agree)."""
-        if plan is None or policy is None:
+        """``plan`` as status shows it (under ``plan_id``, what an approval names), with the
+        Spark resources its run would be launched with (the same sizer the launch uses, so
+        status and the run agree)."""
+        if plan is None or policy is None or plan_id is None:
             return None
         key = table.metadata.key
         sizing = self.sizer.size(key, policy, self._summaries.get(key), plan)
@@ -393,7 +455,7 @@ class Operator:
             sized_from=sizing.sized_from.value,
             reason=sizing.reason[:1024] or None,
         )
-        return plan_status(plan, resources)
+        return replace(plan_status(plan, resources), plan_id=plan_id)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: _Seen, now: datetime
@@ -438,24 +500,79 @@ class Operator:
         self,
         table: TxnTable,
         policy: CompactionPolicy,
-        health: TableHealth,
+        seen: _Seen,
         acts: _Acts,
         events: list[Event],
     ) -> None:
-        """Decide and start the compaction, then the VACUUM-only run that waits for it."""
-        decision = decide_compaction(table, policy, health, acts.work)
+        """Decide and start the compaction, then the VACUUM-only run that waits for it. A kind
+        refused for good or unsupported on this table is held (``Holds``); a due compaction
+        whose every bin other writers are changing is not launched (``Foresight.all_deferred``).
+        """
+        health = seen.health
+        if health is None or seen.engine_table is None:
+            return  # not observed: nothing is decided (the caller does not ask)
+        key = table.metadata.key
+        decision = self._held(table, policy, RunKind.OPTIMIZE, health, acts.work)
+        if decision.launch:
+            decision = self.foresight.all_deferred(
+                key,
+                policy=policy,
+                summary=self._summaries.get(key),
+                table=seen.engine_table,
+                decision=decision,
+                now=acts.work.now,
+            )
         acts.compaction = decision
         said = self.foresight.announcement(decision, table.status.conditions, acts.work.plan_id)
         if said is not None:
             events.append(Event("Normal", *said))
-        name = self._start_compaction(table, policy, decision, events) if decision.launch else None
-        if name:
-            acts.last_compaction = acts.started(table, name, RunKind.OPTIMIZE, health.version)
-        vacuum = decide_vacuum(table, policy, health, acts.work, decision)
+        if decision.launch:
+            started = self.launching.compaction(
+                table, policy, decision, self._sizing(table, policy), events
+            )
+            if isinstance(started, Decision):
+                acts.compaction = decision = started
+            else:
+                acts.last_compaction = acts.started(
+                    table, started, RunKind.OPTIMIZE, health.version
+                )
+                if decision.approval is not None:
+                    self.holds.spend(key, decision.approval)
+                    acts.spent_approval = decision.approval
+        vacuum = self._held(table, policy, RunKind.VACUUM, health, acts.work, compaction=decision)
+        if vacuum.launch:
+            started = self.launching.vacuum(table, policy, vacuum, events)
+            if isinstance(started, Decision):
+                vacuum = started
+            else:
+                acts.last_vacuum = acts.started(table, started, RunKind.VACUUM, health.version)
         acts.vacuum = vacuum
-        name = self._start_vacuum(table, policy, vacuum, events) if vacuum.launch else None
-        if name:
-            acts.last_vacuum = acts.started(table, name, RunKind.VACUUM, health.version)
+
+    def _held(
+        self,
+        table: TxnTable,
+        policy: CompactionPolicy | CheckpointPolicy,
+        kind: RunKind,
+        health: TableHealth,
+        work: Work,
+        *,
+        compaction: Decision | None = None,
+    ) -> Decision:
+        """The decision for ``kind``, held when a launch of it was refused for good under this
+        policy and table, or the step cannot work on this table's protocol (``Holds``)."""
+        if isinstance(policy, CheckpointPolicy):
+            decision = decide_checkpoint(table, policy, health, work)
+        elif kind == RunKind.VACUUM:
+            decision = decide_vacuum(table, policy, health, work, compaction)
+        else:
+            decision = decide_compaction(table, policy, health, work)
+        return self.holds.hold(
+            table.metadata.key,
+            kind,
+            decision,
+            refused_under=refusal_signature(table, policy),
+            protocol=protocol_of(health),
+        )
 
     def _checkpoint(
         self,
@@ -468,16 +585,29 @@ class Operator:
         events: list[Event],
     ) -> None:
         """Decide and start (or write inline) the checkpoint."""
-        decision = decide_checkpoint(table, policy, health, acts.work)
+        decision = self._held(table, policy, RunKind.CHECKPOINT, health, acts.work)
         acts.checkpoint = decision
         if not decision.launch:
             return
-        record = self._start_checkpoint(
-            table, policy, decision, engine_table=engine_table, events=events, now=acts.work.now
+        record = self.launching.checkpoint(
+            table,
+            policy,
+            decision,
+            engine_table=engine_table,
+            events=events,
+            now=acts.work.now,
+            protocol=protocol_of(health),
         )
-        if record is not None and record is not acts.last_checkpoint:
+        if isinstance(record, Decision):
+            acts.checkpoint = record
+        elif record is not None and record is not acts.last_checkpoint:
             acts.last_checkpoint = record
             acts.launched.append(record.run_name)
+            held = self.holds.unsupported_hold(
+                table.metadata.key, RunKind.CHECKPOINT, protocol_of(health)
+            )
+            if held is not None:  # the step cannot work on this table: say so now
+                acts.checkpoint = held
 
     # -- runs ----------------------------------------------------------------------------
     def _backends(self, *policies: CompactionPolicy | CheckpointPolicy | None) -> set[Backend]:
@@ -493,9 +623,15 @@ class Operator:
         comp: CompactionPolicy | None,
         ckpt: CheckpointPolicy | None,
         events: list[Event],
-    ) -> list[RunStatus]:
+    ) -> tuple[list[RunStatus], Callable[[RunStatus], RunStatus], Callable[[], None]]:
+        """The table's runs on its policies' backends; how to read one in detail (its result
+        line, for the record made when it is first seen finished); and how to delete the runs
+        past the history limits (after that record is made)."""
         ns = table.metadata.namespace or "default"
         runs: list[RunStatus] = []
+        owners: dict[str, Launcher] = {}
+        doomed: list[tuple[Launcher, RunStatus]] = []
+        limits = [p for p in (comp, ckpt) if p is not None]
         for backend in sorted(self._backends(comp, ckpt)):
             launcher = self.launchers(backend)
             try:
@@ -505,19 +641,35 @@ class Operator:
                 continue
             found = self.sizer.detail(table.metadata.key, ns, launcher, found)
             runs.extend(found)
-            limits = [p for p in (comp, ckpt) if p is not None]
+            owners.update((r.name, launcher) for r in found)
             if limits:
-                doomed = runs_to_delete(
-                    found,
-                    successful_limit=min(p.spec.successful_runs_history_limit for p in limits),
-                    failed_limit=min(p.spec.failed_runs_history_limit for p in limits),
-                )
-                for run in doomed:
-                    try:
-                        launcher.delete(ns, run.name)
-                    except LaunchError as exc:
-                        log.warning("could not delete old run %s: %s", run.name, exc)
-        return runs
+                doomed += [
+                    (launcher, run)
+                    for run in runs_to_delete(
+                        found,
+                        successful_limit=min(p.spec.successful_runs_history_limit for p in limits),
+                        failed_limit=min(p.spec.failed_runs_history_limit for p in limits),
+                    )
+                ]
+
+        def detail(run: RunStatus) -> RunStatus:
+            owner = owners.get(run.name)
+            if owner is None:
+                return run
+            try:
+                return owner.status(ns, run.name)
+            except LaunchError as exc:
+                log.debug("no detail of run %s: %s", run.name, exc)
+                return run
+
+        def prune() -> None:
+            for launcher, run in doomed:
+                try:
+                    launcher.delete(ns, run.name)
+                except LaunchError as exc:
+                    log.warning("could not delete old run %s: %s", run.name, exc)
+
+        return runs, detail, prune
 
     def _retry(
         self, key: str, kind: RunKind, record: RunRecord | None, floor: float, now: datetime
@@ -535,328 +687,6 @@ class Operator:
             why += f" ({failures} failures in a row)"
         return Retry(failures, ended + timedelta(seconds=wait), why)
 
-    def _records(
-        self,
-        key: str,
-        table: TxnTable,
-        runs: list[RunStatus],
-        engine_table: Table | None,
-        events: list[Event],
-    ) -> tuple[RunRecord | None, RunRecord | None, RunRecord | None]:
-        status = table.status
-        records = [status.last_compaction, status.last_checkpoint, status.last_vacuum]
-        seen = self._recorded.setdefault(key, {})
-        for index, kind in enumerate((RunKind.OPTIMIZE, RunKind.CHECKPOINT, RunKind.VACUUM)):
-            stale = records[index]
-            if stale is not None and stale.outcome in (RunOutcome.RUNNING, None):
-                # recorded finished already (its object may be gone: history limits)
-                records[index] = seen.get(stale.run_name, stale)
-            mine = [r for r in runs if r.kind == kind]
-            if not mine:
-                continue
-            newest = max(mine, key=lambda r: (r.created or r.started or _EPOCH, r.name))
-            previous = records[index]
-            if (
-                previous is not None
-                and previous.run_name != newest.name
-                and _older(newest, previous)
-            ):
-                continue  # e.g. an inline checkpoint came after the newest launched run
-            if newest.state.finished:
-                if (
-                    previous
-                    and previous.run_name == newest.name
-                    and previous.outcome not in (RunOutcome.RUNNING, None)
-                ):
-                    seen.setdefault(newest.name, previous)
-                    continue  # already recorded (the status says so)
-                if newest.name in seen:
-                    records[index] = seen[newest.name]  # recorded; the status lags behind
-                    continue
-                record = self._finished_record(table, newest, engine_table, events)
-                records[index] = seen[newest.name] = record
-                for name in list(seen)[:-RECORDED_RUNS_KEPT]:
-                    del seen[name]
-            else:
-                records[index] = RunRecord(
-                    run_name=newest.name,
-                    table=table.metadata.name,
-                    outcome=RunOutcome.RUNNING,
-                    start_time=(newest.started or newest.created or self.clock()).replace(
-                        microsecond=0
-                    ),
-                    version=previous.version if previous else None,
-                    message=running_note(newest) if kind == RunKind.OPTIMIZE else None,
-                )
-        return records[0], records[1], records[2]
-
-    def _finished_record(
-        self, table: TxnTable, run: RunStatus, engine_table: Table | None, events: list[Event]
-    ) -> RunRecord:
-        result = dict(run.result) if run.result else None
-        outcome = outcome_of(result, run.state is RunState.SUCCEEDED)
-        message = run.message or ""
-        version = result.get("version") if result else None
-        if outcome is RunOutcome.SUCCEEDED and run.kind == RunKind.OPTIMIZE and engine_table:
-            confirmed = _confirmed_in_log(engine_table, run.name)
-            message = (message + "; " if message else "") + (
-                "commit confirmed in the table log" if confirmed else "no commit of this run found"
-            )
-        if self.metrics is not None:
-            seconds = (
-                (run.finished - run.started).total_seconds()
-                if run.finished and run.started
-                else None
-            )
-            self.metrics.run_finished(
-                table.metadata.namespace or "default",
-                table.metadata.name,
-                run.kind,
-                outcome,
-                seconds=seconds,
-                result=result,
-            )
-        kind_word = (run.kind or RunKind.CHECKPOINT).noun
-        detail = run.message or (str(result.get("error") or "") if result else "")
-        if run.kind == RunKind.VACUUM and result and isinstance(result.get("vacuum"), Mapping):
-            message = (message + "; " if message else "") + _vacuum_note(result["vacuum"])
-        # partitions deferred for other writers' recent work, rewritten bytes dropped
-        note = planning_note(result)
-        if note:
-            message = (message + "; " if message else "") + note
-            detail = (detail + "; " if detail else "") + note
-        said = f"{kind_word} run {run.name}: {outcome.value}" + (f": {detail}" if detail else "")
-        if run.out_of_memory and outcome is RunOutcome.FAILED:
-            message = (message + "; " if message else "") + "out of memory"
-            events.append(
-                Event(
-                    "Warning",
-                    EventReason.RUN_OUT_OF_MEMORY,
-                    f"{kind_word} run {run.name} ran out of memory",
-                )
-            )
-        events.append(
-            Event(
-                "Normal" if outcome is not RunOutcome.FAILED else "Warning",
-                EventReason.for_outcome(outcome),
-                said[:1024],
-            )
-        )
-        return RunRecord(
-            run_name=run.name,
-            table=table.metadata.name,
-            outcome=outcome,
-            start_time=_whole(run.started or run.created),
-            completion_time=_whole(run.finished),
-            version=version if isinstance(version, int) else None,
-            message=message[:4000] or None,
-        )
-
-    def _start_compaction(
-        self,
-        table: TxnTable,
-        policy: CompactionPolicy,
-        decision: Decision,
-        events: list[Event],
-    ) -> str | None:
-        key = table.metadata.key
-        summary = self._summaries.get(key)
-        plan = self.foresight.current(key, policy, summary) if summary is not None else None
-        sizing = self.sizer.size(key, policy, summary, plan)
-        try:
-            req = compaction_request(table, policy, decision, self.config, sizing)
-            launcher = self.launchers(req.backend)
-            for old in decision.replace_runs:
-                launcher.delete(req.namespace, old)
-            status = launcher.launch(req)
-        except PermanentLaunchError as exc:
-            events.append(Event("Warning", EventReason.RUN_REJECTED, str(exc)))
-            return None
-        except LaunchError as exc:
-            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, f"{exc} (will retry)"))
-            return None
-        if status.adopted and status.state.finished:
-            # This run already ran (a restart lost its record): it is recorded from the
-            # listing at the next tick, once, instead of being announced as a new start.
-            log.info("compaction %s already finished (%s)", req.name, status.state.value)
-            return None
-        verb = "adopted" if status.adopted else "started"
-        sized = f"; {sizing.reason}" if sizing.reason and not status.adopted else ""
-        events.append(
-            Event(
-                "Normal",
-                EventReason.RUN_STARTED,
-                f"compaction {req.name} {verb}: {decision.message}{sized}"[:1024],
-            )
-        )
-        log.info("compaction %s %s (%s)", req.name, verb, decision.message)
-        return req.name
-
-    def _start_vacuum(
-        self,
-        table: TxnTable,
-        policy: CompactionPolicy,
-        decision: Decision,
-        events: list[Event],
-    ) -> str | None:
-        try:
-            req = vacuum_request(table, policy, decision, self.config)
-            status = self.launchers(req.backend).launch(req)
-        except PermanentLaunchError as exc:
-            events.append(Event("Warning", EventReason.RUN_REJECTED, str(exc)))
-            return None
-        except LaunchError as exc:
-            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, f"{exc} (will retry)"))
-            return None
-        if status.adopted and status.state.finished:
-            log.info("vacuum %s already finished (%s)", req.name, status.state.value)
-            return None
-        verb = "adopted" if status.adopted else "started"
-        events.append(
-            Event(
-                "Normal", EventReason.RUN_STARTED, f"vacuum {req.name} {verb}: {decision.message}"
-            )
-        )
-        log.info("vacuum %s %s (%s)", req.name, verb, decision.message)
-        return req.name
-
-    def _start_checkpoint(
-        self,
-        table: TxnTable,
-        policy: CheckpointPolicy,
-        decision: Decision,
-        *,
-        engine_table: Table,
-        events: list[Event],
-        now: datetime,
-    ) -> RunRecord | None:
-        if decision.placement is Placement.INLINE:
-            return self._inline_checkpoint(
-                table, policy, engine_table, events=events, now=now, attempt=decision.attempt
-            )
-        try:
-            req = checkpoint_request(table, policy, decision, self.config)
-            status = self.launchers(req.backend).launch(req)
-        except LaunchError as exc:
-            events.append(Event("Warning", EventReason.RUN_LAUNCH_FAILED, str(exc)))
-            return None
-        if status.adopted and status.state.finished:
-            log.info("checkpoint %s already finished (%s)", req.name, status.state.value)
-            return None
-        events.append(
-            Event("Normal", EventReason.RUN_STARTED, f"checkpoint {req.name}: {decision.message}")
-        )
-        return RunRecord(
-            run_name=req.name,
-            table=table.metadata.name,
-            outcome=RunOutcome.RUNNING,
-            start_time=_whole(status.started or now),
-        )
-
-    def _inline_checkpoint(
-        self,
-        table: TxnTable,
-        policy: CheckpointPolicy,
-        engine_table: Table,
-        *,
-        events: list[Event],
-        now: datetime,
-        attempt: int = 0,
-    ) -> RunRecord:
-        started = time.monotonic()
-        snapshot = Snapshot.load(engine_table.storage)  # for this checkpoint only, not kept
-        name = f"inline-checkpoint-{snapshot.version}" + (f"-r{attempt}" if attempt else "")
-        try:
-            result = write_checkpoint(snapshot, part_size=policy.spec.part_size)
-            cleanup_note = ""
-            if policy.spec.log_cleanup.enabled:
-                cleaned = cleanup_expired_logs(
-                    snapshot, retention_ms=policy.spec.log_cleanup.log_retention * 1000
-                )
-                cleanup_note = f", {len(cleaned.deleted)} expired log files deleted"
-        except EngineError as exc:
-            self._inline_finished(table, RunOutcome.FAILED, time.monotonic() - started)
-            events.append(
-                Event("Warning", EventReason.RUN_FAILED, f"inline checkpoint failed: {exc}")
-            )
-            return RunRecord(
-                run_name=name,
-                table=table.metadata.name,
-                outcome=RunOutcome.FAILED,
-                start_time=_whole(now),
-                completion_time=_whole(self.clock()),
-                version=snapshot.version,
-                message=str(exc)[:4000],
-            )
-        seconds = time.monotonic() - started
-        self._inline_finished(table, RunOutcome.SUCCEEDED, seconds)
-        message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
-        events.append(Event("Normal", EventReason.RUN_SUCCEEDED, message))
-        return RunRecord(
-            run_name=name,
-            table=table.metadata.name,
-            outcome=RunOutcome.SUCCEEDED,
-            start_time=_whole(now),
-            completion_time=_whole(self.clock()),
-            version=result.version,
-            message=message,
-        )
-
-    def _inline_finished(self, table: TxnTable, outcome: RunOutcome, seconds: float) -> None:
-        if self.metrics is not None:
-            ns = table.metadata.namespace or "default"
-            self.metrics.run_finished(
-                ns, table.metadata.name, RunKind.CHECKPOINT, outcome, seconds=seconds
-            )
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _last_vacuum_time(
-    known: datetime | None, runs: Sequence[RunStatus], *, compaction_vacuums: bool
-) -> datetime | None:
-    """The later of ``known`` (the status) and the start of the newest finished run that
-    VACUUMed the table (a VACUUM-only run, or a compaction run that ended with VACUUM): its
-    VACUUM began no earlier, so it swept at least what was past the retention then."""
-    times = [
-        _whole(r.started or r.created or r.finished)
-        for r in runs
-        if r.state.finished
-        and vacuumed(
-            r.kind,
-            r.result,
-            r.state is RunState.SUCCEEDED,
-            compaction_vacuums=compaction_vacuums,
-        )
-    ]
-    found = [t for t in (known, *times) if t is not None]
-    return max(found) if found else None
-
-
-def _vacuum_note(doc: Mapping[str, Any]) -> str:
-    """What a VACUUM-only run did, for its record's message."""
-    verb = "would delete" if doc.get("dryRun") else "deleted"
-    return f"VACUUM {verb} {doc.get('numFiles', 0)} files ({doc.get('bytes', 0)} bytes)"
-
 
 def _whole(moment: datetime | None) -> datetime | None:
     return moment.replace(microsecond=0) if moment else None
-
-
-def _older(run: RunStatus, record: RunRecord) -> bool:
-    """Whether ``run`` began before the run ``record`` describes (seconds, as in status)."""
-    began = _whole(run.created or run.started)
-    return bool(began and record.start_time and began < record.start_time)
-
-
-def _confirmed_in_log(table: Table, run_id: str, depth: int = 200) -> bool:
-    """Whether a commit of the run (``commitInfo.txntableRunId``) is in the recent log."""
-    try:
-        return any(h.get("txntableRunId") == run_id for h in table.history(limit=depth))
-    except EngineError:
-        return False
-
-
-def run_args(*parts: Any) -> tuple[str, ...]:
-    return tuple(str(p) for p in parts if p is not None)

@@ -6,7 +6,9 @@ change, and many tables usually share one Secret. ``SecretCache`` keeps each Sec
 namespace/name) with its ``resourceVersion`` and reads it again once it is older than
 ``max_age`` seconds. So a changed Secret is used at most ``max_age`` after the change; sooner
 when the table's storage fails (the controller then calls ``invalidate``, and the next tick reads
-the Secret again). A Secret that cannot be read is not cached: the next tick asks again.
+the Secret again). A Secret that cannot be read (``SecretUnavailable``) is asked for again
+after a back-off that doubles from ``FAILURE_DELAY`` up to ``max_age``: every table naming a
+missing Secret reports it at each tick, from one read per back-off, not one per table per tick.
 
 Kopf-free and client-free: the caller passes ``read(namespace, name) -> SecretData``.
 Thread-safe (Kopf runs handlers on a pool of threads): one thread reads a given Secret while the
@@ -22,6 +24,17 @@ from dataclasses import dataclass, field
 
 #: Default age after which a cached Secret is read again (seconds).
 DEFAULT_MAX_AGE = 300.0
+#: Seconds before a Secret that could not be read is asked for again (doubling per failure).
+FAILURE_DELAY = 30.0
+
+
+class SecretUnavailable(Exception):  # noqa: N818 - a state, as Kubernetes says it
+    """A Secret that could not be read: ``missing`` when it does not exist (404), else it
+    could not be read (e.g. 403: the controller may not read it)."""
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +50,9 @@ class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
     secret: SecretData | None = None
     read_at: float = 0.0
+    failure: SecretUnavailable | None = None
+    failures: int = 0
+    retry_at: float = 0.0
 
 
 class SecretCache:
@@ -60,7 +76,8 @@ class SecretCache:
         self._entries: dict[tuple[str, str], _Entry] = {}
 
     def get(self, namespace: str, name: str) -> SecretData:
-        """The Secret, from the cache while younger than ``max_age``; read errors propagate."""
+        """The Secret, from the cache while younger than ``max_age``. A read that failed with
+        ``SecretUnavailable`` raises it again, unread, until its back-off is over."""
         with self._lock:
             entry = self._entries.setdefault((namespace, name), _Entry())
         if (cached := self._usable(entry)) is not None:
@@ -69,9 +86,17 @@ class SecretCache:
             if (cached := self._usable(entry)) is not None:
                 return cached
             self.reads += 1
-            secret = self._read(namespace, name)
+            try:
+                secret = self._read(namespace, name)
+            except SecretUnavailable as exc:
+                with self._lock:
+                    entry.failures += 1
+                    delay = min(FAILURE_DELAY * 2 ** (entry.failures - 1), self.max_age)
+                    entry.failure, entry.retry_at = exc, self.clock() + delay
+                raise
             with self._lock:
                 entry.secret, entry.read_at = secret, self.clock()
+                entry.failure, entry.failures = None, 0
             return secret
 
     def invalidate(self, namespace: str, name: str) -> None:
@@ -81,6 +106,8 @@ class SecretCache:
 
     def _usable(self, entry: _Entry) -> SecretData | None:
         with self._lock:
+            if entry.failure is not None and self.clock() < entry.retry_at:
+                raise entry.failure
             if entry.secret is not None and self.clock() - entry.read_at < self.max_age:
                 return entry.secret
         return None

@@ -1,11 +1,13 @@
 """The controller's metrics: table health, commits seen in each log, maintenance runs, reconciles.
 
 Defined once, here, on a registry the caller passes (docs/metrics.md lists every metric). The
-controller calls four methods: ``observe_table`` and ``observe_table_log`` after each
-observation, ``run_finished`` when it records a finished run, ``reconcile_finished`` after every
-handler call. Labels are bounded: namespace and table (the TxnTable resource's name, never a
-path), run kind and outcome, operation (at most ``MAX_OPERATIONS`` names), engine family.
-Nothing here imports the reconcile layer: health arrives through the ``HealthLike`` Protocol.
+controller calls ``observe_table`` and ``observe_table_log`` after each observation,
+``observe_readiness`` and ``observe_failures`` after each reconcile of a table (from its new
+status, so they hold after a restart too), ``run_finished`` when it records a finished run,
+``reconcile_finished`` after every handler call. Labels are bounded: namespace and table (the
+TxnTable resource's name, never a path), Ready's reason, run kind and outcome, operation (at
+most ``MAX_OPERATIONS`` names), engine family. Nothing here imports the reconcile layer: health
+arrives through the ``HealthLike`` Protocol.
 """
 
 from __future__ import annotations
@@ -150,6 +152,12 @@ METRICS: Final[tuple[Metric, ...]] = (
            "1 when checkpoints, log cleanup and VACUUM can run (every feature is known).", TABLE),
     Metric("observed", Gauge, "txntable_table_observed_timestamp_seconds",
            "Unix time of the last observation.", TABLE),
+    Metric("observe_interval", Gauge, "txntable_table_observe_interval_seconds",
+           "How often the table is observed (spec.observeInterval, at least the controller's "
+           "TXNTABLE_OBSERVE_INTERVAL_SECONDS).", TABLE),
+    Metric("ready", Gauge, "txntable_table_ready",
+           "1 when the table's Ready condition is True, else 0; reason is Ready's reason "
+           "(docs/operations.md, the table of phases).", (*TABLE, "reason")),
     Metric("conflict_backoff", Gauge, "txntable_table_conflict_backoff_seconds",
            "Seconds until the next compaction run may start because our recent runs kept "
            "conflicting with other writers (0: no back-off; spec.avoidRecentWrites.backOff).",
@@ -175,7 +183,13 @@ METRICS: Final[tuple[Metric, ...]] = (
            _RUN),
     Metric("failure_streak", Gauge, "txntable_maintenance_consecutive_failures",
            "Runs of this kind that ended failed or conflicted since the last success (reset "
-           "by a succeeded or nothing-to-do run, and by a controller restart).", _RUN),
+           "by a succeeded or nothing-to-do run). Failures in a row are read back from the "
+           "table's status at every reconcile, so the count survives a controller restart and "
+           "stays while the table is held.", _RUN),
+    Metric("partial_runs", Counter, "txntable_maintenance_partial_runs_total",
+           "Runs that failed after committing part of their work (e.g. the compaction committed, "
+           "then its VACUUM was refused); also counted as failed in "
+           "txntable_maintenance_runs_total.", _RUN),
     Metric("files_removed", Counter, "txntable_maintenance_files_removed_total",
            "Files runs removed (rewritten).", _RUN),
     Metric("files_added", Counter, "txntable_maintenance_files_added_total",
@@ -238,6 +252,8 @@ class ControllerMetrics:
     writable: Gauge
     maintainable: Gauge
     observed: Gauge
+    observe_interval: Gauge
+    ready: Gauge
     conflict_backoff: Gauge
     event_driven: Gauge
     log_commits: Counter
@@ -246,6 +262,7 @@ class ControllerMetrics:
     run_duration: Histogram
     last_success: Gauge
     failure_streak: Gauge
+    partial_runs: Counter
     files_removed: Counter
     files_added: Counter
     bytes_removed: Counter
@@ -270,6 +287,8 @@ class ControllerMetrics:
         self._per_table: list[Collector] = [getattr(self, m.attr) for m in METRICS if m.per_table]
         self._operations = OperationLabels()
         self._log_position: dict[tuple[str, str], int] = {}
+        self._streaks: dict[tuple[str, str, str], int] = {}
+        self._ready_reason: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self.start_time.set(time.time())
 
@@ -296,6 +315,33 @@ class ControllerMetrics:
         self.writable.labels(*labels).set(1 if health.writable else 0)
         self.maintainable.labels(*labels).set(1 if health.maintainable else 0)
         self.observed.labels(*labels).set(time.time())
+
+    def observe_readiness(
+        self, namespace: str, name: str, ready: bool, reason: str, observe_interval: float
+    ) -> None:
+        """Export the table's Ready condition (one series, labelled by its reason) and how
+        often it is observed, for the alerts on tables that stay not ready or unobserved."""
+        key = (namespace, name)
+        with self._lock:
+            before = self._ready_reason.get(key)
+            self._ready_reason[key] = reason
+        if before is not None and before != reason:
+            with contextlib.suppress(KeyError):
+                self.ready.remove(namespace, name, before)
+        self.ready.labels(namespace, name, reason).set(1 if ready else 0)
+        self.observe_interval.labels(namespace, name).set(observe_interval)
+
+    def observe_failures(self, namespace: str, name: str, in_a_row: Mapping[RunKind, int]) -> None:
+        """Raise ``txntable_maintenance_consecutive_failures`` to at least the failures in a
+        row the table's status shows per kind (``in_a_row``; 0 creates the series): after a
+        restart, or for a table held after runs out of memory, the gauge says what status says
+        instead of being absent. A count this process kept (conflicted runs too) is never
+        lowered here; a succeeded run resets it (``run_finished``)."""
+        for kind, count in in_a_row.items():
+            k = (namespace, name, kind_label(kind))
+            with self._lock:
+                value = self._streaks[k] = max(self._streaks.get(k, 0), count)
+            self.failure_streak.labels(*k).set(value)
 
     def observe_conflict_backoff(self, namespace: str, name: str, seconds: float) -> None:
         """Set how long the conflict back-off still holds the table's compaction (0: none)."""
@@ -363,19 +409,27 @@ class ControllerMetrics:
         *,
         seconds: float | None = None,
         result: Mapping[str, Any] | None = None,
+        partial: bool = False,
     ) -> None:
         """Record a finished run: outcome, duration, files/bytes rewritten and the engine
-        counters of its result line (``engineMetrics``), when it has them."""
+        counters of its result line (``engineMetrics``), when it has them; ``partial``: it
+        failed after committing part of its work."""
         k = (namespace, name, kind_label(kind))
         label = run_outcome_label(outcome)
         for each in RUN_OUTCOMES:  # every outcome exists from the first run: increase() works
             self.runs.labels(*k, each)
         self.runs.labels(*k, label).inc()
+        self.partial_runs.labels(*k).inc(1 if partial else 0)
+        streak = None
+        with self._lock:
+            if label in ("succeeded", "nothing_to_do"):
+                streak = self._streaks[k] = 0
+            elif label in ("failed", "conflicted"):
+                streak = self._streaks[k] = self._streaks.get(k, 0) + 1
         if label in ("succeeded", "nothing_to_do"):
             self.last_success.labels(*k).set(time.time())
-            self.failure_streak.labels(*k).set(0)
-        elif label in ("failed", "conflicted"):
-            self.failure_streak.labels(*k).inc()
+        if streak is not None:
+            self.failure_streak.labels(*k).set(streak)
         if seconds is not None and seconds >= 0:
             self.run_duration.labels(*k).observe(seconds)
         result = result or {}
@@ -443,6 +497,9 @@ class ControllerMetrics:
         """Drop every series of a deleted table."""
         with self._lock:
             self._log_position.pop((namespace, name), None)
+            self._ready_reason.pop((namespace, name), None)
+            for k in [k for k in self._streaks if k[:2] == (namespace, name)]:
+                del self._streaks[k]
         for metric in self._per_table:
             _remove(metric, (namespace, name))
 

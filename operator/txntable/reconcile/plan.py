@@ -27,8 +27,10 @@ Where the summary lacks what the planner reads, the plan is an estimate and says
 
 ``plan_id`` hashes the plan's content (partition values and the sorted sizes of each bin, the
 deferred bins, the VACUUM figures), not the table version or any time, so it changes only when
-the work changes: a commit to a compacted partition leaves it as it was. It is what
-``CompactionPolicy.spec.requireApproval`` approves (annotation ``txntable.io/approve-plan``).
+the work changes: a commit to a compacted partition leaves it as it was. What
+``CompactionPolicy.spec.requireApproval`` approves (annotation ``txntable.io/approve-plan``) is
+``versioned_plan_id``: that hash with the log version the work was first planned at, so one
+approval starts one run, never a later run on the same work.
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class CompactionPlan:
     #: bytes per second of recent runs and how many runs that is from (None: none known)
     bytes_per_second: int | None = None
     rate_runs: int = 0
+    #: every partition with a bin, the ones ``max_bytes`` leaves for later too (plan order)
+    bin_partitions: tuple[PartitionKey, ...] = ()
 
     @property
     def estimated_seconds(self) -> int | None:
@@ -212,7 +216,35 @@ def plan_from_summary(
         plan_id=_plan_id(names, chosen, deferred, swept),
         bytes_per_second=rate.bytes_per_second if rate else None,
         rate_runs=rate.runs if rate else 0,
+        bin_partitions=tuple(b.key for b in planned),
     )
+
+
+def all_bins_deferred(plan: CompactionPlan, hot: Iterable[PartitionKey]) -> bool:
+    """Whether a run of ``plan`` would defer every bin to other writers (conflict-aware
+    planning defers the partitions in ``hot``, as ``maintenance.planner`` does): there are bins,
+    each in a hot partition, and no file with a deletion vector the run might purge elsewhere."""
+    written = set(hot)
+    return (
+        bool(plan.bin_partitions)
+        and not plan.files_with_deletion_vectors
+        and all(key in written for key in plan.bin_partitions)
+    )
+
+
+def versioned_plan_id(work_id: str, version: int, shown: str | None, spent: str | None) -> str:
+    """The planId status shows and an approval names: ``<work>-v<version>``, the hash of the
+    work and the log version it was first planned at. It stays what status ``shown`` while the
+    work is the same and its approval was not spent, so commits that change nothing the run
+    would do keep it; once spent (a run started on it), the same work gets a new id, so an
+    approval starts one run: the same work arriving later, or a retry, needs a new approval."""
+    if shown is not None and shown != spent and shown.split("-v", 1)[0] == work_id:
+        return shown
+    made = f"{work_id}-v{version}"
+    if spent is not None and (spent == made or spent.startswith(made + "-")):
+        tail = spent[len(made) + 1 :]
+        made = f"{made}-{int(tail) + 1 if tail.isdigit() else 2}"
+    return made
 
 
 def learn_rate(runs: Iterable[tuple[int, float]], known: RunRate | None = None) -> RunRate | None:

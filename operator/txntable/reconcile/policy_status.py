@@ -1,12 +1,17 @@
 """The status of a CompactionPolicy or CheckpointPolicy: what it selects and when it runs next.
 
-Pure: given the policy, the tables of its namespace (with their last runs, from their statuses)
-and the clock, return the next ``PolicyStatus``. Tables that name another policy explicitly are
-not counted as matched, mirroring ``resolve``.
+Pure: given the policy, the tables of its namespace (with their last runs, from their statuses),
+the other policies of its kind there and the clock, return the next ``PolicyStatus``. A table is
+matched when ``resolve`` gives it this policy among all of them: one that names another policy,
+or that a second policy selects too (a conflict ``resolve`` never breaks: the table follows
+neither and says ``PolicyConflict``), is not listed; the Ready message counts the conflicts.
+A schedule the controller cannot evaluate (a date that never occurs, ``0 0 30 2 *``; the CRD
+refuses what a rule can see) makes the policy Invalid, with the reason on its status.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -21,15 +26,23 @@ from txntable.api.types import (
     TxnTable,
 )
 from txntable.reconcile.resolve import resolve
-from txntable.reconcile.schedule import parse_cron, zone
+from txntable.reconcile.schedule import ScheduleError, parse_cron, zone
 
 
 def policy_status(
-    policy: CompactionPolicy | CheckpointPolicy, tables: list[TxnTable], now: datetime
+    policy: CompactionPolicy | CheckpointPolicy,
+    tables: list[TxnTable],
+    now: datetime,
+    rivals: Sequence[CompactionPolicy | CheckpointPolicy] = (),
 ) -> PolicyStatus:
-    """The next status of ``policy``."""
+    """The next status of ``policy``; ``rivals``: the policies of its kind in its namespace
+    (itself among them or not), which decide between policies selecting one table."""
     kind = "compaction" if isinstance(policy, CompactionPolicy) else "checkpoint"
-    matched = sorted(t.metadata.name for t in tables if _selects(policy, t))
+    field = [p for p in rivals if p.metadata.name != policy.metadata.name]
+    matched = sorted(t.metadata.name for t in tables if _selects(policy, t, field, kind))
+    contested = sum(
+        1 for t in tables if _selects(policy, t, (), kind) and t.metadata.name not in matched
+    )
     records: list[RunRecord] = []
     vacuuming: list[RunRecord] = []  # VACUUM-only runs: active runs of the policy, not schedules
     for t in tables:
@@ -43,18 +56,37 @@ def policy_status(
     active = tuple(r for r in (*records, *vacuuming) if r.outcome == RunOutcome.RUNNING)
     finished = [r for r in records if r.outcome != RunOutcome.RUNNING and r.start_time]
     last = max(finished, key=lambda r: r.start_time or now, default=policy.status.last_run)
-    next_time = None
+    next_time, broken = None, None
     if isinstance(policy, CompactionPolicy) and policy.spec.triggers.schedule:
-        tz = zone(policy.spec.time_zone)
-        next_time = parse_cron(policy.spec.triggers.schedule).next_after(now.astimezone(tz))
-    phase = PolicyPhase.SUSPENDED if policy.spec.suspend else PolicyPhase.ACTIVE
+        try:
+            tz = zone(policy.spec.time_zone)
+            next_time = parse_cron(policy.spec.triggers.schedule).next_after(now.astimezone(tz))
+        except ScheduleError as exc:
+            broken = f"spec.triggers.schedule: {exc}; no table of this policy is compacted"
     gen = policy.metadata.generation
+    said = f"selects {len(matched)} table(s)"
+    if contested:
+        said += (
+            f"; {contested} more it selects are selected by another {kind} policy too and "
+            "follow neither (PolicyConflict on the table: name one in its spec)"
+        )
+    if broken is not None:
+        phase, ok, reason, message = PolicyPhase.INVALID, False, Reason.INVALID_SPEC, broken
+    elif policy.spec.suspend:
+        phase, ok, reason, message = (
+            PolicyPhase.SUSPENDED,
+            False,
+            Reason.SUSPENDED,
+            f"{said}, suspended",
+        )
+    else:
+        phase, ok, reason, message = PolicyPhase.ACTIVE, True, Reason.SPEC_ACCEPTED, said
     conds = set_condition(
         policy.status.conditions,
         ConditionType.READY,
-        not policy.spec.suspend,
-        Reason.SUSPENDED if policy.spec.suspend else Reason.SPEC_ACCEPTED,
-        f"selects {len(matched)} table(s)" + (", suspended" if policy.spec.suspend else ""),
+        ok,
+        reason,
+        message,
         observed_generation=gen,
         now=now,
     )
@@ -72,8 +104,15 @@ def policy_status(
     )
 
 
-def _selects(policy: CompactionPolicy | CheckpointPolicy, table: TxnTable) -> bool:
-    """Whether ``table`` resolves to ``policy`` (ignoring other policies it may conflict with)."""
+def _selects(
+    policy: CompactionPolicy | CheckpointPolicy,
+    table: TxnTable,
+    others: Sequence[CompactionPolicy | CheckpointPolicy],
+    kind: str,
+) -> bool:
+    """Whether ``table`` resolves to ``policy`` with ``others`` of its kind around."""
     if isinstance(policy, CompactionPolicy):
-        return resolve(table, [policy], "compaction").policy is policy
-    return resolve(table, [policy], "checkpoint").policy is policy
+        same = [p for p in others if isinstance(p, CompactionPolicy)]
+        return resolve(table, [policy, *same], kind).policy is policy
+    kin = [p for p in others if isinstance(p, CheckpointPolicy)]
+    return resolve(table, [policy, *kin], kind).policy is policy

@@ -7,7 +7,7 @@ matching policies of one kind with no explicit choice is reported as a condition
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -26,12 +26,24 @@ class Resolution(Generic[P]):
     message: str
 
 
-def resolve(table: TxnTable, policies: Sequence[P], kind: str) -> Resolution[P]:
-    """Pick the ``kind`` policy for ``table`` among ``policies`` of the table's namespace."""
+def resolve(
+    table: TxnTable,
+    policies: Sequence[P],
+    kind: str,
+    invalid: Mapping[str, str] | None = None,
+) -> Resolution[P]:
+    """Pick the ``kind`` policy for ``table`` among ``policies`` of the table's namespace
+    (``invalid``: the ones that do not validate, by name, with why)."""
     spec = table.spec
     ref = spec.compaction_policy_ref if kind == "compaction" else spec.checkpoint_policy_ref
     if ref is not None:
         named = [p for p in policies if p.metadata.name == ref.name]
+        if not named and invalid and ref.name in invalid:
+            return Resolution(
+                None,
+                Reason.INVALID_SPEC,
+                f"{kind} policy {ref.name} is invalid: {invalid[ref.name]}",
+            )
         if not named:
             return Resolution(
                 None, Reason.POLICY_NOT_FOUND, f"{kind} policy {ref.name!r} does not exist"

@@ -37,6 +37,14 @@ def test_event_reasons_keep_their_spellings() -> None:
         "RunListFailed",
         "AwaitingApproval",
         "ConflictBackOff",
+        "TableNotFound",
+        "StorageUnreachable",
+        "SecretNotFound",
+        "SecretUnreadable",
+        "CorruptLog",
+        "UnsupportedProtocol",
+        "UnsupportedTableFeature",
+        "InvalidSpec",
     ]
 
 
@@ -57,3 +65,13 @@ def test_a_running_outcome_has_no_event_reason() -> None:
 def test_hold_events_share_the_condition_reasons_spelling() -> None:
     assert EventReason.AWAITING_APPROVAL == Reason.AWAITING_APPROVAL
     assert EventReason.CONFLICT_BACK_OFF == Reason.CONFLICT_BACK_OFF
+
+
+def test_events_announcing_a_status_change_share_its_reason() -> None:
+    """Each Event posted once per change of a condition (handlers.holds) is named by that
+    condition's reason."""
+    from txntable.handlers.holds import ANNOUNCED
+
+    for reasons in ANNOUNCED.values():
+        for reason in reasons:
+            assert EventReason(reason.value) == reason

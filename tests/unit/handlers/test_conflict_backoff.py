@@ -232,3 +232,23 @@ def test_the_figures_outlive_the_run_objects_and_a_restart(tmp_path: Path) -> No
     assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status
     assert c.compacting()[0] == "ConflictBackOff"
     assert c.launcher.launched[-1:] == c.launcher.launched[:1]  # nothing new launched
+
+
+def test_no_back_off_is_counted_down_while_a_run_is_in_flight(tmp_path: Path) -> None:
+    """Issue 23.11: the back-off holds the next run after a finished one. Before, a run started
+    after the back-off made the gauge (and status.conflicts.backOffUntil) count down a new
+    back-off from that run's start while it ran."""
+    c = Controller(tmp_path)
+    c.tick(T0)
+    ended = T0 + timedelta(minutes=1)
+    c.finish(ended, result(4, 4))
+    tick = c.tick(ended + timedelta(seconds=1))
+    until = tick.status.conflicts.back_off_until if tick.status.conflicts else None
+    assert until is not None and c.backoff_seconds() > 0
+    c.tick(until + timedelta(seconds=1))
+    assert len(c.launcher.launched) == 2  # the next run is in flight
+    for minutes in (1, 5, 9):
+        tick = c.tick(until + timedelta(minutes=minutes))
+        assert c.backoff_seconds() == 0
+        assert tick.status.conflicts is not None and tick.status.conflicts.back_off_until is None
+        assert c.compacting()[0] == "RunStarted"

@@ -76,3 +76,22 @@ def test_the_policy_index_leaves_the_status_out() -> None:
     body["status"] = {"matchedTables": [f"t{i}" for i in range(1000)]}
     indexed = compaction_policies(namespace="ns", body=body)
     assert "status" not in indexed["ns"] and indexed["ns"]["spec"] == body["spec"]
+
+
+def test_a_table_naming_an_invalid_policy_says_it_is_invalid() -> None:
+    """Before, a table naming a policy that does not validate said it "does not exist"."""
+    from tests.unit.reconcile.test_decide import table
+    from txntable.api.conditions import Reason
+    from txntable.reconcile.resolve import resolve
+
+    parsed = ParsedResources()
+    store = [policy("good", "1"), policy("bad", "1", minFileSize="1Gi", targetFileSize="1Mi")]
+    valid = parsed.parse_all(store, CompactionPolicy.from_manifest)
+    invalid = parsed.invalid(store, CompactionPolicy.from_manifest)
+    assert [p.metadata.name for p in valid] == ["good"] and list(invalid) == ["bad"]
+    named = table({"compactionPolicyRef": {"name": "bad"}})
+    found = resolve(named, valid, "compaction", invalid)
+    assert found.policy is None and found.reason is Reason.INVALID_SPEC
+    assert "compaction policy bad is invalid: " in found.message and "minFileSize" in found.message
+    missing = table({"compactionPolicyRef": {"name": "gone"}})
+    assert resolve(missing, valid, "compaction", invalid).reason is Reason.POLICY_NOT_FOUND

@@ -98,7 +98,8 @@ def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
     expected = plan_from_summary(
         TableSummary.load(c.data.storage), optimize_policy(c.policy.spec, None)
     )
-    assert plan.plan_id == expected.plan_id
+    # the work's hash, with the log version it was first planned at (what an approval names)
+    assert plan.plan_id == f"{expected.plan_id}-v6"
     assert (plan.bins, plan.files, plan.input_bytes) == (2, 12, expected.input_bytes)
     assert plan.largest_bin_bytes == expected.largest_bin_bytes
     assert {p.partition for p in plan.partitions} == {"part = 'a'", "part = 'b'"}
@@ -146,6 +147,54 @@ def test_a_due_compaction_waits_for_approval_of_the_current_plan(tmp_path: Path)
     c.tick(180)
     assert len(c.launcher.launched) == 1
     assert c.compacting()[0] == "RunStarted"
+
+
+def test_an_approval_starts_one_run_of_one_plan(tmp_path: Path) -> None:
+    """Issue 23.4: the approval is spent by the run it started (``status.spentApproval``).
+    The run fails having changed nothing, so the same work is due again: the old approval no
+    longer counts, the plan gets a new id, and only its approval starts the next run. Identical
+    data arriving later is a new plan too (another log version), needing its own approval."""
+    c = Controller(tmp_path, requireApproval=True, failedRunsHistoryLimit=0)
+    plan_id = c.tick(0).status.plan.plan_id  # type: ignore[union-attr]
+    c.annotate(plan_id)
+    started = c.tick(30)
+    assert len(c.launcher.launched) == 1 and started.status.spent_approval == plan_id
+    assert started.status.to_status()["spentApproval"] == plan_id
+    c.launcher.fail(c.launcher.launched[0], "exit code 1: boom")
+    for s in range(60, 60 * 60, 60):  # long past the back-off of one failure
+        tick = c.tick(s)
+    assert len(c.launcher.launched) == 1, "the spent approval started a second run"
+    again = tick.status.plan.plan_id  # type: ignore[union-attr]
+    assert again != plan_id and again.split("-v")[0] == plan_id.split("-v")[0]  # same work
+    reason, message = c.compacting()
+    assert reason == "AwaitingApproval" and "was spent on an earlier run" in message
+    c.annotate(again)
+    c.tick(60 * 60)
+    assert len(c.launcher.launched) == 2  # the new approval starts one more run
+    # a restarted controller (nothing in memory) reads the spent approval from status
+    c.operator = Operator(
+        config=Config(default_backend="local"),
+        launchers=lambda backend: c.launcher,
+        clock=lambda: c.clock[0],
+    )
+    c.launcher.runs.clear()
+    c.table = replace(c.table, status=replace(c.table.status, last_compaction=None))
+    c.tick(2 * 60 * 60)
+    assert len(c.launcher.launched) == 2 and c.compacting()[0] == "AwaitingApproval"
+
+
+def test_identical_work_arriving_later_needs_a_new_approval(tmp_path: Path) -> None:
+    c = Controller(tmp_path, suspend=True)
+    first = c.tick(0).status.plan
+    assert first is not None
+    # the same work at a later version (an empty commit changes no file): the id is kept
+    c.data.transaction().commit("NOOP")
+    assert c.tick(60).status.plan.plan_id == first.plan_id  # type: ignore[union-attr]
+    # the plan's approval is spent (a run started on it): the same work gets a new id
+    c.table = replace(c.table, status=replace(c.table.status, spent_approval=first.plan_id))
+    later = c.tick(120).status.plan
+    assert later is not None and later.plan_id != first.plan_id
+    assert later.plan_id.split("-v")[0] == first.plan_id.split("-v")[0]
 
 
 def test_without_require_approval_the_annotation_is_not_needed(tmp_path: Path) -> None:

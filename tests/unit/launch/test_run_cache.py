@@ -13,7 +13,7 @@ import pytest
 from tests.unit.launch.test_launch_kubernetes import BACKENDS, api_error
 from tests.unit.launch.test_launch_manifests import request as make_request
 from txntable.api.common import Backend
-from txntable.handlers.secret_cache import SecretCache, SecretData
+from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
 from txntable.launch.errors import TransientLaunchError
 from txntable.launch.run import RunState
 from txntable.launch.run_cache import CachedRuns
@@ -173,3 +173,30 @@ def test_a_secret_that_cannot_be_read_is_not_cached() -> None:
         cache.get("lake", "s3")
     assert cache.get("lake", "s3").data == {"key": "v"}
     assert len(calls) == 2
+
+
+def test_a_missing_secret_is_asked_for_again_after_a_growing_back_off() -> None:
+    """Issue 23.2: every table naming a missing Secret reports it at each tick from one read
+    per back-off (30 s, doubling up to max_age), and the Secret is used as soon as it is read."""
+    clock = Clock()
+    there: list[bool] = [False]
+    reads: list[float] = []
+
+    def read(namespace: str, name: str) -> SecretData:
+        reads.append(clock.now)
+        if not there[0]:
+            raise SecretUnavailable(f"Secret {namespace}/{name} does not exist", missing=True)
+        return SecretData({"key": "v"}, "1")
+
+    cache = SecretCache(read, max_age=300, clock=clock)
+    start = clock.now
+    for _ in range(60):  # 10 minutes of ticks every 10 s, several tables each
+        for _table in range(3):
+            with pytest.raises(SecretUnavailable, match="does not exist") as caught:
+                cache.get("lake", "s3")
+            assert caught.value.missing
+        clock.now += 10
+    assert [r - start for r in reads] == [0, 30, 90, 210, 450]  # 30, 60, 120, 240 s apart
+    there[0] = True
+    clock.now = reads[-1] + 300
+    assert cache.get("lake", "s3").data == {"key": "v"}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from tests.unit.reconcile.test_decide import NOW, checkpoint_policy, compaction, last_run, table
+from txntable.api.conditions import Reason
 from txntable.reconcile.policy_status import policy_status
+from txntable.reconcile.resolve import resolve
 
 
 def test_matched_tables_follow_selectors_and_explicit_references() -> None:
@@ -47,3 +50,36 @@ def test_a_running_vacuum_only_run_is_active_but_no_schedule() -> None:
     assert [r.run_name for r in st.active_runs] == ["vac-1"]
     assert st.last_run is not None and st.last_run.run_name == "r1"  # the compaction's
     assert policy_status(checkpoint_policy(), [running], NOW).active_runs == ()
+
+
+def test_two_policies_selecting_one_table_list_it_on_neither() -> None:
+    """Issue 23.11: a table two policies select follows neither (``resolve`` reports a
+    PolicyConflict on it); before, both policies listed it as matched. The winner rule is kept:
+    a table that names a policy follows that one, and that one lists it."""
+    gold = compaction("gold", tableSelector={"matchLabels": {"tier": "gold"}})
+    hot = compaction("hot", tableSelector={"matchLabels": {"hot": "yes"}})
+    both = table(labels={"tier": "gold", "hot": "yes"})
+    named = table({"compactionPolicyRef": {"name": "hot"}}, labels={"tier": "gold", "hot": "yes"})
+    named = replace(named, metadata=replace(named.metadata, name="named"))
+    only_gold = table(labels={"tier": "gold"})
+    only_gold = replace(only_gold, metadata=replace(only_gold.metadata, name="gold-only"))
+    tables = [both, named, only_gold]
+    st_gold = policy_status(gold, tables, NOW, [gold, hot])
+    st_hot = policy_status(hot, tables, NOW, [gold, hot])
+    assert st_gold.matched_tables == ("gold-only",)
+    assert st_hot.matched_tables == ("named",)
+    message = {c.type: c for c in st_gold.conditions}["Ready"].message
+    assert "1 more it selects are selected by another compaction policy too" in message
+    # what the tables themselves resolve to agrees
+    assert resolve(both, [gold, hot], "compaction").reason is Reason.POLICY_CONFLICT
+    assert resolve(named, [gold, hot], "compaction").policy is hot
+
+
+def test_a_schedule_that_never_fires_makes_the_policy_invalid() -> None:
+    """Issue 23.3: ``0 0 30 2 *`` passes the CRD's pattern; before, the status timer raised at
+    every interval and the policy's status said nothing."""
+    st = policy_status(compaction(triggers={"schedule": "0 0 30 2 *"}), [table()], NOW)
+    assert st.phase == "Invalid" and st.next_schedule_time is None
+    ready = {c.type: c for c in st.conditions}["Ready"]
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert "never fires" in ready.message

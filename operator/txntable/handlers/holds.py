@@ -1,0 +1,165 @@
+"""What the controller keeps per table so that a step that cannot work is tried once and said once.
+
+Four records, each forgotten with the table (``Holds.forget``):
+
+* refused launches: a launch the launcher refused for good (``PermanentLaunchError``: the
+  cluster does not serve the backend's kind, a run name that cannot be built, a reserved
+  ``sparkConf`` key of a policy stored before the CRD refused them) is not tried again while the
+  policy and the table are what they were (their generations); the decision becomes
+  ``RunRejected``;
+* unsupported steps: a step that failed because the table has a feature it cannot handle (an
+  ``UnsupportedFeatureError`` of the engine, or a job's result line with ``errorType``
+  ``UnsupportedFeature``) is not tried again while the table's protocol is what it was; its
+  decision becomes ``UnsupportedTableFeature`` while the other steps go on, with no back-off;
+* announcements: the status changes an on-call engineer must act on (the log became unreadable,
+  a step was refused or cannot work) are posted as one Warning Event per change, also when the
+  status write of the tick that announced it is not yet seen by the next tick;
+* spent approvals: the plan approval the last approved compaction run was started with, so a
+  second run is never started on it even before the status that records it is read back.
+
+A restarted controller forgets them: it tries each held step once more and, finding the status
+already saying the same, announces nothing new.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
+from txntable.api.types import RunKind
+from txntable.reconcile.decide import Decision
+from txntable.reconcile.health import TableHealth
+from txntable.reconcile.status import UNREACHABLE
+
+_STEP = (Reason.RUN_REJECTED, Reason.RUN_LAUNCH_FAILED, Reason.UNSUPPORTED_TABLE_FEATURE)
+#: Condition types whose reasons are announced once per change, and the reasons that are.
+ANNOUNCED: dict[ConditionType, tuple[Reason, ...]] = {
+    ConditionType.REACHABLE: UNREACHABLE,
+    ConditionType.COMPACTING: _STEP,
+    ConditionType.VACUUMING: _STEP,
+    ConditionType.CHECKPOINTING: _STEP,
+}
+
+Signature = tuple[object, ...]
+
+
+def protocol_of(health: TableHealth) -> Signature:
+    """What a table feature's support depends on: the table's protocol."""
+    return (
+        health.min_reader_version,
+        health.min_writer_version,
+        tuple(health.reader_features),
+        tuple(health.writer_features),
+    )
+
+
+@dataclass
+class _Table:
+    refused: dict[RunKind, tuple[Signature, str]] = field(default_factory=dict)
+    unsupported: dict[RunKind, tuple[Signature, str]] = field(default_factory=dict)
+    announced: dict[str, Reason] = field(default_factory=dict)
+    spent: str | None = None
+
+
+@dataclass
+class Holds:
+    """Per table: refused launches, unsupported steps, announced changes, spent approval."""
+
+    _tables: dict[str, _Table] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _of(self, key: str) -> _Table:
+        with self._lock:
+            return self._tables.setdefault(key, _Table())
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._tables.pop(key, None)
+
+    # -- refused launches and unsupported steps ---------------------------------------------
+    def refuse(self, key: str, kind: RunKind, signature: Signature, message: str) -> Decision:
+        """Remember that ``kind`` was refused for good under ``signature``; the decision to
+        show instead of the launch."""
+        self._of(key).refused[kind] = (signature, message)
+        return _held(Reason.RUN_REJECTED, message)
+
+    def unsupported(self, key: str, kind: RunKind, signature: Signature, message: str) -> None:
+        """Remember that ``kind`` cannot work on the table while its protocol is ``signature``."""
+        self._of(key).unsupported[kind] = (signature, message)
+
+    def hold(
+        self,
+        key: str,
+        kind: RunKind,
+        decision: Decision,
+        *,
+        refused_under: Signature,
+        protocol: Signature,
+    ) -> Decision:
+        """``decision``, unless ``kind`` was refused under ``refused_under`` (the policy and
+        table as they are now) or found unsupported under ``protocol``: then the held decision.
+        A hold whose signature changed is dropped (the step is tried again)."""
+        found = self.unsupported_hold(key, kind, protocol)
+        if found is not None:
+            return found
+        table = self._of(key)
+        refused = table.refused.get(kind)
+        if refused is not None:
+            if refused[0] == refused_under:
+                return _held(Reason.RUN_REJECTED, refused[1])
+            del table.refused[kind]
+        return decision
+
+    def unsupported_hold(self, key: str, kind: RunKind, protocol: Signature) -> Decision | None:
+        """The held decision when ``kind`` cannot work on the table's ``protocol``, else None
+        (a hold for another protocol is dropped)."""
+        table = self._of(key)
+        known = table.unsupported.get(kind)
+        if known is None:
+            return None
+        if known[0] == protocol:
+            return _held(Reason.UNSUPPORTED_TABLE_FEATURE, known[1])
+        del table.unsupported[kind]
+        return None
+
+    # -- spent approvals --------------------------------------------------------------------
+    def spend(self, key: str, plan_id: str) -> None:
+        self._of(key).spent = plan_id
+
+    def spent(self, key: str) -> str | None:
+        return self._of(key).spent
+
+    # -- announcements ----------------------------------------------------------------------
+    def announcements(
+        self, key: str, before: Sequence[Condition], after: Sequence[Condition]
+    ) -> list[tuple[EventReason, str]]:
+        """(reason, message) of a Warning Event for each condition of ``ANNOUNCED`` that now
+        has one of its announced reasons and had another before (in the status read, and in
+        what this controller announced last)."""
+        table = self._of(key)
+        old = {c.type: c for c in before}
+        out: list[tuple[EventReason, str]] = []
+        for cond in after:
+            reasons = ANNOUNCED.get(ConditionType(cond.type)) if _known(cond.type) else None
+            if not reasons or cond.is_true or cond.reason not in reasons:
+                table.announced.pop(cond.type, None)
+                continue
+            prior = old.get(cond.type)
+            said = prior is not None and not prior.is_true and prior.reason == cond.reason
+            if said or table.announced.get(cond.type) == cond.reason:
+                table.announced[cond.type] = Reason(cond.reason)
+                continue
+            table.announced[cond.type] = Reason(cond.reason)
+            what = "" if cond.type == ConditionType.REACHABLE else f"{cond.type}: "
+            out.append((EventReason(str(cond.reason)), f"{what}{cond.message}"[:1024]))
+        return out
+
+
+def _known(type_: str) -> bool:
+    return type_ in ConditionType._value2member_map_
+
+
+def _held(why: Reason, message: str) -> Decision:
+    return Decision(False, why, message)
