@@ -49,9 +49,9 @@ class Config:
     spark_service_account: str = "txntable-spark"
     #: Checkpoints of logs with at most this many live files run inline in the controller.
     inline_checkpoint_max_files: int = 200_000
-    #: Port of the Prometheus /metrics endpoint.
+    #: Port of the Prometheus /metrics endpoint and of /readyz (the readiness probe).
     metrics_port: int = 8080
-    #: Port of the liveness/readiness endpoint (/healthz).
+    #: Port of Kopf's liveness endpoint (/healthz).
     health_port: int = 8081
     #: Optional Pushgateway URL that Spark drivers push their engine metrics to.
     pushgateway_url: str = ""

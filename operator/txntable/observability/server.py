@@ -6,23 +6,31 @@ content negotiation Prometheus expects. ``register_process_collectors`` adds the
 default collectors (process CPU, memory, open files and start time; Python platform and GC) to
 a registry, so the controller's own resource use is scraped with its metrics.
 
-Liveness and readiness are *not* served here: a thread that answers while the Kopf loop is
-stuck proves nothing. The probes go to Kopf's liveness endpoint on the health port, which runs
+Liveness is *not* served here: a thread that answers while the Kopf loop is stuck proves
+nothing, so the liveness probe goes to Kopf's liveness endpoint on the health port, which runs
 on the Kopf loop itself (``python -m txntable``, ``handlers.kopf_handlers`` probe handlers).
+Readiness is: ``/readyz`` answers 200 or 503 with the JSON of the ``ready`` callback
+(``handlers.readiness``: started, and Kopf not paused by peering), a state Kopf's endpoint
+cannot report without also failing liveness.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import threading
-from wsgiref.simple_server import WSGIServer
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
     PlatformCollector,
     ProcessCollector,
-    start_http_server,
+    make_wsgi_app,
 )
 
 log = logging.getLogger(__name__)
@@ -41,15 +49,55 @@ def register_process_collectors(registry: CollectorRegistry) -> CollectorRegistr
     return registry
 
 
-class MetricsServer:
-    """``/metrics`` of one registry on one port, via ``prometheus_client.start_http_server``."""
+#: What ``/readyz`` asks: (ready, details as JSON).
+ReadyCheck = Callable[[], tuple[bool, dict[str, Any]]]
 
-    def __init__(self, registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> None:
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+class MetricsServer:
+    """``/metrics`` of one registry on one port (prometheus_client's WSGI app, one thread per
+    request), and ``/readyz`` when a ``ready`` check is given."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        port: int,
+        host: str = "0.0.0.0",
+        *,
+        ready: ReadyCheck | None = None,
+    ) -> None:
         self.registry = registry
         self.host = host
+        self.ready = ready
         self._port = port
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+
+    def _app(self) -> Callable[[dict[str, Any], Any], Iterable[bytes]]:
+        metrics = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == "/readyz" and self.ready is not None:
+                ok, details = self.ready()
+                body = json.dumps(details).encode()
+                status = "200 OK" if ok else "503 Service Unavailable"
+                start_response(status, [("Content-Type", "application/json")])
+                return [body]
+            return metrics(environ, start_response)  # type: ignore[no-any-return]
+
+        return app
 
     @property
     def port(self) -> int:
@@ -59,9 +107,11 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         """Bind and serve in a daemon thread (the socket is open when this returns)."""
         if self._server is None:
-            self._server, self._thread = start_http_server(
-                self._port, addr=self.host, registry=self.registry
-            )
+            kind = _Server6 if ":" in self.host else _Server
+            server = make_server(self.host, self._port, self._app(), kind, handler_class=_Quiet)
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            self._server, self._thread = server, thread
             log.info("serving /metrics on port %d", self.port)
         return self
 
@@ -76,5 +126,5 @@ class MetricsServer:
         self._server = self._thread = None
 
 
-#: The earlier name; the server now answers /metrics only (probes go to Kopf).
+#: The earlier name.
 ObservabilityServer = MetricsServer

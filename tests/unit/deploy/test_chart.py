@@ -247,7 +247,9 @@ def test_service_and_probes_reach_the_container(rendered: dict[str, Rendered], c
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": r.values["metrics"]["port"], "health": r.values["health"]["port"]}
     assert container["livenessProbe"]["httpGet"]["port"] == "health"
-    assert container["readinessProbe"]["httpGet"]["port"] == "health"
+    # ready: started and not paused by Kopf's peering (/readyz on the metrics port)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     service = r.one("Service")
     assert _matches(service["spec"]["selector"], _pod_labels(r))
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]

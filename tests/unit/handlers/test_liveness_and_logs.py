@@ -68,6 +68,10 @@ def test_the_chart_probes_ask_the_path_the_controller_serves() -> None:
     chart = Path(__file__).resolve().parents[3] / "charts" / "txntable-operator"
     deployment = (chart / "templates" / "deployment.yaml").read_text()
     probes = deployment[deployment.index("livenessProbe:") : deployment.index("resources:")]
-    assert probes.count(f"path: {HEALTH_PATH}") == 2  # liveness and readiness
-    assert "Probe.path" not in deployment and "/readyz" not in deployment
+    liveness = probes[: probes.index("readinessProbe:")]
+    readiness = probes[probes.index("readinessProbe:") :]
+    assert f"path: {HEALTH_PATH}" in liveness and "port: health" in liveness
+    # readiness: /readyz of the metrics server (observability.server, handlers.readiness)
+    assert "path: /readyz" in readiness and "port: metrics" in readiness
+    assert "Probe.path" not in deployment
     assert liveness_endpoint(8081) == f"http://0.0.0.0:8081{HEALTH_PATH}"
