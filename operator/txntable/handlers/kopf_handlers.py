@@ -23,7 +23,13 @@ from typing import Any
 import kopf
 from prometheus_client import CollectorRegistry
 
-from txntable.api.conditions import ConditionStatus, ConditionType, Reason, set_condition
+from txntable.api.conditions import (
+    ConditionStatus,
+    ConditionType,
+    EventReason,
+    Reason,
+    set_condition,
+)
 from txntable.api.constants import (
     FINALIZER,
     GROUP,
@@ -41,7 +47,8 @@ from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.operate import Operator
-from txntable.handlers.secret_cache import SecretCache, SecretData
+from txntable.handlers.readiness import Readiness
+from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
 from txntable.launch import (
     Backend,
     Launcher,
@@ -54,6 +61,7 @@ from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
 from txntable.reconcile.policy_status import policy_status
+from txntable.reconcile.status import Failure
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +86,14 @@ class ParsedResources:
 
     def parse_all(self, store: Any, parse: Any) -> list[Any]:
         """``parse`` applied to each body of ``store``, skipping invalid ones (each reports
-        its own error on itself, through its own handler)."""
+        its own error on itself, through its own handler; ``invalid`` lists them)."""
+        return [found for _, found in self._each(store, parse) if not isinstance(found, str)]
+
+    def invalid(self, store: Any, parse: Any) -> dict[str, str]:
+        """The bodies of ``store`` that ``parse`` refuses: name -> why."""
+        return {name: found for name, found in self._each(store, parse) if isinstance(found, str)}
+
+    def _each(self, store: Any, parse: Any) -> list[tuple[str, Any]]:
         out = []
         for body in store or ():
             meta = body.get("metadata") or {}
@@ -89,14 +104,13 @@ class ParsedResources:
             else:
                 try:
                     found = parse(body)
-                except InvalidSpecError:
-                    found = None
+                except InvalidSpecError as exc:
+                    found = str(exc)
                 if version is not None:
                     if len(self._parsed) >= self.LIMIT:
                         self._parsed.clear()
                     self._parsed[key] = found
-            if found is not None:
-                out.append(found)
+            out.append((str(meta.get("name")), found))
         return out
 
 
@@ -112,6 +126,8 @@ class State:
     metrics: ControllerMetrics | None = None
     servers: list[MetricsServer] = field(default_factory=list)
     liveness: Liveness = field(default_factory=lambda: Liveness(STUCK_RECONCILE_SECONDS))
+    #: what /readyz answers: started, and Kopf not paused by peering
+    readiness: Readiness = field(default_factory=Readiness)
     #: storage Secrets, each read again after secret_cache.DEFAULT_MAX_AGE (5 min)
     secrets: SecretCache | None = None
     #: per table: the resourceVersion of the Secret its cached table was opened with
@@ -123,6 +139,8 @@ class State:
     locks: dict[str, threading.Lock] = field(default_factory=dict)
     #: policies and tables parsed once per resourceVersion
     parsed: ParsedResources = field(default_factory=ParsedResources)
+    #: per policy (uid): the reason it is Invalid that was announced last
+    policies_said: dict[str, str] = field(default_factory=dict)
 
     def wake(self, key: str) -> None:
         """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
@@ -191,9 +209,13 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         engine_metrics=EngineMetrics(registry),
     )
     state = State(config, operator, api_client, metrics=metrics)
+    state.readiness.peering.install()
     state.secrets = SecretCache(lambda ns, name: _read_secret(api_client, ns, name))
-    # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); only /metrics here.
-    state.servers = [MetricsServer(registry, config.metrics_port).start()]
+    # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
+    # /readyz (not paused by peering) here
+    state.servers = [
+        MetricsServer(registry, config.metrics_port, ready=state.readiness.report).start()
+    ]
     state.events = CommitEvents(
         state.wake,
         probe_interval=config.event_probe_interval_seconds,
@@ -201,6 +223,7 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         on_event=metrics.commit_event,
     ).start()
     memo.state = state
+    state.readiness.started()
 
 
 @kopf.on.probe(id="reconciles")
@@ -220,6 +243,8 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     state: State | None = getattr(memo, "state", None)
     for server in state.servers if state else ():
         server.stop()
+    if state is not None:
+        state.readiness.peering.uninstall()
     if state is not None and state.events is not None:
         state.events.close()
 
@@ -277,12 +302,35 @@ def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     state: State | None = getattr(kwargs.get("memo"), "state", None)
     parsed = state.parsed if state is not None else ParsedResources()
     found = parsed.parse_all(kwargs["tables"].get(namespace), TxnTable.from_manifest)
-    status = policy_status(policy, found, now)
+    index = "compaction_policies" if parse == CompactionPolicy.from_manifest else None
+    index = index or "checkpoint_policies"
+    rivals = parsed.parse_all(kwargs[index].get(namespace), parse)
+    status = policy_status(policy, found, now, rivals)
     rendered = policy.__class__(
         metadata=policy.metadata, spec=policy.spec, status=status
     ).to_status()
     if _changed(body.get("status") or {}, rendered):
         patch.status.update(rendered)
+        said = state.policies_said if state is not None else {}
+        _announce_invalid(body, policy.status, status, said)
+
+
+def _announce_invalid(body: kopf.Body, before: Any, after: Any, said: dict[str, str]) -> None:
+    """One Warning Event when a policy becomes Invalid for a reason only the controller sees
+    (a schedule that never fires), not one per tick: neither the status read nor this process
+    (``said``: by policy uid, what it announced last; the status write may lag) said it."""
+    key = str(body.get("metadata", {}).get("uid") or body.get("metadata", {}).get("name"))
+    new = next((c for c in after.conditions if c.type == ConditionType.READY), None)
+    if new is None or new.is_true or new.reason != Reason.INVALID_SPEC:
+        said.pop(key, None)
+        return
+    old = next((c for c in before.conditions if c.type == ConditionType.READY), None)
+    known = old is not None and old.reason == new.reason and old.message == new.message
+    if known or said.get(key) == new.message:
+        said[key] = new.message
+        return
+    said[key] = new.message
+    kopf.event(body, type="Warning", reason=EventReason.INVALID_SPEC, message=new.message)
 
 
 def _is_kind(parse: Any, body: kopf.Body) -> bool:
@@ -351,12 +399,26 @@ def _read_secret(api_client: Any, namespace: str, name: str) -> SecretData:
     try:
         secret = client.CoreV1Api(api_client).read_namespaced_secret(name, namespace)
     except ApiException as exc:
-        raise kopf.TemporaryError(
-            f"cannot read Secret {name!r} ({exc.status}); retrying", delay=30
+        if exc.status == 404:
+            raise SecretUnavailable(
+                f"Secret {namespace}/{name} (spec.storage.secretRef) does not exist", missing=True
+            ) from None
+        why = "the controller may not read it" if exc.status == 403 else "it could not be read"
+        raise SecretUnavailable(
+            f"Secret {namespace}/{name} (spec.storage.secretRef): {why} "
+            f"(HTTP {exc.status} {exc.reason or ''})".rstrip(),
+            missing=False,
         ) from None
     data = secret.data or {}
     version = secret.metadata.resource_version if secret.metadata else None
-    return SecretData({k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}, version)
+    try:
+        decoded = {k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}
+    except (ValueError, UnicodeDecodeError):
+        raise SecretUnavailable(
+            f"Secret {namespace}/{name} (spec.storage.secretRef): a value is not UTF-8 text",
+            missing=False,
+        ) from None
+    return SecretData(decoded, version)
 
 
 def _secret_options(state: State, key: str, table: TxnTable) -> dict[str, str]:
@@ -516,10 +578,21 @@ def _reconcile_locked(
         return None
     state.last_tick[key] = time.monotonic()
     namespace = table.metadata.namespace or "default"
-    comp = state.parsed.parse_all(compaction_index.get(namespace), CompactionPolicy.from_manifest)
-    ckpt = state.parsed.parse_all(checkpoint_index.get(namespace), CheckpointPolicy.from_manifest)
+    comp_store, ckpt_store = compaction_index.get(namespace), checkpoint_index.get(namespace)
+    comp = state.parsed.parse_all(comp_store, CompactionPolicy.from_manifest)
+    ckpt = state.parsed.parse_all(ckpt_store, CheckpointPolicy.from_manifest)
+    invalid = {
+        "compaction": state.parsed.invalid(comp_store, CompactionPolicy.from_manifest),
+        "checkpoint": state.parsed.invalid(ckpt_store, CheckpointPolicy.from_manifest),
+    }
     others = sum(n for k, n in state.active_runs.items() if k != key)
-    options = _secret_options(state, key, table)
+    failure = None
+    try:
+        options = _secret_options(state, key, table)
+    except SecretUnavailable as exc:  # reported on the table, asked for again after a back-off
+        options = {}
+        reason = Reason.SECRET_NOT_FOUND if exc.missing else Reason.SECRET_UNREADABLE
+        failure = Failure(reason, str(exc))
     state.liveness.begin(key, time.monotonic())
     try:
         with state.metrics.timed("table") if state.metrics else nullcontext():
@@ -529,6 +602,8 @@ def _reconcile_locked(
                 ckpt,
                 storage_options=options,
                 active_total=others,
+                failure=failure,
+                invalid_policies=invalid,
             )
     finally:
         state.liveness.end(key, time.monotonic())
