@@ -24,12 +24,32 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.controller import Install
 from tests.controlplane.kube import apply
-from tests.unit.api.test_crds import HARMLESS_KEYS, SECRET_KEYS
-from tests.unit.api.test_invalid_manifests import CASES, NIGHTLY, TABLE, Case, _build, put
-from tests.unit.crdtools import load_crds, load_examples, validate
+from tests.unit.api.test_crds import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
+from tests.unit.api.test_invalid_manifests import (
+    CASES,
+    CEILINGS,
+    CKPT,
+    NIGHTLY,
+    TABLE,
+    Case,
+    _build,
+    ceiling_doc,
+    model_refuses,
+    put,
+)
+from tests.unit.crdtools import (
+    cel_errors,
+    load_crds,
+    load_examples,
+    schema_errors,
+    schema_of,
+    validate,
+)
+from txntable.api.common import is_reserved_spark_conf
 
 GROUP, VERSION = "txntable.io", "v1alpha1"
-PLURALS = {kind: crd["spec"]["names"]["plural"] for kind, crd in load_crds().items()}
+CRDS = load_crds()
+PLURALS = {kind: crd["spec"]["names"]["plural"] for kind, crd in CRDS.items()}
 
 
 def _rules(node: Any) -> list[dict[str, Any]]:
@@ -46,7 +66,7 @@ def _rules(node: Any) -> list[dict[str, Any]]:
 
 
 #: messages of every CEL rule in crds/ (a case refused by one of them must carry its message)
-CEL_MESSAGES = {rule["message"] for crd in load_crds().values() for rule in _rules(crd)}
+CEL_MESSAGES = {rule["message"] for crd in CRDS.values() for rule in _rules(crd)}
 
 
 def _create(api: Any, doc: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -180,10 +200,20 @@ ACCEPTED_EDGES = [
     _edge("min file size equal to target", NIGHTLY, "spec.minFileSize", "512Mi"),
     _edge("min in bytes equal to target", NIGHTLY, "spec.minFileSize", 536870912),
     _edge("min in decimal units below target", NIGHTLY, "spec.minFileSize", "500M"),
-    _edge("memory ceiling just above the heap", NIGHTLY,
-          "spec.spark.autoSize.maxExecutorMemory", "16385Mi"),
-    _edge("memory ceiling in G above Gi heap", NIGHTLY,
-          "spec.spark.autoSize.maxExecutorMemory", "18G"),
+    # the executor pod: 16Gi of heap + 10% overhead (issue 23.11)
+    _edge("memory ceiling one byte above the executor pod", NIGHTLY,
+          "spec.spark.autoSize.maxExecutorMemory", 16 * 2**30 + 16 * 2**30 // 10 + 1),
+    _edge("memory ceiling in G above the Gi executor pod", NIGHTLY,
+          "spec.spark.autoSize.maxExecutorMemory", "19G"),
+    # cron ranges written the right way round, and a schedule that never fires: admitted, the
+    # policy's status reports it (issue 23.3)
+    _edge("cron range forwards", NIGHTLY, "spec.triggers.schedule", "10-30 * * * *"),
+    _edge("cron range of one value", NIGHTLY, "spec.triggers.schedule", "5-5 * * * *"),
+    _edge("cron day range forwards", NIGHTLY, "spec.triggers.schedule", "0 2 * * MON-FRI"),
+    _edge("cron range with a step forwards", NIGHTLY, "spec.triggers.schedule", "0 4-20/2 * * *"),
+    _edge("cron that never fires", NIGHTLY, "spec.triggers.schedule", "0 0 30 2 *"),
+    _edge("sparkConf key beside a reserved one", NIGHTLY, "spec.spark.sparkConf",
+          {"spark.executor.memoryOverhead": "2g", "spark.masterx": "x"}),
     _edge("gzip level 9", NIGHTLY, "spec.parquet", {"compression": "gzip", "compressionLevel": 9}),
     _edge("zstd level 22", NIGHTLY, "spec.parquet",
           {"compression": "zstd", "compressionLevel": 22}),
@@ -207,7 +237,7 @@ def test_what_the_emulation_accepts_the_real_api_server_accepts(
     installed: Install, admin: Any, namespace: str, case: Case
 ) -> None:
     doc, old = _build(case)
-    crd = load_crds()[doc["kind"]]
+    crd = CRDS[doc["kind"]]
     assert validate(crd, doc, old) == [], "the emulation refuses it: not an edge case"
     doc["metadata"]["name"] = "edge"
     if case.update:
@@ -226,7 +256,7 @@ def test_the_secret_option_rule_agrees_with_the_emulation(
     doc = copy.deepcopy(TABLE)
     doc["metadata"]["name"] = "opt-" + hashlib.sha1(key.encode()).hexdigest()[:10]
     doc["spec"]["storage"]["options"] = {key: "x"}
-    emulated = bool(validate(load_crds()["TxnTable"], doc))
+    emulated = bool(validate(CRDS["TxnTable"], doc))
     try:
         _create(admin, doc, namespace)
         refused = False
@@ -234,3 +264,92 @@ def test_the_secret_option_rule_agrees_with_the_emulation(
         assert exc.status == 422, exc.body
         refused = True
     assert (emulated, refused) == (key in SECRET_KEYS, key in SECRET_KEYS)
+
+
+def _refused(api: Any, doc: dict[str, Any], namespace: str) -> bool:
+    """Whether the API server refuses to create ``doc`` (a dry run: nothing is stored)."""
+    doc = copy.deepcopy(doc)
+    doc["metadata"]["namespace"] = namespace
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURALS[doc["kind"]], doc,
+            dry_run="All", field_validation="Strict",
+        )  # fmt: skip
+    except ApiException as exc:
+        assert exc.status == 422, exc.body
+        return True
+    return False
+
+
+@pytest.mark.parametrize("base", [NIGHTLY, CKPT], ids=["compaction", "checkpoint"])
+def test_the_reserved_spark_conf_rule_agrees_with_the_emulation(
+    installed: Install, admin: Any, namespace: str, base: dict[str, Any]
+) -> None:
+    """Issue 23.5: the keys the run builders set are refused by cel-python, by the models and by
+    real CEL alike, and the keys beside them accepted alike."""
+    verdicts = []
+    for key in SPARK_CONF_KEYS:
+        doc = copy.deepcopy(base)
+        doc["spec"]["spark"]["sparkConf"] = {key: "x"}
+        emulated = bool(validate(CRDS[doc["kind"]], doc))
+        verdicts.append((key, emulated, _refused(admin, doc, namespace)))
+    assert [v for v in verdicts if v[1] != v[2]] == []
+    assert [k for k, emulated, _ in verdicts if emulated] == [
+        k for k in SPARK_CONF_KEYS if is_reserved_spark_conf(k)
+    ]
+
+
+def _cron_cases() -> list[str]:
+    """Schedules either side of the backwards-range rule: number pairs at every tens-digit
+    boundary the generated regex spells out (with and without leading zeros, first item and in
+    a list with a step), every pair of month and day names, numeric month, day and weekday
+    ranges."""
+    edges = [0, 1, 2, 8, 9, 10, 11, 18, 19, 20, 21, 29, 30, 31, 39, 40, 41, 49, 50, 51, 58, 59]
+    out = [f"{a}-{b} * * * *" for a in edges for b in edges]
+    out += [f"{a:02d}-{b} * * * *" for a in edges[:5] for b in edges[:5]]
+    out += [f"0 1,{a}-{b:02d}/3 * * *" for a in (0, 9, 10, 19, 20, 23) for b in (0, 9, 10, 23)]
+    months = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+    days = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+    out += [f"0 0 1 {a}-{b} *" for a in months for b in months]
+    out += [f"0 0 * * {a}-{b}" for a in days for b in days]
+    out += ["0 0 1 12-1 *", "0 0 1 1-12 *", "0 0 31-1 * *", "0 0 1-31 * *", "0 0 * * 5-0",
+            "0 0 * * 0-7", "0 0 * * 7-0", "0 0 30 2 *", "0 0 * * 1-5/2"]  # fmt: skip
+    return out
+
+
+def test_the_cron_rule_agrees_with_the_emulation(
+    installed: Install, admin: Any, namespace: str
+) -> None:
+    """Issue 23.3: the backwards-range rule is a generated regular expression; real CEL (RE2)
+    and cel-python (Python's re) give every schedule here the same verdict. (The emulation
+    judges the schedule field alone, the rest of the manifest being an accepted example.)"""
+    crd = CRDS["CompactionPolicy"]
+    assert validate(crd, NIGHTLY) == []
+    field = schema_of(crd)["properties"]["spec"]["properties"]["triggers"]["properties"]
+    verdicts = []
+    for schedule in _cron_cases():
+        emulated = bool(
+            schema_errors(field["schedule"], schedule) or cel_errors(field["schedule"], schedule)
+        )
+        doc = copy.deepcopy(NIGHTLY)
+        doc["spec"]["triggers"]["schedule"] = schedule
+        verdicts.append((schedule, emulated, _refused(admin, doc, namespace)))
+    assert [v for v in verdicts if v[1] != v[2]] == []
+    refused = sum(r for _, _, r in verdicts)
+    assert 0 < refused < len(verdicts)  # both verdicts really occur
+
+
+def test_the_autosize_ceiling_rule_agrees_with_the_emulation_and_the_models(
+    installed: Install, admin: Any, namespace: str
+) -> None:
+    """Issue 23.11: the ceiling must exceed the executor pod, not only its heap: cel-python,
+    the models and real CEL (its quantity library) draw that line at the same byte."""
+    crd = CRDS["CompactionPolicy"]
+    verdicts = []
+    for heap, ceiling in CEILINGS:
+        doc = ceiling_doc(heap, ceiling)
+        verdict = (bool(validate(crd, doc)), model_refuses(doc), _refused(admin, doc, namespace))
+        verdicts.append((heap, ceiling, *verdict))
+    assert [v for v in verdicts if len(set(v[2:])) != 1] == []
+    refused = sum(v[2] for v in verdicts)
+    assert 0 < refused < len(verdicts)

@@ -9,8 +9,10 @@
 
 cel-python implements standard CEL, not the Kubernetes CEL libraries. The only Kubernetes
 library our rules use is the quantity library (``quantity()``, ``compareTo`` ...); it is
-provided here on top of ``txntable.api.quantity``. ``rule_functions`` lists every function a
-rule calls so a test can prove none is left unevaluated.
+provided here on top of ``txntable.api.quantity``, keeping the form kube-apiserver keeps each
+quantity in (an int64 or a decimal: ``asInteger()`` fails on a decimal such as ``1.5Gi``, as
+the real server's does). ``rule_functions`` lists every function a rule calls so a test can
+prove none is left unevaluated.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,8 @@ STANDARD_CEL = {
     "startsWith", "endsWith", "contains", "string", "int", "uint", "double", "bool", "type",
 }  # fmt: skip
 KUBERNETES_CEL = {
-    "quantity", "isQuantity", "compareTo", "isGreaterThan", "isLessThan", "asInteger", "sign",
+    "quantity", "isQuantity", "compareTo", "isGreaterThan", "isLessThan", "isInteger",
+    "asInteger", "asApproximateFloat", "sign",
 }  # fmt: skip
 
 
@@ -146,16 +149,45 @@ def _list_errors(schema: dict[str, Any], value: Any, path: str) -> Iterator[str]
 # ----------------------------------------------------------------------------- CEL
 
 
-class _Quantity:
-    """A Kubernetes quantity inside cel-python (the apiserver's quantity library)."""
+_INT64_MAX = 2**63 - 1
+_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_EXP = {"": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
-    def __init__(self, value: Decimal) -> None:
+
+class _Quantity:
+    """A Kubernetes quantity inside cel-python (the apiserver's quantity library): its exact
+    value, and ``form``, how kube-apiserver keeps it: ``(value, scale)`` when it holds an int64
+    times a power of ten, None when it holds a decimal (``inf.Dec``). The form decides what
+    ``isInteger``/``asInteger`` say and how ``asApproximateFloat`` rounds."""
+
+    def __init__(self, value: Decimal, form: tuple[int, int] | None) -> None:
         self.value = value
+        self.form = form
+
+
+def _server_form(text: str) -> tuple[int, int] | None:
+    """The form apimachinery's ``resource.ParseQuantity`` gives ``text``, for what the CRDs'
+    quantity pattern admits (digits, an optional fraction, a suffix): a binary suffix with a
+    fraction, or more digits than its precision allows, makes a decimal."""
+    match = re.fullmatch(r"0*([0-9]*)(?:\.([0-9]*))?([A-Za-z]*)", text)
+    if match is None:
+        return None
+    num, denom, suffix = match[1] or "0", match[2] or "", match[3]
+    if suffix in _BINARY_EXP:
+        exp = _BINARY_EXP[suffix]
+        if denom or 15 - len(num) - exp * 3 // 10 - 1 < 0:
+            return None
+        value = int(num) << exp
+        return (value, 0) if value <= _INT64_MAX else None
+    if suffix not in _DECIMAL_EXP or 18 - len(num) - len(denom) < 0:
+        return None
+    scale = _DECIMAL_EXP[suffix] - len(denom)
+    return (int(num + denom), scale) if scale >= -9 else None
 
 
 def _quantity(text: Any) -> _Quantity:
     try:
-        return _Quantity(parse_quantity(str(text)))
+        return _Quantity(parse_quantity(str(text)), _server_form(str(text)))
     except QuantityError as exc:
         raise ValueError(f"quantity: {exc}") from exc
 
@@ -172,13 +204,36 @@ def _cmp(a: _Quantity, b: _Quantity) -> celtypes.IntType:
     return celtypes.IntType((a.value > b.value) - (a.value < b.value))
 
 
+def _is_integer(a: _Quantity) -> bool:
+    """``Quantity.AsInt64``: only the int64 form, at a scale >= 0, without overflow."""
+    return a.form is not None and a.form[1] >= 0 and a.form[0] * 10 ** a.form[1] <= _INT64_MAX
+
+
+def _as_integer(a: _Quantity) -> celtypes.IntType:
+    if not _is_integer(a):
+        raise ValueError("cannot convert value to integer")
+    return celtypes.IntType(int(a.value))
+
+
+def _as_approximate_float(a: _Quantity) -> celtypes.DoubleType:
+    """``Quantity.AsApproximateFloat64``: the int64 form times a power of ten; a decimal is
+    kept rounded up to nano units, its unscaled integer made a float and scaled by 1e-9."""
+    if a.form is not None:
+        value, scale = a.form
+        return celtypes.DoubleType(float(value) * float(10**scale) if scale else float(value))
+    unscaled = int((a.value * 10**9).to_integral_value(rounding=ROUND_UP))
+    return celtypes.DoubleType(float(unscaled) * 1e-9)
+
+
 K8S_FUNCTIONS = {
     "quantity": _quantity,
     "isQuantity": _is_quantity,
     "compareTo": _cmp,
     "isGreaterThan": lambda a, b: celtypes.BoolType(a.value > b.value),
     "isLessThan": lambda a, b: celtypes.BoolType(a.value < b.value),
-    "asInteger": lambda a: celtypes.IntType(int(a.value)),
+    "isInteger": lambda a: celtypes.BoolType(_is_integer(a)),
+    "asInteger": _as_integer,
+    "asApproximateFloat": _as_approximate_float,
     "sign": lambda a: celtypes.IntType((a.value > 0) - (a.value < 0)),
 }
 _ENV = celpy.Environment()

@@ -98,6 +98,25 @@ MSG_CEILING_BELOW_POD: Final = (
 #: Spark's default executor memory overhead (``launch.sizing.default_overhead``): 10 % of the
 #: heap, at least this; the CEL rule on ``spec.spark`` computes it the same way
 OVERHEAD_MIN_BYTES: Final = 384 * 1024 * 1024
+
+
+def _ceiling_rule() -> str:
+    """The CEL rule on ``spec.spark``, the mirror of ``CompactionSparkTemplate.check``:
+    ceiling C > heap H + max(H // 10, 384Mi), i.e. C - H - 384Mi >= 1 and 10 C - 11 H >= 1 in
+    whole bytes. kube-apiserver keeps some quantities (``1.5Gi``, ``123456Gi``) as decimals, on
+    which ``asInteger()`` fails (tests/controlplane/test_admission showed it), and ten exact
+    ``add``s of C against eleven of H exceed its cost budget; so both sides are compared as
+    floats with a margin of half a byte, which is exact for whole-byte sizes up to 16 TiB."""
+    c = "quantity(string(self.autoSize.maxExecutorMemory)).asApproximateFloat()"
+    h = "quantity(string(self.executor.memory)).asApproximateFloat()"
+    return (
+        "!has(self.autoSize) || !has(self.autoSize.maxExecutorMemory) || !has(self.executor) "
+        f"|| !has(self.executor.memory) || ({c} > {h} + {OVERHEAD_MIN_BYTES}.5 "
+        f"&& 10.0 * {c} > 11.0 * {h} + 0.5)"
+    )
+
+
+CEILING_RULE: Final = _ceiling_rule()
 MSG_GZIP_LEVEL: Final = "gzip levels are 1 to 9"
 
 

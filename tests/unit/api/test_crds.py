@@ -38,7 +38,12 @@ from txntable.api.common import (
     is_secret_option,
 )
 from txntable.api.errors import InvalidSpecError
-from txntable.api.policies import CRON_BACKWARDS_RULE, CheckpointPolicySpec, CompactionPolicySpec
+from txntable.api.policies import (
+    CEILING_RULE,
+    CRON_BACKWARDS_RULE,
+    CheckpointPolicySpec,
+    CompactionPolicySpec,
+)
 from txntable.api.table import TxnTableSpec, TxnTableStatus
 from txntable.launch import RunRequest
 from txntable.launch.errors import PermanentLaunchError
@@ -294,14 +299,21 @@ def test_every_option_map_rejects_credentials_with_the_models_rule(kind: str) ->
         assert rules == expected, path
 
 
-@pytest.mark.parametrize(
-    "key",
-    [*RESERVED_SPARK_CONF, "spark.kubernetes.authenticate.driver.serviceAccountName",
-     "spark.sql.shuffle.partitions", "spark.executor.memoryOverhead", "spark.driver.maxResultSize"],
-)  # fmt: skip
+#: sparkConf keys either side of the reserved-key rule (also sent to the real API server by
+#: tests/controlplane/test_admission.py)
+SPARK_CONF_KEYS = [
+    *RESERVED_SPARK_CONF, "spark.kubernetes.authenticate.driver.serviceAccountName",
+    "spark.sql.shuffle.partitions", "spark.executor.memoryOverhead", "spark.driver.maxResultSize",
+    "spark.masterx", "spark.kubernetes.authenticate", "spark.executor.extraJavaOptions",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", SPARK_CONF_KEYS)
 def test_reserved_spark_conf_cel_model_and_launcher_agree(key: str) -> None:
     reserved = is_reserved_spark_conf(key)
-    assert reserved is (key in RESERVED_SPARK_CONF or key.startswith("spark.kubernetes.auth"))
+    assert reserved is (
+        key in RESERVED_SPARK_CONF or key.startswith("spark.kubernetes.authenticate.")
+    )
     cel_ok = compile_rule(RESERVED_SPARK_CONF_RULE).evaluate(
         {"self": celpy.json_to_cel({key: "x"})}
     )
@@ -330,6 +342,11 @@ def test_the_schedule_rule_is_the_models() -> None:
         "triggers"
     ]["properties"]["schedule"]
     assert [r["rule"] for r in schedule["x-kubernetes-validations"]] == [CRON_BACKWARDS_RULE]
+
+
+def test_the_ceiling_rule_is_the_models() -> None:
+    spark = schema_of(CRDS[c.KIND_COMPACTION_POLICY])["properties"]["spec"]["properties"]["spark"]
+    assert [r["rule"] for r in spark["x-kubernetes-validations"]] == [CEILING_RULE]
 
 
 SECRET_KEYS = [

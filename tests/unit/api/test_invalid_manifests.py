@@ -16,6 +16,8 @@ import pytest
 
 from tests.unit.crdtools import MISSING, load_crds, load_examples, validate
 from txntable.api import CheckpointPolicy, CompactionPolicy, InvalidSpecError, TxnTable
+from txntable.api.policies import OVERHEAD_MIN_BYTES
+from txntable.api.quantity import parse_quantity
 
 CRDS = load_crds()
 BASE = {
@@ -283,6 +285,66 @@ def test_envelope_errors(edit: Callable[[dict[str, Any]], None], path: str) -> N
     with pytest.raises(InvalidSpecError) as info:
         TxnTable.from_manifest(doc)
     assert info.value.field_path == path
+
+
+#: (executor heap, autoSize ceiling) either side of heap + overhead (10% of the heap, at least
+#: 384Mi): in bytes and in quantities, decimal and binary, fractional (which kube-apiserver keeps
+#: as decimals), where the minimum applies and where it does not; all whole bytes (the models
+#: refuse a fraction of a byte, the CRD's pattern does not). Also sent to the real API server
+#: (tests/controlplane/test_admission.py).
+CEILINGS = [
+    ("1Gi", "1408Mi"), ("1Gi", 1476395009), ("1Gi", "1409Mi"),
+    ("3840Mi", "4224Mi"), ("3840Mi", "4225Mi"),
+    ("3850Mi", 3850 * 2**20 + 385 * 2**20), ("3850Mi", 3850 * 2**20 + 385 * 2**20 + 1),
+    ("3843Mi", 3843 * 2**20 + 3843 * 2**20 // 10),
+    ("3843Mi", 3843 * 2**20 + 3843 * 2**20 // 10 + 1),
+    ("16Gi", "17Gi"), ("16Gi", 18897856102), ("16Gi", 18897856103), ("16Gi", "18G"),
+    ("16Gi", "19G"), ("15G", "16.5G"), ("15G", "16500000001"), ("1.5Gi", "1920Mi"),
+    ("1.5Gi", "1921Mi"), ("1.5Gi", "1.875Gi"), ("4.5Gi", 5315022028), ("4.5Gi", 5315022029),
+    ("7.5Gi", "8.25Gi"), ("7.5Gi", 8858370049), ("123456Gi", "135801Gi"),
+    ("123456Gi", "135802Gi"),
+]  # fmt: skip
+
+
+def ceiling_doc(heap: str, ceiling: str | int) -> dict[str, Any]:
+    doc = copy.deepcopy(NIGHTLY)
+    doc["spec"]["spark"]["executor"]["memory"] = heap
+    doc["spec"]["spark"]["autoSize"]["maxExecutorMemory"] = ceiling
+    return doc
+
+
+def model_refuses(doc: dict[str, Any]) -> bool:
+    try:
+        CompactionPolicy.from_manifest(doc)
+    except InvalidSpecError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(("heap", "ceiling"), CEILINGS)
+def test_the_ceiling_rule_and_the_model_draw_the_line_at_the_same_byte(
+    heap: str, ceiling: str | int
+) -> None:
+    doc = ceiling_doc(heap, ceiling)
+    assert bool(validate(CRDS["CompactionPolicy"], doc)) is model_refuses(doc)
+
+
+@pytest.mark.parametrize(
+    "heap",
+    ["1", "1Gi", "3840Mi", "3841Mi", "1.5Gi", "2.5Gi", "7.5Gi", "12.25Gi", "100.5Gi", "3.75Ti",
+     "15.5Ti", "16Ti", "123456Gi", "16G", "15.9G", "999999999999", "7.123456789T"],
+)  # fmt: skip
+def test_the_ceiling_rule_is_exact_at_the_executor_pod(heap: str) -> None:
+    """The rule compares floats (kube-apiserver's ``asApproximateFloat``, as the server rounds
+    each form of quantity): one byte either side of the pod it gets the models' verdict, up to
+    16 TiB, also for heaps the server keeps as decimals (a fractional binary suffix)."""
+    pod = int(parse_quantity(heap))
+    pod += max(OVERHEAD_MIN_BYTES, pod // 10)
+    for ceiling in (pod - 1, pod, pod + 1):
+        doc = ceiling_doc(heap, ceiling)
+        assert (
+            bool(validate(CRDS["CompactionPolicy"], doc)) is model_refuses(doc) is (ceiling <= pod)
+        ), ceiling
 
 
 def test_a_ceiling_one_byte_above_the_executor_pod_is_accepted() -> None:
