@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from prometheus_client import CollectorRegistry
@@ -284,8 +284,12 @@ def _drop_legacy_finalizer(body: kopf.Body, patch: kopf.Patch) -> None:
         patch.metadata["finalizers"] = list(kept)
 
 
-def _policy_timer(parse: Any, body: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
-    """Status of a policy: validity, matched tables, active and last runs, next schedule."""
+def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
+    """Status of a policy: validity, matched tables, active and last runs, next schedule.
+    One reading of the object serves the whole tick: a timer's body is a live view that Kopf
+    replaces when a watch event arrives, and under kmock it was seen to become another policy
+    mid-tick, so the Event judging one policy was posted on the other."""
+    body = kopf.Body(cast(kopf.RawBody, dict(live)))
     if not _is_kind(parse, body):
         return
     _drop_legacy_finalizer(body, patch)
