@@ -30,6 +30,21 @@ Fixtures (all building blocks are plain classes, usable outside pytest too: ``ma
     ``.stop()`` SIGTERM, ``.kill()`` SIGKILL, ``.restart()``, ``.metrics()``, ``.logs()``).
     Every process started is stopped at teardown; its log is attached to a failed test.
 
+``kubelet`` (session) -> ``standins.Kubelet``: a Node and the HTTPS endpoint the API server
+    asks for pod logs (``GET pods/<name>/log``), serving the logs of the local processes that
+    play containers.
+
+``spark_crds`` (session): the Spark Operator's CRDs (shared/testdata/k8s) applied and
+    Established. ``spark_install`` (session) -> ``Install``: a second release of the chart,
+    ``txntable-spark`` in ``txntable-spark-system``, watching ``SPARK_NAMESPACE``
+    (``txntable-spark-tables``) with the ``sparkapplication`` default backend and only that
+    backend's RBAC.
+
+``job_controller`` / ``spark_operator`` (function) -> ``standins.JobController`` /
+    ``standins.SparkOperator``: the absent controllers, which run a run's container as a local
+    process (``pod_runner``) and write pod and run status as the real ones do; every process
+    they started is killed at teardown.
+
 ``kube.py`` has the client helpers: ``apply`` (server-side apply, for any size of object),
 ``apply_all`` (CRDs first, waits for Established), ``wait_for``, ``ensure_namespace``,
 ``service_account_token``, ``get_table``, ``condition``.
@@ -54,6 +69,7 @@ import pytest
 from tests.controlplane import binaries
 from tests.controlplane.controller import ControllerProcess, Install, install_chart
 from tests.controlplane.plane import ControlPlane
+from tests.controlplane.standins import JobController, Kubelet, SparkOperator
 
 RELEASE = "txntable"
 SYSTEM_NAMESPACE = "txntable-system"
@@ -63,6 +79,9 @@ INSTALL_VALUES: dict[str, Any] = {
     "watch": {"namespaces": [TABLES_NAMESPACE]},
     "config": {"observeIntervalSeconds": 1, "defaultBackend": "job", "logFormat": "text"},
 }
+SPARK_NAMESPACE = "txntable-spark-tables"
+#: the Spark Operator's CRDs (Kubeflow spark-operator), as a cluster with it installed has them
+SPARK_CRDS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
 
 _PLANE_KEY = pytest.StashKey[ControlPlane]()
 _CONTROLLERS_KEY = pytest.StashKey[list[ControllerProcess]]()
@@ -160,3 +179,65 @@ def start_controller(
     yield start
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def kubelet(control_plane: ControlPlane) -> Iterator[Kubelet]:
+    standin = Kubelet(control_plane).start()
+    try:
+        yield standin
+    finally:
+        standin.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_crds(admin: Any) -> None:
+    import yaml
+
+    from tests.controlplane.kube import apply_all
+
+    apply_all(admin, [yaml.safe_load(p.read_text()) for p in sorted(SPARK_CRDS.glob("*.yaml"))])
+
+
+@pytest.fixture(scope="session")
+def spark_install(
+    control_plane: ControlPlane,
+    installed: Install,
+    spark_crds: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Install:
+    values = {
+        "watch": {"namespaces": [SPARK_NAMESPACE]},
+        "config": {**INSTALL_VALUES["config"], "defaultBackend": "sparkapplication"},
+        "rbac": {"backends": ["sparkapplication"]},
+        "crds": {"create": False},  # the shared install's
+    }
+    return install_chart(
+        control_plane,
+        tmp_path_factory.mktemp("spark-install"),
+        release="txntable-spark",
+        namespace="txntable-spark-system",
+        values=values,
+    )
+
+
+@pytest.fixture
+def job_controller(admin: Any, kubelet: Kubelet, tmp_path: Path) -> Iterator[JobController]:
+    standin = JobController(admin, kubelet, tmp_path / "pods")
+    try:
+        yield standin
+    finally:
+        for pod in standin.pods.values():
+            pod.kill()
+
+
+@pytest.fixture
+def spark_operator(
+    admin: Any, kubelet: Kubelet, spark_crds: None, tmp_path: Path
+) -> Iterator[SparkOperator]:
+    standin = SparkOperator(admin, kubelet, tmp_path / "pods")
+    try:
+        yield standin
+    finally:
+        for pod in standin.drivers.values():
+            pod.kill()

@@ -1,8 +1,10 @@
 """Certificates and keys of a test control plane, made with ``cryptography``.
 
 A throwaway CA signs the API server's serving certificate (for 127.0.0.1 and localhost, the
-only addresses it listens on); an RSA key signs ServiceAccount tokens (TokenRequest) and its
-public half verifies them. Nothing is reused across sessions.
+only addresses it listens on) and the stand-in kubelet's (``tests.controlplane.standins``: the
+API server calls it for pod logs and checks it against this CA, as a cluster's API server
+checks its kubelets with ``--kubelet-certificate-authority``); an RSA key signs ServiceAccount
+tokens (TokenRequest) and its public half verifies them. Nothing is reused across sessions.
 """
 
 from __future__ import annotations
@@ -40,8 +42,33 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
+def _serving(
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    common: str,
+    names: list[x509.GeneralName],
+    valid: tuple[dt.datetime, dt.datetime],
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A key and a TLS serving certificate for ``names``, signed by the CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
 def write_pki(directory: Path) -> dict[str, Path]:
-    """Write ca.crt, apiserver.crt/.key and sa.key/.pub into ``directory``; their paths."""
+    """Write ca.crt, apiserver.crt/.key, kubelet.crt/.key and sa.key/.pub into ``directory``;
+    their paths."""
     now = dt.datetime.now(dt.UTC)
     valid = (now - dt.timedelta(minutes=5), now + dt.timedelta(days=2))
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -57,23 +84,13 @@ def write_pki(directory: Path) -> dict[str, Path]:
         .add_extension(_CA_USAGE, critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = [
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         *(x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default.svc")),
     ]
-    serving = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    key, serving = _serving(ca, ca_key, "kube-apiserver", names, valid)
+    kubelet_names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    kubelet_key, kubelet = _serving(ca, ca_key, "standin-kubelet", kubelet_names, valid)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     paths = {
         "ca": directory / "ca.crt",
@@ -81,15 +98,19 @@ def write_pki(directory: Path) -> dict[str, Path]:
         "key": directory / "apiserver.key",
         "sa_key": directory / "sa.key",
         "sa_pub": directory / "sa.pub",
+        "kubelet_cert": directory / "kubelet.crt",
+        "kubelet_key": directory / "kubelet.key",
     }
     directory.mkdir(parents=True, exist_ok=True)
     paths["ca"].write_bytes(ca.public_bytes(_PEM))
     paths["cert"].write_bytes(serving.public_bytes(_PEM))
     paths["key"].write_bytes(_key_pem(key))
+    paths["kubelet_cert"].write_bytes(kubelet.public_bytes(_PEM))
+    paths["kubelet_key"].write_bytes(_key_pem(kubelet_key))
     paths["sa_key"].write_bytes(_key_pem(sa_key))
     paths["sa_pub"].write_bytes(
         sa_key.public_key().public_bytes(_PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
-    for p in (paths["key"], paths["sa_key"]):
+    for p in (paths["key"], paths["sa_key"], paths["kubelet_key"]):
         p.chmod(0o600)
     return paths

@@ -48,12 +48,21 @@ READY_TIMEOUT = 90.0
 STOP_GRACE = 15.0
 
 #: Every request at Metadata level (user, verb, resource, namespace, response code, RBAC
-#: decision), which is what the RBAC analysis needs; request bodies are not logged.
+#: decision), which is what the RBAC analysis needs; request bodies are not logged, except for
+#: writes of a TxnTable's status: those at RequestResponse level (the patch sent and the object
+#: the server kept after pruning it to the schema, which the status-pruning test compares).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata"}],
+    "rules": [
+        {
+            "level": "RequestResponse",
+            "verbs": ["patch", "update"],
+            "resources": [{"group": "txntable.io", "resources": ["txntables/status"]}],
+        },
+        {"level": "Metadata"},
+    ],
 }
 
 
@@ -188,6 +197,8 @@ class ControlPlane:
             # update on the owner's finalizers (the chart grants it for runs' TxnTables)
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--allow-privileged=true",
+            # the stand-in kubelet (pod logs) serves a certificate of this CA: verified
+            f"--kubelet-certificate-authority={p['ca']}",
             f"--audit-policy-file={w / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
