@@ -62,6 +62,7 @@ from txntable.engine.model.schema import to_arrow_type
 from txntable.engine.read.activity import RecentActivity, read_recent_activity
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.table import Table
+from txntable.engine.testhooks import pause_point
 from txntable.engine.write.parquet_options import ParquetWriteOptions
 from txntable.engine.write.parquet_options import resolve as resolve_parquet
 from txntable.engine.write.writer import discard_files
@@ -452,6 +453,7 @@ class _Run:
         self._bin_bytes.update({b.bin_id: b.total_bytes for b in batch})
         self._bin_partitions.update({b.bin_id: b.partition_values for b in batch})
         results = self.executor.run([self.task(b) for b in batch])
+        pause_point("optimize:rewritten")  # tests: another writer commits here
         result.peak_task_memory = max([result.peak_task_memory, *(r.peak_memory for r in results)])
         result.largest_bin_bytes = max([result.largest_bin_bytes, *(b.total_bytes for b in batch)])
         for r in results:
