@@ -257,12 +257,15 @@ class JobController:
         self._patch(job, {"startTime": now(), "active": 1, "ready": 0, "terminating": 0})
         return dict(self.api.sanitize_for_serialization(created))
 
-    def start(self, job: Mapping[str, Any]) -> LocalPod:
-        """Pod created, its container started here, pod and Job status saying it runs."""
+    def start(self, job: Mapping[str, Any], test_env: Mapping[str, str] | None = None) -> LocalPod:
+        """Pod created, its container started here, pod and Job status saying it runs.
+        ``test_env``: variables a test adds to the container's (``txntable.engine.testhooks``)."""
         pod = self.create_pod(job)
         container = job["spec"]["template"]["spec"]["containers"][0]
         secrets = _secrets(self.api, job["metadata"]["namespace"], [container])
-        local = job_process(job, pod, self.workdir, secrets).start()
+        local = job_process(job, pod, self.workdir, secrets)
+        local.env |= dict(test_env or {})
+        local.start()
         self.pods[job["metadata"]["name"]] = local
         self.kubelet.serve(pod["metadata"]["namespace"], local.name, container["name"], local.log)
         _pod_status(self.api, pod, container["name"], None)
