@@ -1,0 +1,306 @@
+"""What holds a run back or stops it, on the real API server: approval of the plan, a
+permission the controller lost, the table deleted while its run is active, a run that lost
+to another writer (conflict back-off).
+
+Runs are batch Jobs of the shared install (or of a release of the chart of this module's own);
+their end is written by the stand-in Job controller without running a container (what these
+flows show is the controller's part, not the compaction: ``test_run_lifecycle`` does that),
+except in the conflict back-off, where the job really runs and really loses a bin.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from kubernetes import client
+
+from tests.controlplane import flows
+from tests.controlplane.conftest import INSTALL_VALUES, TABLES_NAMESPACE
+from tests.controlplane.controller import Install, install_chart
+from tests.controlplane.kube import apply, condition, get_table, wait_for
+from tests.controlplane.plane import ControlPlane
+from tests.controlplane.standins import JobController
+from tests.integration.test_controller_kmock import data_and_commits, fragmented_table
+from txntable.api.constants import ANNOTATION_APPROVE_PLAN
+from txntable.engine import Table, testhooks
+from txntable.engine.commit.transaction import CommitOptions, Transaction
+
+NS = TABLES_NAMESPACE
+RBAC_NAMESPACE = "txntable-rbac-tables"
+
+
+def _compacting(admin: Any, ns: str, name: str) -> dict[str, Any]:
+    return dict(condition(get_table(admin, ns, name), "Compacting") or {})
+
+
+def _approve(admin: Any, name: str, plan_id: str) -> None:
+    """Annotate TxnTable ``name`` as a user approving plan ``plan_id``."""
+    body = {"metadata": {"annotations": {ANNOTATION_APPROVE_PLAN: plan_id}}}
+    client.CustomObjectsApi(admin).patch_namespaced_custom_object(
+        flows.GROUP, flows.VERSION, NS, "txntables", name, body
+    )
+
+
+def test_a_plan_that_needs_approval_runs_once_annotated_with_its_id(
+    control_plane: ControlPlane,
+    admin: Any,
+    installed: Install,
+    job_controller: JobController,
+    start_controller: Any,
+    tmp_path: Path,
+) -> None:
+    name = "approval"
+    location = tmp_path / name
+    fragmented_table(location)
+    start_controller()
+    flows.create(
+        admin,
+        flows.policy(NS, name, requireApproval=True),
+        flows.table(NS, name, location, name),
+    )
+    plan = wait_for(f"{name}: status.plan", lambda: flows.status(admin, NS, name).get("plan"))
+    plan_id = plan["planId"]
+    held = wait_for(
+        f"{name}: Compacting says the plan awaits approval",
+        lambda: (c := _compacting(admin, NS, name)).get("reason") == "AwaitingApproval" and c,
+    )
+    assert f"{ANNOTATION_APPROVE_PLAN}={plan_id}" in held["message"], held
+    wait_for(
+        f"{name}: AwaitingApproval posted",
+        lambda: "AwaitingApproval" in flows.reasons(flows.events_of(admin, NS, name)),
+    )
+    assert flows.runs_of(admin, NS, name, "job") == []
+
+    # an id that is not the plan's approves nothing
+    _approve(admin, name, "not-the-plan")
+    wait_for(
+        f"{name}: the wrong id named in Compacting",
+        lambda: "not-the-plan" in _compacting(admin, NS, name).get("message", ""),
+    )
+    assert flows.runs_of(admin, NS, name, "job") == []
+
+    _approve(admin, name, plan_id)
+    run = flows.the_run(admin, NS, name, "job")
+    job_controller.create_pod(run, node=None)
+    job_controller.finish(run, 0)
+    record = flows.wait_recorded(admin, NS, name, run["metadata"]["name"])
+    assert record["outcome"] == "Succeeded", record
+    assert flows.created_runs(control_plane, installed.user, "job", NS, name, name) == [
+        run["metadata"]["name"]
+    ]
+    flows.assert_status_kept(control_plane, installed.user, NS, name)
+    flows.delete_table(admin, NS, name)
+
+
+def test_deleting_a_table_while_its_run_is_active_stops_the_run_and_keeps_the_data(
+    admin: Any,
+    installed: Install,
+    job_controller: JobController,
+    start_controller: Any,
+    tmp_path: Path,
+) -> None:
+    """Kopf's finalizer holds the TxnTable until the controller has deleted its runs (no
+    garbage collector runs here: what is deleted, the controller deleted)."""
+    name = "deleted-mid-run"
+    location = tmp_path / name
+    fragmented_table(location)
+    files = data_and_commits(location)
+    start_controller()
+    flows.create(admin, flows.policy(NS, name), flows.table(NS, name, location, name))
+    run = flows.the_run(admin, NS, name, "job")
+    job_controller.create_pod(run, node=None)
+    assert "txntable.io/finalizer" in get_table(admin, NS, name)["metadata"]["finalizers"]
+
+    flows.delete_table(admin, NS, name)
+    assert flows.runs_of(admin, NS, name, "job") == []
+    assert data_and_commits(location) == files
+
+
+@pytest.fixture(scope="module")
+def rbac_install(
+    control_plane: ControlPlane, installed: Install, tmp_path_factory: pytest.TempPathFactory
+) -> Install:
+    """A release of the chart of this module's own (its Role is changed by the test)."""
+    values = copy.deepcopy(INSTALL_VALUES)
+    values["watch"] = {"namespaces": [RBAC_NAMESPACE]}
+    values["crds"] = {"create": False}  # the shared install's
+    return install_chart(
+        control_plane,
+        tmp_path_factory.mktemp("rbac-install"),
+        release="txntable-rbac",
+        namespace="txntable-rbac-system",
+        values=values,
+    )
+
+
+def _tables_role(install: Install) -> dict[str, Any]:
+    (role,) = [
+        r
+        for r in install.of_kind("Role")
+        if r["metadata"]["namespace"] == RBAC_NAMESPACE
+        and any("jobs" in rule.get("resources", ()) for rule in r["rules"])
+    ]
+    return role
+
+
+def _without_create_jobs(role: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(role)
+    for rule in out["rules"]:
+        if "jobs" in rule.get("resources", ()):
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+    return out
+
+
+def test_a_lost_permission_is_a_condition_and_an_event_not_a_crash(
+    control_plane: ControlPlane,
+    admin: Any,
+    rbac_install: Install,
+    job_controller: JobController,
+    start_controller: Any,
+    tmp_path: Path,
+) -> None:
+    """``create`` on Jobs taken out of the chart's Role: the run is refused with 403 by the
+    real authorizer; the table says so in a Warning Event and its Compacting condition, the
+    controller keeps serving (alive, healthy, other work done). The verb given back, the run
+    starts, once."""
+    ns, name = RBAC_NAMESPACE, "no-create-jobs"
+    role = _tables_role(rbac_install)
+    apply(admin, _without_create_jobs(role))
+    location = tmp_path / name
+    fragmented_table(location)
+    proc = start_controller(rbac_install)
+    flows.create(admin, flows.policy(ns, name), flows.table(ns, name, location, name))
+
+    rejected = wait_for(
+        f"{name}: a Warning Event about the refused run",
+        lambda: [e for e in flows.events_of(admin, ns, name) if e.type == "Warning"],
+    )
+    said = " ".join(e.message for e in rejected)
+    assert "403" in said and "jobs" in said, said
+    # the status says no run started, and why (not Compacting, no run recorded as running)
+    held = wait_for(
+        f"{name}: Compacting says why no run started",
+        lambda: (c := _compacting(admin, ns, name)) and "403" in c.get("message", "") and c,
+        timeout=30,
+    )
+    assert held["status"] == "False", held
+    assert flows.compaction(admin, ns, name).get("outcome") != "Running"
+    refused = [
+        e
+        for e in flows.requests_by(control_plane, rbac_install.user, "create", "jobs", ns)
+        if e["responseStatus"]["code"] == 403
+    ]
+    assert refused, "no refused create in the audit log"
+    # still serving: alive, healthy, and the table observed (its plan in status)
+    assert proc.proc.poll() is None and proc.healthy()
+    assert flows.status(admin, ns, name).get("plan")
+
+    # the verb given back and the controller restarted (as after an RBAC fix): one run
+    apply(admin, role)
+    proc.restart()
+    run = flows.the_run(admin, ns, name, "job")
+    assert flows.created_runs(control_plane, rbac_install.user, "job", ns, name, name) == [
+        run["metadata"]["name"]
+    ]
+    flows.delete_table(admin, ns, name)
+
+
+def _delete_partition(location: Path, value: str) -> int:
+    """Another writer's commit: every file of partition ``part=value`` removed (a DELETE of
+    the partition, as an engine drops whole files); the version it committed."""
+    table = Table.open(str(location))
+    snapshot = table.snapshot()
+    txn = Transaction(table, snapshot, CommitOptions())
+    now = int(time.time() * 1000)
+    gone = [a for a in snapshot.add_actions() if a.partition_values.get("part") == value]
+    txn.add(*(a.to_remove(now, True) for a in gone))
+    return int(txn.commit("DELETE", {"predicate": f"part = '{value}'"}).version)
+
+
+def test_a_run_that_loses_to_another_writer_backs_the_next_one_off(
+    control_plane: ControlPlane,
+    admin: Any,
+    installed: Install,
+    job_controller: JobController,
+    start_controller: Any,
+    tmp_path: Path,
+) -> None:
+    """The run's container (the real job, as its Job names it) is held after rewriting its two
+    bins (``txntable.engine.testhooks``: the one thing a test adds to its environment) while
+    another writer deletes partition a; let go, the job drops that bin and commits the other.
+    Its result line, read through the API server, says 1 of 2 bins dropped: over the policy's
+    50 %, so the table backs off, in status (kept whole by the server) and an Event."""
+    name = "conflicting"
+    location = tmp_path / name
+    fragmented_table(location)
+    start_controller()
+    back_off = {"conflictPercent": 50, "runs": 1, "initialDelay": "1h", "maxDelay": "2h"}
+    flows.create(
+        admin,
+        flows.policy(NS, name, avoidRecentWrites={"backOff": back_off}),
+        flows.table(NS, name, location, name),
+    )
+    run = flows.the_run(admin, NS, name, "job")
+    run_name = run["metadata"]["name"]
+    marker = tmp_path / "rewritten"
+    pause = {
+        testhooks.PAUSE_ENV: "optimize:rewritten",
+        testhooks.MARKER_ENV: str(marker),
+        testhooks.RESUME_ENV: "1",
+    }
+    local = job_controller.start(run, test_env=pause)
+    wait_for("the job paused after its rewrite", marker.exists, timeout=300, every=0.5)
+    assert _delete_partition(location, "a") == 13
+    marker.unlink()
+    code = local.wait()
+    job_controller.finish(run, code)
+    assert code == 0, local.text()[-3000:]
+    result = flows.json_result(local.text())
+    assert (result["binsPlanned"], result["binsCommitted"]) == (2, 1), result
+
+    record = flows.wait_recorded(admin, NS, name, run_name)
+    assert record["outcome"] == "Succeeded" and record["version"] == 14, record
+    conflicts = wait_for(
+        f"{name}: the back-off in status.conflicts",
+        lambda: (
+            (c := flows.status(admin, NS, name).get("conflicts") or {}).get("backOffUntil") and c
+        ),
+    )
+    assert conflicts["percent"] == 50, conflicts
+    (figures,) = conflicts["runs"]
+    assert (figures["runName"], figures["binsPlanned"], figures["binsDropped"]) == (
+        run_name,
+        2,
+        1,
+    ), figures
+    # partition b compacted by the run, partition a gone with the other writer's DELETE
+    snapshot = Table.open(str(location)).snapshot()
+    assert (snapshot.version, len(snapshot.files())) == (14, 1)
+    # new small files make a compaction due again: the back-off holds it
+    for i in range(2):
+        Table.open(str(location)).append(
+            pa.table(
+                {
+                    "id": pa.array([2000 + i], pa.int64()),
+                    "part": pa.array(["b"]),
+                    "v": pa.array([1.0]),
+                }
+            )
+        )
+    held = wait_for(
+        f"{name}: Compacting says ConflictBackOff",
+        lambda: (c := _compacting(admin, NS, name)).get("reason") == "ConflictBackOff" and c,
+    )
+    assert held["status"] == "False", held
+    wait_for(
+        f"{name}: ConflictBackOff posted",
+        lambda: "ConflictBackOff" in flows.reasons(flows.events_of(admin, NS, name)),
+    )
+    assert [r["metadata"]["name"] for r in flows.runs_of(admin, NS, name, "job")] == [run_name]
+    flows.assert_status_kept(control_plane, installed.user, NS, name)
+    flows.delete_table(admin, NS, name)
