@@ -20,6 +20,7 @@ server alone, on the same port and etcd (clients reconnect; the data stays).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import secrets
@@ -106,6 +107,8 @@ class ControlPlane:
     pki: dict[str, Path] = field(default_factory=dict)
     etcd: subprocess.Popen[bytes] | None = None
     apiserver: subprocess.Popen[bytes] | None = None
+    #: (began, ready again) of each ``restart_apiserver``, UTC
+    restarts: list[tuple[dt.datetime, dt.datetime]] = field(default_factory=list)
 
     # -- addresses and files ---------------------------------------------------------------
 
@@ -241,10 +244,19 @@ class ControlPlane:
         return False
 
     def restart_apiserver(self) -> None:
-        """Stop the API server and start it again on the same port, etcd and keys."""
+        """Stop the API server and start it again on the same port, etcd and keys. Until it is
+        ready again the window is in ``restarts``: a restarted server answers requests before
+        its RBAC authorizer has synced, and refuses them (403) for that moment."""
+        began = dt.datetime.now(dt.UTC)
         if self.apiserver is not None:
             stop_process(self.apiserver)
         self._start_apiserver(new_port=False)
+        self.restarts.append((began, dt.datetime.now(dt.UTC)))
+
+    def while_restarting(self, event: dict[str, Any]) -> bool:
+        """Whether the audit ``event`` was answered while the API server was restarting."""
+        stamp = dt.datetime.fromisoformat(str(event.get("stageTimestamp")))
+        return any(began <= stamp <= ready for began, ready in self.restarts)
 
     def stop(self) -> None:
         """Stop both processes (SIGTERM, then SIGKILL) and remove the work directory."""

@@ -235,7 +235,9 @@ def test_the_chart_grants_exactly_what_the_controller_uses(
     )
 
     grants = rbac.granted(install)
-    allowed, forbidden = rbac.used(control_plane.audit_events(), install.user)
+    # not what a restarted API server refused before its authorizer synced (test_controller_faults)
+    events = [e for e in control_plane.audit_events() if not control_plane.while_restarting(e)]
+    allowed, forbidden = rbac.used(events, install.user)
     print("\n" + rbac.table(grants, allowed | forbidden, {k: v for k, v in NOT_REQUESTS.items()}))
     assert forbidden == set(), f"refused by the authorizer: {sorted(forbidden)}"
     assert rbac.ungranted(grants, allowed) == set()
