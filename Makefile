@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup testdeps demo test lint typecheck layers unit bench soak clean sysdeps controlplane cluster
+.PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench soak clean sysdeps controlplane cluster
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,14 +27,23 @@ $(AZURITE): | sysdeps
 	npm install --silent --no-audit --no-fund --prefix $(VENV)/azurite azurite@3.35.0
 
 setup: $(STAMP)
-testdeps: setup $(AZURITE)
+testdeps: setup $(AZURITE) deltaspark
+
+# delta-spark, Delta Lake's reference implementation (test oracle, co-writer, benchmark peer):
+# PySpark 4.2 + the matching delta-spark jars in their own venv, fetched once with pip and Maven
+# into ~/.cache/txntable/delta-spark-<delta>-spark-<spark>/ (tests/deltaspark/env.py).
+# `python -m tests.deltaspark.env --print` prints its paths for anything else that wants them.
+deltaspark: setup
+	$(PY) -m tests.deltaspark.env
 
 # Debian packages the tests and Spark need (root on these machines; sudo elsewhere):
-# Java for Spark, Prometheus and promtool for the alert-rule and scrape tests.
+# Java for Spark, Maven for the delta-spark jars, Prometheus and promtool for the alert-rule and
+# scrape tests.
 sysdeps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	pkgs=""; \
 	command -v java >/dev/null 2>&1 || pkgs="$$pkgs openjdk-17-jre-headless"; \
+	command -v mvn >/dev/null 2>&1 || pkgs="$$pkgs maven"; \
 	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs="$$pkgs python3-venv"; \
 	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || pkgs="$$pkgs prometheus"; \
 	if [ -n "$$pkgs" ]; then \

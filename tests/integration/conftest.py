@@ -1,7 +1,11 @@
-"""Integration fixtures shared across files: one local SparkSession for the whole test session.
+"""Integration fixtures shared across files: one local SparkSession for the whole test session,
+and one delta-spark process.
 
 Starting a JVM takes about ten seconds, so every Spark test uses this one session (master
-``local[2]``, UI off, two shuffle partitions) and it is stopped once at the end.
+``local[2]``, UI off, two shuffle partitions) and it is stopped once at the end. delta-spark (the
+reference implementation, PySpark 4.2 in its own environment: ``tests/deltaspark``) is one child
+process for the whole session too, started on the first test that asks for it and stopped, JVM
+and all, at the end.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.deltaspark.client import DeltaSpark
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +37,14 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaSpark]:
+    """The session's delta-spark (``tests.deltaspark.client.DeltaSpark``); its Spark log is in
+    the session's temporary directory."""
+    server = DeltaSpark(log_dir=tmp_path_factory.mktemp("deltaspark"))
+    try:
+        yield server
+    finally:
+        server.stop()
