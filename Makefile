@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench soak clean sysdeps controlplane cluster
+.PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench soak soak-deltaspark \
+	clean sysdeps controlplane cluster
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,7 +84,7 @@ unit: testdeps
 demo: setup
 	$(VENV)/bin/txntable demo
 
-bench: setup
+bench: setup deltaspark
 	$(PY) -m bench.run
 
 # Seeded torture runs (writers of both engines, SIGKILLed maintenance, aged logs, clock skew);
@@ -91,6 +92,13 @@ bench: setup
 SOAK_ARGS ?= --seeds 1,2,3 --steps 80
 soak: setup
 	$(PY) -m tests.soak $(SOAK_ARGS)
+
+# Races of delta-spark's writers (INSERT, DELETE, UPDATE, MERGE, a streaming query) against our
+# OPTIMIZE/checkpoint/VACUUM and, as the reference, against delta-spark's own; one round per seed
+# and maintainer. Figures: docs/reliability.md.
+DS_SOAK_ARGS ?= --seeds 1,2,3,4,5,6,7,8 --ops 4
+soak-deltaspark: setup deltaspark
+	$(PY) -m tests.deltaspark.race $(DS_SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

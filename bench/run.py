@@ -33,6 +33,7 @@ MODULES = [
     "bench.task_memory",
     "bench.commit_events",
     "bench.status_writes",
+    "bench.deltaspark",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

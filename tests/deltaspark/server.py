@@ -5,7 +5,8 @@ the delta-spark jars), never in the project's, and imports nothing of the projec
 (``tests.deltaspark.client``) starts it as a child process and speaks to it line by line.
 
 Protocol: each request is one JSON object ``{"id": N, "op": NAME, ...}``; each answer one JSON
-object ``{"id": N, "ok": true, ...}`` or ``{"id": N, "ok": false, "error": {"class", "condition",
+object ``{"id": N, "ok": true, "seconds": S, ...}`` (``S``: the operation's time in the session,
+the JVM already up) or ``{"id": N, "ok": false, "error": {"class", "condition",
 "message"}}`` (``class`` is the Java exception's class for Spark and Delta errors, so a test can
 tell a ``ConcurrentAppendException`` from a ``ProtocolChangedException``). Requests run on a
 thread pool, so a test can race delta-spark against itself or against our engine. The first line
@@ -30,6 +31,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -140,6 +142,14 @@ class Server:
             out["rows"] = got
         return out
 
+    def op_query(self, sql: str, want_rows: bool = False) -> dict[str, Any]:
+        """``{"count", "digest"}`` of any query's rows (and ``"rows"`` with ``want_rows``)."""
+        got = rows_of(self.spark.sql(sql))
+        out: dict[str, Any] = {"count": len(got), "digest": digest(got)}
+        if want_rows:
+            out["rows"] = got
+        return out
+
     def op_read_versions(
         self, path: str, versions: list[int], columns: str = "*", parallel: int = 2
     ) -> dict[str, Any]:
@@ -174,14 +184,15 @@ class Server:
         checkpoint: str,
         rows_per_batch: int,
         interval_ms: int,
-        base: int,
-        tag: str,
+        select: list[str],
     ) -> dict[str, Any]:
+        """A streaming append of ``select`` (expressions over the source's ``value``, which runs
+        ``0, 1, 2, ...`` over the batches) into the table."""
         source = (
             self.spark.readStream.format("rate-micro-batch")
             .option("rowsPerBatch", rows_per_batch)
             .load()
-            .selectExpr(f"value + {int(base)} AS id", f"'{tag}' AS src")
+            .selectExpr(*select)
         )
         query = (
             source.writeStream.format("delta")
@@ -251,8 +262,10 @@ def serve(server: Server, request: dict[str, Any]) -> None:
     rid = request.pop("id")
     op = request.pop("op")
     try:
+        started = time.perf_counter()
         result = getattr(server, f"op_{op}")(**request)
-        emit({"id": rid, "ok": True, **result})
+        seconds = round(time.perf_counter() - started, 4)
+        emit({"id": rid, "ok": True, "seconds": seconds, **result})
     except BaseException as exc:
         emit({"id": rid, "ok": False, "error": describe_error(exc)})
 

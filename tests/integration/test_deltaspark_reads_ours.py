@@ -24,7 +24,7 @@ import pytest
 from tests import oracle_read
 from tests.deltaspark import canon
 from tests.deltaspark.client import DeltaSpark
-from tests.integration.deltaspark_support import (
+from tests.deltaspark.support import (
     Expected,
     LogGuard,
     age_log,

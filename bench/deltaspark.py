@@ -1,0 +1,305 @@
+"""Side by side with delta-spark, Delta Lake's reference implementation (issue 21.6).
+
+Every contender works on its own fresh copy of the same table (data files hard-linked from one
+pristine original, page cache warmed once), one after the other on the same machine:
+
+* OPTIMIZE (bin-pack and Z-order by ``id, value``) of the fragmented table ``bench.optimize``
+  generates (``FULL``: 1,000 files of ~280 KB, 4 partitions): ours with the Arrow executor (two
+  threads, in this process) and with the Spark executor (PySpark 4.3, ``local[2]``, session and
+  Python workers started before the clock), against delta-spark 4.4 on PySpark 4.2 (``local[2]``,
+  ``OPTIMIZE`` and ``OPTIMIZE ... ZORDER BY``, target file size set to ours, 128 MiB). Output
+  files and bytes are read from each copy's log by our engine.
+* Checkpoint of a log-only table of ``bench.gen`` (``FULL``: 10,000 commits, 100,000 live files,
+  no checkpoint yet; its data files do not exist: a checkpoint reads only the log): ours (open +
+  snapshot + ``write_checkpoint``) against delta-spark's ``DeltaLog.checkpoint()`` on a table it
+  has never loaded (its snapshot load included).
+* VACUUM of ``bench.vacuum``'s aged table (``FULL``: 100,000 files, half removed 30 days ago, 7-day
+  retention): ours (open + ``vacuum``) against delta-spark's ``VACUUM``.
+
+delta-spark's times are measured inside its session (``seconds`` of the server's answer): the JVM
+start (reported apart) and the pipe are not in them. The rows of every OPTIMIZE output are
+counted from the log's statistics and must match the input's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import gen
+from bench import optimize as optimize_bench
+from bench import vacuum as vacuum_bench
+
+NAME = "deltaspark"
+OUT_DIR = Path(__file__).resolve().parent / "out"
+TARGET = optimize_bench.TARGET
+ZORDER = ("id", "value")
+
+FULL = {
+    "optimize": optimize_bench.Spec(files=1000, rows_per_file=6500),
+    "checkpoint": gen.TableSpec(commits=10_000, active_files=100_000, checkpoint=False, tail=0),
+    "vacuum": (100, 1000),
+}
+QUICK = {
+    "optimize": optimize_bench.Spec(files=60, rows_per_file=2000),
+    "checkpoint": gen.TableSpec(
+        commits=300, active_files=3_000, partitions=10, checkpoint=False, tail=0
+    ),
+    "vacuum": (10, 100),
+}
+
+
+def _log_figures(path: Path) -> dict[str, Any]:
+    from txntable.engine.table import Table
+
+    snapshot = Table.open(str(path)).snapshot()
+    files = snapshot.files()
+    rows = 0
+    for stats in files.column("stats").to_pylist() if "stats" in files.column_names else []:
+        if stats:
+            rows += int(json.loads(stats).get("numRecords", 0))
+    return {"files_after": snapshot.num_files, "bytes_after": snapshot.size_bytes, "rows": rows}
+
+
+def _ours_optimize(path: Path, executor: Any, zorder: bool) -> dict[str, Any]:
+    from txntable.engine.table import Table
+    from txntable.maintenance.optimize import optimize
+    from txntable.maintenance.planner import OptimizePolicy
+
+    policy = OptimizePolicy(target_file_size=TARGET, zorder_by=ZORDER if zorder else ())
+    t0 = time.perf_counter()
+    result = optimize(Table.open(str(path)), policy, executor)
+    seconds = time.perf_counter() - t0
+    if result.error:
+        raise RuntimeError(result.error)
+    return {"seconds": seconds}
+
+
+def _theirs(ds: Any, op: str, **args: Any) -> dict[str, Any]:
+    answer = ds.call(op, timeout=7200, **args)
+    return {"seconds": answer["seconds"]}
+
+
+def _each(
+    pristine: Path, work: Path, name: str, fn: Callable[[Path], dict[str, Any]]
+) -> dict[str, Any]:
+    copy = optimize_bench.fresh_copy(pristine, work / name)
+    try:
+        out = fn(copy)
+        out.update(_log_figures(copy))
+    except Exception as exc:  # a contender that fails is reported, the others still run
+        out = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    shutil.rmtree(copy, ignore_errors=True)
+    return out
+
+
+def run_optimize(ds: Any, spec: optimize_bench.Spec) -> dict[str, Any]:
+    from txntable.maintenance.executor_arrow import ArrowExecutor
+    from txntable.maintenance.executor_spark import SparkExecutor
+
+    pristine = optimize_bench.generate(spec, OUT_DIR)
+    input_bytes = optimize_bench.warm(pristine)
+    rows_in = _log_figures(pristine)["rows"]
+    work = OUT_DIR / f"{spec.key}.deltaspark-work"
+    shutil.rmtree(work, ignore_errors=True)
+    ds.call("sql", sql=f"SET spark.databricks.delta.optimize.maxFileSize = {TARGET}")
+    results: dict[str, Any] = {}
+    for zorder in (False, True):
+        kind = "zorder" if zorder else "binpack"
+        results[f"ours_arrow_{kind}"] = _each(
+            pristine,
+            work,
+            f"arrow-{kind}",
+            lambda p, z=zorder: _ours_optimize(p, ArrowExecutor(workers=2), z),
+        )
+        t0 = time.perf_counter()
+        executor = SparkExecutor(master="local[2]")
+        executor.warm_up()
+        jvm = time.perf_counter() - t0
+        try:
+            results[f"ours_spark_{kind}"] = _each(
+                pristine,
+                work,
+                f"spark-{kind}",
+                lambda p, z=zorder, e=executor: _ours_optimize(p, e, z),
+            )
+        finally:
+            executor.close()
+        results[f"ours_spark_{kind}"]["jvm_start_seconds"] = round(jvm, 1)
+        clause = f" ZORDER BY ({', '.join(ZORDER)})" if zorder else ""
+        results[f"deltaspark_{kind}"] = _each(
+            pristine,
+            work,
+            f"deltaspark-{kind}",
+            lambda p, c=clause: _theirs(ds, "sql", sql=f"OPTIMIZE delta.`{p}`{c}"),
+        )
+    shutil.rmtree(work, ignore_errors=True)
+    for r in results.values():
+        if "rows" in r:
+            r["rows_ok"] = r.pop("rows") == rows_in
+    return {"files": spec.files, "input_bytes": input_bytes, "rows": rows_in, "results": results}
+
+
+def run_checkpoint(ds: Any, spec: gen.TableSpec) -> dict[str, Any]:
+    from txntable.engine.checkpoint.write import write_checkpoint
+    from txntable.engine.table import Table
+
+    pristine = gen.table_path(spec, OUT_DIR)
+    work = OUT_DIR / f"{pristine.name}.deltaspark-work"
+    shutil.rmtree(work, ignore_errors=True)
+
+    def ours(p: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        result = write_checkpoint(Table.open(str(p)).snapshot())
+        return {"seconds": time.perf_counter() - t0, "checkpoint_bytes": result.size_in_bytes}
+
+    out = {
+        "ours": _checkpoint_copy(pristine, work / "ours", ours),
+        "deltaspark": _checkpoint_copy(
+            pristine, work / "theirs", lambda p: _theirs(ds, "checkpoint", path=str(p))
+        ),
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    return {"commits": spec.commits, "files": spec.active_files, **out}
+
+
+def _checkpoint_copy(
+    pristine: Path, dest: Path, fn: Callable[[Path], dict[str, Any]]
+) -> dict[str, Any]:
+    shutil.copytree(pristine, dest)
+    try:
+        return fn(dest)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def run_vacuum(ds: Any, partitions: int, per_partition: int) -> dict[str, Any]:
+    from txntable.engine.table import Table
+    from txntable.engine.vacuum import vacuum
+
+    pristine = vacuum_bench.generate(OUT_DIR, partitions, per_partition)
+    work = OUT_DIR / f"{pristine.name}.deltaspark-work"
+    shutil.rmtree(work, ignore_errors=True)
+    before = len(vacuum_bench._files(pristine))
+
+    def ours(p: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        vacuum(Table.open(str(p)).snapshot())
+        return {"seconds": time.perf_counter() - t0}
+
+    def theirs(p: Path) -> dict[str, Any]:
+        return _theirs(ds, "sql", sql=f"VACUUM delta.`{p}`")
+
+    out: dict[str, Any] = {}
+    kept = {}
+    for name, fn in (("ours", ours), ("deltaspark", theirs)):
+        copy = vacuum_bench._copy(pristine, work / name)
+        try:
+            out[name] = fn(copy)
+        except Exception as exc:
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        kept[name] = vacuum_bench._files(copy)
+        out[name]["deleted"] = before - len(kept[name])
+    out["same_files_kept"] = kept["ours"] == kept["deltaspark"]
+    shutil.rmtree(work, ignore_errors=True)
+    return {"files": before, **out}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from tests.deltaspark.client import DeltaSpark
+
+    sizes = QUICK if quick else FULL
+    t0 = time.perf_counter()
+    with DeltaSpark(log_dir=OUT_DIR / "deltaspark-log", conf={"spark.driver.memory": "4g"}) as ds:
+        jvm = time.perf_counter() - t0
+        result = {
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}",
+            "delta_spark": f"delta-spark {ds.env.describe()['delta']} on Spark {ds.info['spark']}",
+            "jvm_start_seconds": round(jvm, 1),
+            "optimize": run_optimize(ds, sizes["optimize"]),
+            "checkpoint": run_checkpoint(ds, sizes["checkpoint"]),
+            "vacuum": run_vacuum(ds, *sizes["vacuum"]),
+            "load_average": [round(x, 1) for x in os.getloadavg()],
+        }
+    return result
+
+
+def _s(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, int | float) else "—"
+
+
+def _ratio(ours: Any, theirs: Any) -> str:
+    if isinstance(ours, int | float) and isinstance(theirs, int | float) and ours > 0:
+        return f"{theirs / ours:.1f}x"
+    return "—"
+
+
+def render(result: dict[str, Any]) -> str:
+    o = result["optimize"]
+    r = o["results"]
+    lines = [
+        f"{result['delta_spark']} against ours, {result['machine']} "
+        f"(load average after the run: {result['load_average']}); delta-spark's JVM start "
+        f"({result['jvm_start_seconds']} s) is not in its times. Ratio: delta-spark's time over "
+        "ours (above 1: we are faster).",
+        "",
+        f"OPTIMIZE of {o['files']} files, {o['input_bytes'] / 1e6:.0f} MB, {o['rows']} rows, "
+        f"target 128 MiB (Z-order by {', '.join(ZORDER)}):",
+        "",
+        "| contender | bin-pack | files / MB after | Z-order | files / MB after | rows kept |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, key in (
+        ("ours, Arrow executor", "ours_arrow"),
+        ("ours, Spark executor", "ours_spark"),
+        ("delta-spark", "deltaspark"),
+    ):
+        b, z = r[f"{key}_binpack"], r[f"{key}_zorder"]
+        lines.append(
+            f"| {label} | {_s(b.get('seconds'))} | {_files(b)} | {_s(z.get('seconds'))} | "
+            f"{_files(z)} | {b.get('rows_ok', '—')} / {z.get('rows_ok', '—')} |"
+        )
+    lines += ["", "| ratio (delta-spark / ours) | bin-pack | Z-order |", "|---|---|---|"]
+    for label, key in (("Arrow executor", "ours_arrow"), ("Spark executor", "ours_spark")):
+        lines.append(
+            f"| {label} | "
+            f"{_ratio(r[f'{key}_binpack'].get('seconds'), r['deltaspark_binpack'].get('seconds'))}"
+            f" | {_ratio(r[f'{key}_zorder'].get('seconds'), r['deltaspark_zorder'].get('seconds'))}"
+            " |"
+        )
+    c, v = result["checkpoint"], result["vacuum"]
+    lines += [
+        "",
+        "| maintenance | ours | delta-spark | ratio |",
+        "|---|---|---|---|",
+        f"| checkpoint, {c['commits']} commits, {c['files']} files | "
+        f"{_s(c['ours'].get('seconds'))} | {_s(c['deltaspark'].get('seconds'))} | "
+        f"{_ratio(c['ours'].get('seconds'), c['deltaspark'].get('seconds'))} |",
+        f"| VACUUM, {v['files']} files, {v['ours'].get('deleted')} deleted by ours, "
+        f"{v['deltaspark'].get('deleted')} by delta-spark | {_s(v['ours'].get('seconds'))} | "
+        f"{_s(v['deltaspark'].get('seconds'))} | "
+        f"{_ratio(v['ours'].get('seconds'), v['deltaspark'].get('seconds'))} |",
+        "",
+        f"Both VACUUMs kept the same files: {v['same_files_kept']}.",
+    ]
+    errors = [f"optimize {k}: {x['error']}" for k, x in r.items() if "error" in x]
+    for name, part in (("checkpoint", c), ("vacuum", v)):
+        for k in ("ours", "deltaspark"):
+            if "error" in part[k]:
+                errors.append(f"{name} {k}: {part[k]['error']}")
+    if errors:
+        lines += ["", "Failed: " + "; ".join(sorted(set(errors)))]
+    return "\n".join(lines)
+
+
+def _files(r: dict[str, Any]) -> str:
+    if "files_after" not in r:
+        return "—"
+    return f"{r['files_after']} / {r['bytes_after'] / 1e6:.0f}"
