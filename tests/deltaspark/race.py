@@ -12,7 +12,8 @@ Then, at once:
   conflict records it and runs the same operation again, as an application would;
 * a structured-streaming query appending through Delta's streaming sink (``rate-micro-batch``
   source: batch ``b`` carries a known id range);
-* the maintainer, after a seeded pause: OPTIMIZE, checkpoint, VACUUM (one-hour retention) —
+* the maintainer, in passes with seeded pauses until the writers are done: OPTIMIZE, checkpoint,
+  VACUUM (one-hour retention) —
   ours (``txntable optimize|checkpoint|vacuum``) or, for the reference, delta-spark's own
   (``OPTIMIZE``, ``DeltaLog.checkpoint``, ``VACUUM ... RETAIN 1 HOURS``).
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -52,6 +54,7 @@ SEED_RANGES = {"delete": 1_000, "update": 2_000, "merge": 3_000}
 SEED_ROWS = 40
 MERGE_NEW, APPEND_BASE, STREAM_BASE = 4_000, 100_000, 500_000
 RETENTION = "interval 1 hours"
+MAX_PASSES = 3
 _CONFLICT = re.compile(r"Concurrent|ProtocolChanged|MetadataChanged")
 _OPERATION = re.compile(r'"operation"\s*:\s*"([^"]+)"')
 
@@ -107,6 +110,7 @@ class Round:
         self.model = _Model()
         self.result = RoundResult(seed, maintainer)
         self.maintenance_versions: list[int] = []
+        self.writers_done = threading.Event()
 
     # -- set-up ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -123,6 +127,10 @@ class Round:
             self.model.rows.update({i: (s, v) for i, s, v in rows})
         _compact_an_hour_ago(self.path)
         age_log(self.path, days=2 / 24)
+        stamp = time.time() - 7200  # VACUUM deletes only files older than its retention
+        for f in self.path.rglob("*.parquet"):
+            if "_delta_log" not in f.parts:
+                os.utime(f, (stamp, stamp))
 
     # -- writers ----------------------------------------------------------------------------
     def _run(self, writer: str, sql: str, apply: Callable[[], None]) -> None:
@@ -197,17 +205,22 @@ class Round:
 
     # -- the maintainer -------------------------------------------------------------------------
     def _maintain(self) -> None:
+        """Passes of OPTIMIZE, checkpoint, VACUUM with seeded pauses, until the writers are done
+        (at least one pass, at most ``MAX_PASSES``)."""
         rng = random.Random(f"{self.seed}-maintainer")
-        for step in ("optimize", "checkpoint", "vacuum"):
-            time.sleep(rng.uniform(0, 2.0))
-            started = time.monotonic()
-            entry: dict[str, Any] = {"step": step}
-            if self.maintainer == "ours":
-                entry.update(self._ours(step))
-            else:
-                entry.update(self._theirs(step))
-            entry["seconds"] = round(time.monotonic() - started, 2)
-            self.result.maintenance.append(entry)
+        for _ in range(MAX_PASSES):
+            for step in ("optimize", "checkpoint", "vacuum"):
+                time.sleep(rng.uniform(0.5, 3.0))
+                started = time.monotonic()
+                entry: dict[str, Any] = {"step": step}
+                if self.maintainer == "ours":
+                    entry.update(self._ours(step))
+                else:
+                    entry.update(self._theirs(step))
+                entry["seconds"] = round(time.monotonic() - started, 2)
+                self.result.maintenance.append(entry)
+            if self.writers_done.wait(rng.uniform(2.0, 6.0)):
+                return
 
     def _ours(self, step: str) -> dict[str, Any]:
         args = {
@@ -266,7 +279,7 @@ class Round:
             path=str(self.path),
             checkpoint=str(self.path.parent / f"{self.path.name}-stream"),
             rows_per_batch=10,
-            interval_ms=700,
+            interval_ms=1500,
             select=[
                 f"value + {STREAM_BASE} AS id",
                 "'stream' AS src",
@@ -274,15 +287,17 @@ class Round:
                 "'stream' AS grp",
             ],
         )["query"]
-        threads = [
+        writers = [
             threading.Thread(target=_catching(self._writer, w, self.result), name=w)
             for w in ("append", "delete", "update", "merge")
         ]
-        threads.append(threading.Thread(target=_catching(self._maintain, None, self.result)))
-        for t in threads:
+        maintainer = threading.Thread(target=_catching(self._maintain, None, self.result))
+        for t in [*writers, maintainer]:
             t.start()
-        for t in threads:
+        for t in writers:
             t.join()
+        self.writers_done.set()
+        maintainer.join()
         stopped = self.ds.call("stream_stop", query=stream)
         if stopped.get("error"):
             self.result.problems.append(f"streaming query failed: {stopped['error']}")
@@ -332,8 +347,12 @@ class Round:
                 problems.append(f"delta-spark and deltalake read other rows at version {v}")
 
     def _around_maintenance(self, versions: list[int]) -> list[int]:
+        """The latest version, and before and after the first, the last and one more of the
+        maintainer's commits (a time-travel read costs delta-spark several Spark jobs)."""
         wanted = {versions[-1]}
-        for v in self.maintenance_versions:
+        ours = sorted(set(self.maintenance_versions))
+        rng = random.Random(f"{self.seed}-reads")
+        for v in {*ours[:1], *ours[-1:], *rng.sample(ours, min(1, len(ours)))}:
             wanted.update({v - 1, v})
         return sorted(wanted & set(versions))
 

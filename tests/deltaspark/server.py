@@ -282,11 +282,15 @@ def main() -> int:
         if request.get("op") == "stop":
             break
         pool.submit(serve, server, request)
+    # the client is done (or gone): cancel what still runs rather than wait for it
+    server.spark.sparkContext.cancelAllJobs()
     for query in list(server.streams.values()):
-        query.stop()
-    pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            query.stop()
+    pool.shutdown(wait=False, cancel_futures=True)
     server.spark.stop()
-    return 0
+    _PROTO.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
