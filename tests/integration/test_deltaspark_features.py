@@ -13,9 +13,9 @@ cleanup, which remove the feed of old commits by design). Then delta-spark's nex
 must work.
 
 A step we refuse must exit 1 naming the feature, with the table directory byte-identical.
-``REFUSED`` lists the refusals that are by design; ``ISSUE_22`` the ones issue 22 removes (an
-``xfail(strict=True)`` that passes only while the refusal is clean: once issue 22 lands, the
-cell turns into an XPASS failure, and the entry goes).
+``REFUSED`` lists the refusals that are by design (none today: the four checkpoint refusals of
+column mapping, type widening and variant were removed by issue 22, and these cells now pass);
+any other refusal fails its cell.
 
 The tables are built and maintained three at a time (delta-spark's requests run on its thread
 pool, our CLI in subprocesses), once per module; each (feature, step) cell is its own test. The
@@ -50,16 +50,6 @@ ARGS = {
 
 #: (recipe, step) -> why we refuse it, by design
 REFUSED: dict[tuple[str, str], str] = {}
-#: (recipe, step) -> the refusal issue 22 removes (item 1: a checkpoint changes no row, yet
-#: ``engine/checkpoint/write.py`` checks writability as if it changed rows)
-ISSUE_22: dict[tuple[str, str], str] = {
-    ("columnMapping-name", "checkpoint"): "writer feature columnMapping not supported",
-    ("columnMapping-id", "checkpoint"): "writer feature columnMapping not supported",
-    ("typeWidening", "checkpoint"): "writer feature typeWidening not supported",
-    ("variantType", "checkpoint"): "writer feature variantType not supported",
-}
-
-
 class RefusedError(Exception):
     """A step was refused cleanly (exit 1, the feature named, the table unchanged)."""
 
@@ -196,11 +186,7 @@ def _cases() -> list[Any]:
     cases = []
     for name in RECIPES:
         for step in STEPS:
-            marks = []
-            if (name, step) in ISSUE_22:
-                reason = f"refused (issue 22): {ISSUE_22[name, step]}"
-                marks.append(pytest.mark.xfail(strict=True, raises=RefusedError, reason=reason))
-            cases.append(pytest.param(name, step, marks=marks, id=f"{name}-{step}"))
+            cases.append(pytest.param(name, step, id=f"{name}-{step}"))
     return cases
 
 
