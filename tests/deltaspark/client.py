@@ -32,7 +32,10 @@ SERVER = Path(__file__).with_name("server.py")
 #: ``parallelPartitionDiscovery.parallelism`` tasks, 10,000 by default: minutes of empty tasks; the
 #: driver's JIT stops at C1, which costs short jobs less CPU); path-based tables only (in-memory
 #: catalog); UTC everywhere, so timestamps compare as instants; Delta's retention check off, so a
-#: test can VACUUM with a short retention on purpose.
+#: test can VACUUM with a short retention on purpose. With the JIT stopped at C1 the JVM reserves
+#: only 48 MB for compiled code; Spark and Delta fill that within minutes, the JVM then disables
+#: its compiler ("CodeCache is full") and runs everything interpreted, several times slower: the
+#: reservation is set to what the full tiered JIT gets.
 CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -45,7 +48,8 @@ CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1 "
+    "-XX:ReservedCodeCacheSize=240m",
     "spark.driver.memory": "1g",
     "spark.sql.streaming.numRecentProgressUpdates": "1000",
 }
