@@ -325,6 +325,10 @@ class Round:
             problems.append(f"rows resurrected or never acknowledged: {extra[:20]}")
         if wrong:
             problems.append(f"rows with another value than acknowledged: {wrong[:20]}")
+        unparsed = [b for b in batches if "error" in b]
+        if unparsed:
+            problems.append(f"streaming progress not understood: {unparsed[:5]}")
+        batches = [b for b in batches if "error" not in b]
         acked = {STREAM_BASE + v for b in batches for v in range(b["start"], b["end"])}
         streamed = {k for k in table_rows if k >= STREAM_BASE}
         if acked - streamed:

@@ -227,12 +227,16 @@ class _Progress(StreamingQueryListener):
         p = event.progress
         if p.numInputRows <= 0:
             return
-        src = p.sources[0]
-        start = json.loads(src.startOffset)["offset"] if src.startOffset else 0
-        end = json.loads(src.endOffset)["offset"]
-        self.sink.setdefault(str(p.id), []).append(
-            {"batch": p.batchId, "start": start, "end": end, "rows": p.numInputRows}
-        )
+        # the rate source's offset is the number of rows it produced so far: this batch carried
+        # the values end - rows .. end - 1 (its start offset is not always JSON: json.loads
+        # failed on an early batch's); a progress not understood is kept as an error
+        entry: dict[str, Any] = {"batch": p.batchId, "rows": p.numInputRows}
+        try:
+            end = int(json.loads(p.sources[0].endOffset)["offset"])
+            entry.update(start=end - p.numInputRows, end=end)
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {p.sources[0].endOffset!r}"
+        self.sink.setdefault(str(p.id), []).append(entry)
 
     def onQueryIdle(self, event: Any) -> None:
         pass
