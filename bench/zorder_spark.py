@@ -61,11 +61,12 @@ def generate(path: Path, files: int) -> None:
         table.append(_random_rows(i + 1, i * ROWS_PER_FILE, ROWS_PER_FILE))
 
 
-def _vm_hwm_kb(pid: int) -> int:
+def _vm_hwm_kb(pid: int, key: str = "VmHWM") -> int:
+    """A memory figure of ``/proc/PID/status`` (``VmHWM``: peak RSS; ``VmRSS``: now), 0 if gone."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{key}:"):
                     return int(line.split()[1])
     except OSError:
         pass

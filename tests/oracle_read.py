@@ -45,32 +45,29 @@ print(json.dumps(out), flush=True)
 """
 
 
-def read_versions(path: Path | str, versions: list[int]) -> dict[int, dict[str, Any]]:
-    """``{version: {"rows", "digest"} or {"error"}}`` for many versions in one child process."""
+def _child(script: str, args: list[str], timeout: int, what: str) -> Any:
+    """The last JSON line a deltalake child process prints; raises with its error otherwise."""
     done = subprocess.run(
-        [sys.executable, "-c", _MANY, str(path), json.dumps(versions)],
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        raise AssertionError(f"deltalake could not read {path}: {done.stderr[-800:]}")
-    return {int(k): v for k, v in json.loads(lines[-1]).items()}
+        raise AssertionError(f"deltalake could not read {what}: {done.stderr[-800:]}")
+    return json.loads(lines[-1])
+
+
+def read_versions(path: Path | str, versions: list[int]) -> dict[int, dict[str, Any]]:
+    """``{version: {"rows", "digest"} or {"error"}}`` for many versions in one child process."""
+    found = _child(_MANY, [str(path), json.dumps(versions)], 600, str(path))
+    return {int(k): v for k, v in found.items()}
 
 
 def read(path: Path | str, version: int | None = None) -> dict[str, Any]:
     """``{"rows", "digest", "version"}`` as deltalake reads them; raises with its error."""
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(path), "latest" if version is None else str(version)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise AssertionError(f"deltalake could not read {path}@{version}: {done.stderr[-800:]}")
-    result: dict[str, Any] = json.loads(lines[-1])
+    which = "latest" if version is None else str(version)
+    result: dict[str, Any] = _child(_SCRIPT, [str(path), which], 300, f"{path}@{version}")
     return result
