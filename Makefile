@@ -88,10 +88,12 @@ bench: setup deltaspark
 	$(PY) -m bench.run
 
 # Seeded torture runs (writers of both engines, SIGKILLed maintenance, aged logs, clock skew);
-# SOAK_ARGS e.g. "--seeds 1,2,3,4,5 --steps 120". Figures: docs/reliability.md.
+# SOAK_ARGS e.g. "--seeds 1,2,3,4,5 --steps 120"; then the delta-spark races below.
+# Figures: docs/reliability.md.
 SOAK_ARGS ?= --seeds 1,2,3 --steps 80
-soak: setup
+soak: setup deltaspark
 	$(PY) -m tests.soak $(SOAK_ARGS)
+	$(PY) -m tests.deltaspark.race $(DS_SOAK_ARGS)
 
 # Races of delta-spark's writers (INSERT, DELETE, UPDATE, MERGE, a streaming query) against our
 # OPTIMIZE/checkpoint/VACUUM and, as the reference, against delta-spark's own; one round per seed
