@@ -50,6 +50,8 @@ ARGS = {
 
 #: (recipe, step) -> why we refuse it, by design
 REFUSED: dict[tuple[str, str], str] = {}
+
+
 class RefusedError(Exception):
     """A step was refused cleanly (exit 1, the feature named, the table unchanged)."""
 
