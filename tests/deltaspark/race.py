@@ -54,7 +54,8 @@ SEED_RANGES = {"delete": 1_000, "update": 2_000, "merge": 3_000}
 SEED_ROWS = 40
 MERGE_NEW, APPEND_BASE, STREAM_BASE = 4_000, 100_000, 500_000
 RETENTION = "interval 1 hours"
-MAX_PASSES = 3
+#: a bound only: passes go on while the writers run (three stopped before the writers did)
+MAX_PASSES = 12
 _CONFLICT = re.compile(r"Concurrent|ProtocolChanged|MetadataChanged")
 _OPERATION = re.compile(r'"operation"\s*:\s*"([^"]+)"')
 
@@ -210,7 +211,7 @@ class Round:
         rng = random.Random(f"{self.seed}-maintainer")
         for _ in range(MAX_PASSES):
             for step in ("optimize", "checkpoint", "vacuum"):
-                time.sleep(rng.uniform(0.5, 3.0))
+                time.sleep(rng.uniform(0.2, 1.5))
                 started = time.monotonic()
                 entry: dict[str, Any] = {"step": step}
                 if self.maintainer == "ours":
@@ -219,7 +220,7 @@ class Round:
                     entry.update(self._theirs(step))
                 entry["seconds"] = round(time.monotonic() - started, 2)
                 self.result.maintenance.append(entry)
-            if self.writers_done.wait(rng.uniform(2.0, 6.0)):
+            if self.writers_done.wait(rng.uniform(0.5, 2.0)):
                 return
 
     def _ours(self, step: str) -> dict[str, Any]:
