@@ -69,6 +69,8 @@ class RoundResult:
     versions: int = 0
     writer_ops: int = 0
     conflicts: Counter[str] = field(default_factory=Counter)
+    #: the first exception message of each conflict pair, to tell why when the winner is unnamed
+    conflict_messages: dict[str, str] = field(default_factory=dict)
     maintenance: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -145,6 +147,7 @@ class Round:
                 key = f"{writer} lost to {winner.group(1) if winner else '?'}: {exc.short_class}"
                 with self.model.lock:
                     self.result.conflicts[key] += 1
+                    self.result.conflict_messages.setdefault(key, exc.message[:1500])
                 time.sleep(0.2)
                 continue
             with self.model.lock:
@@ -268,6 +271,7 @@ class Round:
             winner = _OPERATION.search(exc.message)
             key = f"OPTIMIZE lost to {winner.group(1) if winner else '?'}: {exc.short_class}"
             self.result.conflicts[key] += 1
+            self.result.conflict_messages.setdefault(key, exc.message[:1500])
             return {"conflict": exc.short_class}
         return {}
 
