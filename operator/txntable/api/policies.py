@@ -258,17 +258,6 @@ class AvoidRecentWrites:
     writes: AvoidWrites = spec_field(AvoidWrites.REMOVES)
     back_off: ConflictBackOff = spec_field(factory=ConflictBackOff)
 
-    def job_args(self) -> list[str]:
-        """The optimize job's flags (none when off)."""
-        if self.within is None:
-            return []
-        return [
-            "--avoid-partitions-written-within",
-            f"{self.within}s",
-            "--avoid-writes",
-            self.writes.value.lower(),
-        ]
-
 
 @dataclass(frozen=True, kw_only=True)
 class VacuumSettings:
@@ -324,19 +313,6 @@ class ParquetWriteSettings:
             raise InvalidSpecError(path, MSG_LEVEL_CODEC)
         if codec == ParquetCodec.GZIP and level > 9:
             raise InvalidSpecError(path, MSG_GZIP_LEVEL)
-
-    def job_args(self) -> list[str]:
-        """The optimize job's flags for the fields that are set."""
-        args: list[str] = []
-        if self.compression is not None:
-            args += ["--compression", self.compression.value]
-        if self.compression_level is not None:
-            args += ["--compression-level", str(self.compression_level)]
-        if self.row_group_rows is not None:
-            args += ["--row-group-rows", str(self.row_group_rows)]
-        if self.dictionary is not None:
-            args += ["--dictionary", self.dictionary.value.lower()]
-        return args
 
 
 @dataclass(frozen=True, kw_only=True)

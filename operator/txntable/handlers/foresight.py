@@ -38,7 +38,6 @@ from txntable.engine.model.physical import partition_physical_names
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.read.activity import read_recent_activity
 from txntable.engine.read.summary import TableSummary
-from txntable.handlers.requests import predicate
 from txntable.launch import RunState, RunStatus
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
@@ -122,7 +121,7 @@ class Foresight:
         try:
             made = plan_from_summary(
                 summary,
-                optimize_policy(spec, predicate(spec.partition_filters)),
+                optimize_policy(spec),
                 vacuum=spec.vacuum.enabled,
                 vacuum_retention_ms=spec.vacuum.retention * 1000 if spec.vacuum.retention else None,
                 now_ms=int(now.timestamp() * 1000),

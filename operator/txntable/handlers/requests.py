@@ -1,49 +1,20 @@
 """Turn a table, its policy and a decision into a ``RunRequest`` for a launcher.
 
-The job's command line is built here, once, from the policy (sizes, predicate, Z-order, commit
-settings) so that every backend runs exactly the same job; the run's deterministic name doubles
+The job's command line is built here, once, from the policy (its OPTIMIZE settings as one
+document, ``api.optimize_options``; the commit attempts and VACUUM as flags) so that every
+backend runs exactly the same job; the run's deterministic name doubles
 as the run id the job writes into ``commitInfo``.
 """
 
 from __future__ import annotations
 
-from txntable.api.policies import FilterOperator, PartitionFilter
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, SparkTemplate, TxnTable
 from txntable.config import Config
 from txntable.launch import Backend, Resources, RunKind, RunRequest
 from txntable.launch.errors import PermanentLaunchError
 from txntable.launch.sizing import Sizing
 from txntable.reconcile.decide import Decision
-
-_OPS = {
-    FilterOperator.EQUALS: "=",
-    FilterOperator.NOT_EQUALS: "!=",
-    FilterOperator.LESS_THAN: "<",
-    FilterOperator.LESS_OR_EQUAL: "<=",
-    FilterOperator.GREATER_THAN: ">",
-    FilterOperator.GREATER_OR_EQUAL: ">=",
-}
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _column(name: str) -> str:
-    return name if name.isidentifier() else "`" + name.replace("`", "``") + "`"
-
-
-def predicate(filters: tuple[PartitionFilter, ...]) -> str | None:
-    """The partition filters of a policy as one predicate of the engine's SQL subset."""
-    parts = []
-    for f in filters:
-        col = _column(f.column)
-        if f.operator in (FilterOperator.IN, FilterOperator.NOT_IN):
-            neg = "NOT " if f.operator is FilterOperator.NOT_IN else ""
-            parts.append(f"{col} {neg}IN ({', '.join(_quote(v) for v in f.values)})")
-        else:
-            parts.append(f"{col} {_OPS[f.operator]} {_quote(f.values[0])}")
-    return " AND ".join(parts) if parts else None
 
 
 def _backend(template: SparkTemplate, config: Config) -> Backend:
@@ -121,36 +92,19 @@ def compaction_request(
     spec = policy.spec
     args = [
         table.spec.location,
-        "--target-size",
-        str(spec.target_file_size),
-        "--min-file-size",
-        str(spec.min_file_size),
-        "--min-input-files",
-        str(spec.min_input_files),
-        "--purge-deleted-percent",
-        str(spec.deletion_vector_purge_percent),
-        "--max-bytes",
-        str(spec.max_bytes_per_run),
+        "--options-json",
+        OptimizeOptions.from_spec(spec).dumps(),
         "--max-attempts",
         str(spec.commit.max_attempts),
         "--executor",
         "spark",
     ]
-    if spec.commit.partial_commit_size:
-        args += ["--commit-every", str(spec.commit.partial_commit_size)]
-    where = predicate(spec.partition_filters)
-    if where:
-        args += ["--where", where]
-    if spec.z_order_by:
-        args += ["--zorder-by", ",".join(spec.z_order_by)]
     if spec.vacuum.enabled:
         args += ["--vacuum"]
         if spec.vacuum.retention is not None:
             args += ["--vacuum-retention", f"interval {spec.vacuum.retention} seconds"]
         if spec.vacuum.dry_run:
             args += ["--vacuum-dry-run"]
-    args += spec.parquet.job_args()
-    args += spec.avoid_recent_writes.job_args()
     for key, value in sorted(table.spec.storage.options.items()):
         args += ["--storage-option", f"{key}={value}"]
     req = _base(

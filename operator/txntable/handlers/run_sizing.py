@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from txntable.api.types import CompactionPolicy, RunKind
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
-from txntable.handlers.requests import predicate
 from txntable.launch import Launcher, RunState, RunStatus
 from txntable.launch.errors import LaunchError
 from txntable.launch.sizing import (
@@ -79,9 +78,7 @@ def plan_figures(
     if plan is None or plan.version != summary.version:
         spec = policy.spec
         try:
-            plan = plan_from_summary(
-                summary, optimize_policy(spec, predicate(spec.partition_filters))
-            )
+            plan = plan_from_summary(summary, optimize_policy(spec))
         except (EngineError, MaintenanceError, ValueError) as exc:
             log.debug("no plan to size the run by: %s", exc)
             return None

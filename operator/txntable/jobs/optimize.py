@@ -37,6 +37,7 @@ from txntable.jobs.storage_args import add_storage_option_argument, storage_opti
 # builds its parser from ``add_arguments`` on every command (``--help`` included), which must
 # not load pyarrow, the log reader or prometheus_client.
 if TYPE_CHECKING:
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.optimize import BinExecutor, OptimizeResult
     from txntable.maintenance.planner import OptimizePolicy
@@ -54,9 +55,19 @@ VACUUM_SPARK_MIN_FILES = 100_000
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options shared by the job and ``txntable optimize``."""
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
+    # the run's OPTIMIZE settings: one document (api/optimize_options.py), which the flags
+    # below fill too (options_from_args); a flag left out keeps the document's value
+    parser.add_argument(
+        "--options-json",
+        default=None,
+        metavar="JSON",
+        help="the settings document as JSON, e.g. '{\"targetFileSize\": 1073741824}', what "
+        "the controller passes; the setting flags, when given, override its keys (default: "
+        "each setting's own default, as its flag says)",
+    )
     parser.add_argument(
         "--target-size",
-        default="128Mi",
+        default=None,
         metavar="SIZE",
         help="target file size, a Kubernetes quantity as in the CRDs: 128Mi = 128 MiB, "
         "500M = 500,000,000 bytes (default 128Mi)",
@@ -70,14 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-input-files",
         type=at_least(2, "files"),
-        default=2,
+        default=None,
         metavar="N",
         help="fewest files a bin may have (default 2)",
     )
     parser.add_argument(
         "--purge-deleted-percent",
         type=percent,
-        default=5,
+        default=None,
         metavar="PERCENT",
         help="rewrite a file whose deletion vector hides this %% of its rows, 1-100 (default 5)",
     )
@@ -115,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--zorder-by",
-        default="",
+        default=None,
         metavar="COLS",
         help="comma-separated columns to Z-order by (default: none, plain compaction)",
     )
@@ -127,7 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--commit-every",
-        default="16Gi",
+        default=None,
         metavar="SIZE",
         help="commit after about this many input bytes (default 16Gi)",
     )
@@ -143,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--avoid-writes",
         choices=("removes", "any"),
-        default="removes",
+        default=None,
         help="which recent writes defer a partition: removes (DELETE, UPDATE, MERGE, overwrite, "
         "OPTIMIZE: the ones that invalidate our inputs; the default) or any (appends too)",
     )
@@ -216,41 +227,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _size(text: str, flag: str) -> int:
+def _size(text: str | None, flag: str) -> int | None:
     """The size given to ``--flag``, in the CRDs' quantity syntax (``128Mi``, ``500M``)."""
     from txntable.api.quantity import QuantityError, parse_size
     from txntable.maintenance.errors import InvalidPolicyError
 
+    if text is None:
+        return None
     try:
         return parse_size(text)
     except QuantityError as exc:
         raise InvalidPolicyError(f"--{flag}: {exc}") from None
 
 
+def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
+    """The run's settings document: ``--options-json`` (the controller's), with every setting
+    flag that was given on top (a human's). The one place flags become settings."""
+    from dataclasses import replace
+
+    from txntable.api.errors import ApiError
+    from txntable.api.optimize_options import OptimizeOptions
+    from txntable.maintenance.errors import InvalidPolicyError
+
+    try:
+        base = (
+            OptimizeOptions()
+            if args.options_json is None
+            else OptimizeOptions.loads(args.options_json)
+        )
+    except ApiError as exc:
+        raise InvalidPolicyError(f"--options-json: {exc}") from None
+    given: dict[str, Any] = {
+        "target_file_size": _size(args.target_size, "target-size"),
+        "min_file_size": _size(args.min_file_size, "min-file-size"),
+        "min_input_files": args.min_input_files,
+        "deletion_vector_purge_percent": args.purge_deleted_percent,
+        "max_bytes": _size(args.max_bytes, "max-bytes"),
+        "commit_every": _size(args.commit_every, "commit-every"),
+        "avoid_recent_writes_ms": args.avoid_partitions_written_within,
+        "avoid_writes": args.avoid_writes,
+        "compression": args.compression,
+        "compression_level": args.compression_level,
+        "row_group_rows": args.row_group_rows,
+        "dictionary": args.dictionary,
+    }
+    if args.zorder_by is not None:
+        given["zorder_by"] = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
+    settings = {name: value for name, value in given.items() if value is not None}
+    if args.where is not None:  # --where "" selects every partition
+        settings["where"] = args.where or None
+    return replace(base, **settings)
+
+
 def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
-    from txntable.engine.write.parquet_options import ParquetSettings
+    """The planner's policy for the run's settings document."""
     from txntable.maintenance.planner import OptimizePolicy
 
-    zorder = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
-    min_size, max_bytes = args.min_file_size, args.max_bytes
-    return OptimizePolicy(
-        target_file_size=_size(args.target_size, "target-size"),
-        min_file_size=None if min_size is None else _size(min_size, "min-file-size"),
-        min_input_files=args.min_input_files,
-        max_bytes=None if max_bytes is None else _size(max_bytes, "max-bytes"),
-        where=args.where or None,
-        zorder_by=zorder,
-        commit_batch_bytes=_size(args.commit_every, "commit-every"),
-        dv_purge_ratio=args.purge_deleted_percent / 100,
-        avoid_recent_writes_ms=args.avoid_partitions_written_within,
-        avoid_writes=args.avoid_writes,
-        parquet=ParquetSettings(
-            codec=args.compression,
-            level=args.compression_level,
-            row_group_rows=args.row_group_rows,
-            dictionary=args.dictionary,
-        ),
-    )
+    return OptimizePolicy.from_options(options_from_args(args))
 
 
 def make_executor(args: argparse.Namespace) -> BinExecutor:

@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.write.parquet_options import ParquetSettings
 from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
@@ -122,6 +123,29 @@ class OptimizePolicy:
             raise InvalidPolicyError(
                 f"avoid writes must be one of {', '.join(AVOID_WRITES)}, got {self.avoid_writes!r}"
             )
+
+    @classmethod
+    def from_options(cls, options: OptimizeOptions) -> OptimizePolicy:
+        """The planner's policy for the run's settings document (``api.optimize_options``):
+        the one place a setting becomes the planner's, for the run and the plan in status."""
+        return cls(
+            target_file_size=options.target_file_size,
+            min_file_size=options.min_file_size,
+            min_input_files=options.min_input_files,
+            max_bytes=options.max_bytes,
+            where=options.where,
+            zorder_by=options.zorder_by,
+            commit_batch_bytes=options.commit_every,
+            dv_purge_ratio=options.deletion_vector_purge_percent / 100,
+            avoid_recent_writes_ms=options.avoid_recent_writes_ms,
+            avoid_writes=options.avoid_writes,
+            parquet=ParquetSettings(
+                codec=options.compression,
+                level=options.compression_level,
+                row_group_rows=options.row_group_rows,
+                dictionary=options.dictionary,
+            ),
+        )
 
     @property
     def effective_min_file_size(self) -> int:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.policies import CompactionPolicySpec
 from txntable.api.table import PlannedPartition, PlanResources, PlanStatus
 from txntable.engine.checkpoint import retention
@@ -396,21 +397,10 @@ def _plan_id(
 
 
 # -- the policy in, the status out --------------------------------------------------------------
-def optimize_policy(spec: CompactionPolicySpec, where: str | None) -> OptimizePolicy:
-    """The planner's policy for a CompactionPolicy (``where``: its partition filters as one
-    predicate), as the optimize job builds it from the run's flags."""
-    within = spec.avoid_recent_writes.within
-    return OptimizePolicy(
-        target_file_size=spec.target_file_size,
-        min_file_size=spec.min_file_size,
-        min_input_files=spec.min_input_files,
-        max_bytes=spec.max_bytes_per_run,
-        where=where,
-        zorder_by=tuple(spec.z_order_by),
-        dv_purge_ratio=spec.deletion_vector_purge_percent / 100,
-        avoid_recent_writes_ms=within * 1000 if within else None,
-        avoid_writes=spec.avoid_recent_writes.writes.value.lower(),
-    )
+def optimize_policy(spec: CompactionPolicySpec) -> OptimizePolicy:
+    """The planner's policy for a CompactionPolicy, made from the same settings document the
+    controller sends the run (``api.optimize_options``), so the plan and the run agree."""
+    return OptimizePolicy.from_options(OptimizeOptions.from_spec(spec))
 
 
 def _partition_text(values: tuple[tuple[str, str | None], ...]) -> str:

@@ -1,9 +1,11 @@
-"""CompactionPolicy ``spec.avoidRecentWrites`` becomes the optimize job's avoidance flags, and the
-job turns them back into the planner's policy (durations in the CRDs' syntax)."""
+"""CompactionPolicy ``spec.avoidRecentWrites`` becomes the avoidance settings of the document the
+optimize job receives, and the job turns them into the planner's policy; a human's flags take
+durations in the CRDs' syntax."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,40 +48,25 @@ def _args(policy: CompactionPolicy) -> tuple[str, ...]:
     return compaction_request(table, policy, decision, Config.from_env({})).args
 
 
-def _avoid_flags(args: tuple[str, ...]) -> list[str]:
-    out = []
-    for i, a in enumerate(args):
-        if a in ("--avoid-partitions-written-within", "--avoid-writes"):
-            out += [a, args[i + 1]]
-    return out
+def _avoid_settings(args: tuple[str, ...]) -> dict[str, Any]:
+    doc = json.loads(args[args.index("--options-json") + 1])
+    return {k: doc[k] for k in ("avoidRecentWritesMs", "avoidWrites")}
 
 
 @pytest.mark.parametrize(
-    ("avoid", "flags", "window_ms", "writes"),
+    ("avoid", "window_ms", "writes"),
     [
-        pytest.param(None, [], None, "removes", id="off-by-default"),
-        pytest.param({"writes": "Any"}, [], None, "removes", id="no-window-is-off"),
-        pytest.param(
-            {"within": "10m"},
-            ["--avoid-partitions-written-within", "600s", "--avoid-writes", "removes"],
-            600_000,
-            "removes",
-            id="removes",
-        ),
-        pytest.param(
-            {"within": "1h30m", "writes": "Any"},
-            ["--avoid-partitions-written-within", "5400s", "--avoid-writes", "any"],
-            5_400_000,
-            "any",
-            id="any",
-        ),
+        pytest.param(None, None, "removes", id="off-by-default"),
+        pytest.param({"writes": "Any"}, None, "any", id="no-window-is-off"),
+        pytest.param({"within": "10m"}, 600_000, "removes", id="removes"),
+        pytest.param({"within": "1h30m", "writes": "Any"}, 5_400_000, "any", id="any"),
     ],
 )
-def test_spec_becomes_flags_and_flags_become_the_policy(
-    avoid: dict[str, Any] | None, flags: list[str], window_ms: int | None, writes: str
+def test_spec_becomes_the_document_and_the_document_the_policy(
+    avoid: dict[str, Any] | None, window_ms: int | None, writes: str
 ) -> None:
     args = _args(_policy(avoid))
-    assert _avoid_flags(args) == flags
+    assert _avoid_settings(args) == {"avoidRecentWritesMs": window_ms, "avoidWrites": writes}
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     job_args = [a for a in args if a != "--master" and not a.startswith("local")]

@@ -1,8 +1,10 @@
-"""CompactionPolicy fields that become optimize-job flags: spec.vacuum and the deletion-vector purge
-percentage, parsed from manifests and checked like the API server does."""
+"""CompactionPolicy fields that reach the optimize job: spec.vacuum as flags, the deletion-vector
+purge percentage and the Parquet settings in the settings document (``--options-json``), parsed
+from manifests and checked like the API server does."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,8 +70,14 @@ def test_a_bad_retention_is_a_spec_error() -> None:
         _policy({"enabled": True, "retention": "1 month"})  # months have no fixed length
 
 
-@pytest.mark.parametrize(("given", "flag"), [(None, "5"), (20, "20")])
-def test_the_deletion_vector_purge_percent_reaches_the_job(given: int | None, flag: str) -> None:
+def _document(args: tuple[str, ...]) -> dict[str, Any]:
+    """The settings document the job receives."""
+    doc: dict[str, Any] = json.loads(args[args.index("--options-json") + 1])
+    return doc
+
+
+@pytest.mark.parametrize(("given", "sent"), [(None, 5), (20, 20)])
+def test_the_deletion_vector_purge_percent_reaches_the_job(given: int | None, sent: int) -> None:
     spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
     if given is not None:
         spec["deletionVectorPurgePercent"] = given
@@ -81,8 +89,7 @@ def test_the_deletion_vector_purge_percent_reaches_the_job(given: int | None, fl
             "spec": spec,
         }
     )
-    args = list(_args(policy))
-    assert args[args.index("--purge-deleted-percent") + 1] == flag
+    assert _document(_args(policy))["deletionVectorPurgePercent"] == sent
     with pytest.raises(InvalidSpecError, match="deletionVectorPurgePercent"):
         _policy_with({"deletionVectorPurgePercent": 0})
 
@@ -99,10 +106,10 @@ def _policy_with(extra: dict[str, Any]) -> CompactionPolicy:
 
 
 @pytest.mark.parametrize(
-    ("parquet", "flags"),
+    ("parquet", "sent"),
     [
-        pytest.param(None, [], id="unset-leaves-it-to-the-table-and-the-job"),
-        pytest.param({"compression": "zstd"}, ["--compression", "zstd"], id="codec"),
+        pytest.param(None, {}, id="unset-leaves-it-to-the-table-and-the-job"),
+        pytest.param({"compression": "zstd"}, {"compression": "zstd"}, id="codec"),
         pytest.param(
             {
                 "compression": "gzip",
@@ -110,22 +117,23 @@ def _policy_with(extra: dict[str, Any]) -> CompactionPolicy:
                 "rowGroupRows": 65536,
                 "dictionary": "Off",
             },
-            [
-                *("--compression", "gzip", "--compression-level", "9"),
-                *("--row-group-rows", "65536", "--dictionary", "off"),
-            ],
+            {
+                "compression": "gzip",
+                "compressionLevel": 9,
+                "rowGroupRows": 65536,
+                "dictionary": "off",
+            },
             id="everything",
         ),
-        pytest.param({"compressionLevel": 5}, ["--compression-level", "5"], id="level-alone"),
+        pytest.param({"compressionLevel": 5}, {"compressionLevel": 5}, id="level-alone"),
     ],
 )
-def test_parquet_settings_become_job_flags(
-    parquet: dict[str, Any] | None, flags: list[str]
+def test_parquet_settings_reach_the_job(
+    parquet: dict[str, Any] | None, sent: dict[str, Any]
 ) -> None:
-    args = list(_args(_policy_with({} if parquet is None else {"parquet": parquet})))
-    parquet_flags = ("--compression", "--compression-level", "--row-group-rows", "--dictionary")
-    got = [a for i, a in enumerate(args) if a in parquet_flags or args[i - 1] in parquet_flags]
-    assert got == flags
+    doc = _document(_args(_policy_with({} if parquet is None else {"parquet": parquet})))
+    keys = ("compression", "compressionLevel", "rowGroupRows", "dictionary")
+    assert {k: doc[k] for k in keys if doc[k] is not None} == sent
 
 
 def test_the_job_accepts_the_flags_the_policy_gives() -> None:

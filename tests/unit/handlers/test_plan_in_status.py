@@ -95,9 +95,7 @@ def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
     tick = c.tick(0)
     plan = tick.status.plan
     assert plan is not None
-    expected = plan_from_summary(
-        TableSummary.load(c.data.storage), optimize_policy(c.policy.spec, None)
-    )
+    expected = plan_from_summary(TableSummary.load(c.data.storage), optimize_policy(c.policy.spec))
     # the work's hash, with the log version it was first planned at (what an approval names)
     assert plan.plan_id == f"{expected.plan_id}-v6"
     assert (plan.bins, plan.files, plan.input_bytes) == (2, 12, expected.input_bytes)

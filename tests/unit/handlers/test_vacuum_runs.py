@@ -64,7 +64,7 @@ def test_the_request_is_a_vacuum_run_with_the_policys_settings() -> None:
     assert "--vacuum-dry-run" in args
     assert args[args.index("--storage-option") + 1] == "region=x"
     assert args[args.index("--run-id") + 1] == req.name
-    assert not {"--target-size", "--zorder-by", "--where", "--vacuum"} & set(args)
+    assert not {"--options-json", "--target-size", "--zorder-by", "--where", "--vacuum"} & set(args)
     # the table's own retention unless the policy names one; a retry is a new run
     plain = vacuum_request(table(), policy(), decision(attempt=1), Config())
     assert "--vacuum-retention" not in plain.args and "--vacuum-dry-run" not in plain.args
