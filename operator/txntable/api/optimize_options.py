@@ -53,6 +53,8 @@ class OptimizeOptions:
     #: files under this are candidates (None: the target size)
     min_file_size: int | None = None
     min_input_files: int = 2
+    #: most files one bin combines (None: as many as fit the target size)
+    max_files_per_bin: int | None = None
     #: rewrite a file whose deletion vector hides at least this percentage of its rows
     deletion_vector_purge_percent: int = DEFAULT_DV_PURGE_PERCENT
     #: input bytes one run rewrites at most (None: no limit)
@@ -80,6 +82,7 @@ class OptimizeOptions:
             target_file_size=spec.target_file_size,
             min_file_size=spec.min_file_size,
             min_input_files=spec.min_input_files,
+            max_files_per_bin=spec.max_files_per_bin,
             deletion_vector_purge_percent=spec.deletion_vector_purge_percent,
             max_bytes=spec.max_bytes_per_run,
             commit_every=spec.commit.partial_commit_size or DEFAULT_COMMIT_EVERY,

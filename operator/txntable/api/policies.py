@@ -88,6 +88,7 @@ MSG_NO_TRIGGER: Final = (
     "set a schedule or at least one threshold (smallFiles, smallFilePercent, commitsSinceLastRun)"
 )
 MSG_MIN_ABOVE_TARGET: Final = "minFileSize must not exceed targetFileSize"
+MSG_MAX_FILES_BELOW_MIN: Final = "maxFilesPerBin must not be below minInputFiles"
 MSG_EMPTY_WINDOW: Final = "a maintenance window must not start and end at the same time"
 MSG_FILTER_ARITY: Final = "In and NotIn take one or more values; other operators exactly one"
 MSG_LEVEL_CODEC: Final = "compressionLevel applies only to zstd and gzip"
@@ -349,6 +350,7 @@ class CompactionPolicySpec:
     target_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.TARGET_FILE_SIZE)
     min_file_size: int = spec_field(kind=SIZE, minimum=1, text_default=d.MIN_FILE_SIZE)
     min_input_files: int = spec_field(d.MIN_INPUT_FILES, minimum=2, maximum=100_000)
+    max_files_per_bin: int | None = spec_field(None, minimum=2, maximum=100_000)
     deletion_vector_purge_percent: int = spec_field(d.DV_PURGE_PERCENT, minimum=1, maximum=100)
     max_bytes_per_run: int = spec_field(kind=SIZE, minimum=1, text_default=d.MAX_BYTES_PER_RUN)
     partition_filters: tuple[PartitionFilter, ...] = spec_field((), max_items=16)
@@ -375,6 +377,8 @@ class CompactionPolicySpec:
         """Mirrors of the CEL rules, plus a time-zone lookup the schema cannot do."""
         if self.min_file_size > self.target_file_size:
             raise InvalidSpecError(path, MSG_MIN_ABOVE_TARGET)
+        if self.max_files_per_bin is not None and self.max_files_per_bin < self.min_input_files:
+            raise InvalidSpecError(path, MSG_MAX_FILES_BELOW_MIN)
         for i, column in enumerate(self.z_order_by):
             if column in self.z_order_by[:i]:  # the item, as the API server reports it
                 raise InvalidSpecError(f"{path}.zOrderBy[{i}]", "duplicate entry")

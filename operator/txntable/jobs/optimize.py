@@ -86,6 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fewest files a bin may have (default 2)",
     )
     parser.add_argument(
+        "--max-files-per-bin",
+        type=at_least(2, "files"),
+        default=None,
+        metavar="N",
+        help="most files a bin may combine, so one task never opens more (default: no limit)",
+    )
+    parser.add_argument(
         "--purge-deleted-percent",
         type=percent,
         default=None,
@@ -261,6 +268,7 @@ def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
         "target_file_size": _size(args.target_size, "target-size"),
         "min_file_size": _size(args.min_file_size, "min-file-size"),
         "min_input_files": args.min_input_files,
+        "max_files_per_bin": args.max_files_per_bin,
         "deletion_vector_purge_percent": args.purge_deleted_percent,
         "max_bytes": _size(args.max_bytes, "max-bytes"),
         "commit_every": _size(args.commit_every, "commit-every"),

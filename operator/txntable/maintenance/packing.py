@@ -8,9 +8,10 @@ functions here, so what the status promises and what the run does cannot drift a
 * partitions are planned in ``partition_order`` (null first, then by value);
 * ``pack_partition``: the files under the minimum size, plus those due a deletion-vector purge,
   packed first-fit-decreasing (size descending, ties in the order the caller gives) into bins
-  of at most the target size; a partition with fewer than two files and nothing to purge, or
-  with fewer candidates than ``min_input_files`` and nothing to purge, yields no bin; a bin is
-  kept with ``min_input_files`` files or more, or with a file to purge;
+  of at most the target size and at most ``max_files_per_bin`` files; a partition with fewer
+  than two files and nothing to purge, or with fewer candidates than ``min_input_files`` and
+  nothing to purge, yields no bin; a bin is kept with ``min_input_files`` files or more, or
+  with a file to purge;
 * ``bins_within``: a run takes the bins in plan order while their bytes fit ``max_bytes``,
   at least one; the rest are deferred to a later run.
 
@@ -36,6 +37,9 @@ class PackingRules(Protocol):
 
     @property
     def min_input_files(self) -> int: ...
+
+    @property
+    def max_files_per_bin(self) -> int | None: ...
 
 
 def partition_order(key: PartitionKey) -> tuple[tuple[int, str], ...]:
@@ -69,7 +73,7 @@ def pack_partition(
         candidates.sort(key=sizes.__getitem__, reverse=True)
     else:
         candidates.sort(key=lambda i: (-sizes[i], ties[i]))
-    target = rules.target_file_size
+    target, most = rules.target_file_size, rules.max_files_per_bin
     packed: list[list[int]] = []
     rooms: list[int] = []  # bytes each bin can still take (one comparison per bin tried)
     for i in candidates:
@@ -82,6 +86,9 @@ def pack_partition(
         else:
             packed.append([i])
             rooms.append(target - size)
+            b = len(packed) - 1
+        if most is not None and len(packed[b]) >= most:
+            rooms[b] = -1  # full by count: no file, not even an empty one, fits
     minimum = rules.min_input_files
     if purge is None or not purging:
         return [members for members in packed if len(members) >= minimum]

@@ -86,6 +86,9 @@ class OptimizePolicy:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     min_file_size: int | None = None
     min_input_files: int = 2
+    #: most files one bin combines (None: as many as fit the target size); Z-order and
+    #: clustered bins hold a whole partition and ignore it
+    max_files_per_bin: int | None = None
     max_bytes: int | None = None
     where: str | None = None
     zorder_by: tuple[str, ...] = ()
@@ -109,6 +112,11 @@ class OptimizePolicy:
             raise InvalidPolicyError("min file size must be positive")
         if self.min_input_files < 2:
             raise InvalidPolicyError("min input files per bin must be at least 2")
+        if self.max_files_per_bin is not None and self.max_files_per_bin < self.min_input_files:
+            raise InvalidPolicyError(
+                f"max files per bin ({self.max_files_per_bin}) must not be below min input "
+                f"files ({self.min_input_files})"
+            )
         if self.max_bytes is not None and self.max_bytes <= 0:
             raise InvalidPolicyError("max bytes per run must be positive")
         if self.commit_batch_bytes <= 0:
@@ -132,6 +140,7 @@ class OptimizePolicy:
             target_file_size=options.target_file_size,
             min_file_size=options.min_file_size,
             min_input_files=options.min_input_files,
+            max_files_per_bin=options.max_files_per_bin,
             max_bytes=options.max_bytes,
             where=options.where,
             zorder_by=options.zorder_by,
@@ -156,6 +165,7 @@ class OptimizePolicy:
             "targetFileSize": self.target_file_size,
             "minFileSize": self.effective_min_file_size,
             "minInputFiles": self.min_input_files,
+            "maxFilesPerBin": self.max_files_per_bin,
             "maxBytes": self.max_bytes,
             "where": self.where,
             "zOrderBy": list(self.zorder_by),

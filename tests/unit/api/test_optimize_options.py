@@ -27,6 +27,7 @@ EVERY_SETTING = OptimizeOptions(
     target_file_size=1 << 30,
     min_file_size=1 << 20,
     min_input_files=3,
+    max_files_per_bin=4,
     deletion_vector_purge_percent=20,
     max_bytes=5 << 30,
     commit_every=2 << 30,
@@ -46,6 +47,7 @@ SPEC: dict[str, Any] = {
     "targetFileSize": "1Gi",
     "minFileSize": "1Mi",
     "minInputFiles": 3,
+    "maxFilesPerBin": 4,
     "deletionVectorPurgePercent": 20,
     "maxBytesPerRun": "5Gi",
     "commit": {"partialCommitSize": "2Gi"},
@@ -65,6 +67,7 @@ SPEC: dict[str, Any] = {
 #: ... and as a human's command line
 FLAGS = [
     *("--target-size", "1Gi", "--min-file-size", "1Mi", "--min-input-files", "3"),
+    *("--max-files-per-bin", "4"),
     *("--purge-deleted-percent", "20", "--max-bytes", "5Gi", "--commit-every", "2Gi"),
     *("--where", "d = '2024' AND `my col` IN ('a', 'b')", "--zorder-by", "x, y"),
     *("--avoid-partitions-written-within", "10m", "--avoid-writes", "any"),

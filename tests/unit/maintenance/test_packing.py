@@ -39,6 +39,35 @@ def test_pack_partition(
     assert [[sizes[i] for i in members] for members in bins] == expected
 
 
+@pytest.mark.parametrize(
+    ("most", "expected"),
+    [
+        pytest.param(None, [[30, 20, 20, 10, 10, 5]], id="no-limit-one-bin"),
+        pytest.param(3, [[30, 20, 20], [10, 10, 5]], id="full-by-count-opens-a-bin"),
+        pytest.param(4, [[30, 20, 20, 10], [10, 5]], id="the-rest-still-packs"),
+        pytest.param(5, [[30, 20, 20, 10, 10]], id="a-lone-leftover-is-dropped"),
+    ],
+)
+def test_max_files_per_bin_closes_a_bin_by_count(
+    most: int | None, expected: list[list[int]]
+) -> None:
+    sizes = [10, 20, 5, 30, 10, 20]  # 95 bytes: one bin of a 100-byte target without a limit
+    rules = OptimizePolicy(target_file_size=100, min_file_size=50, max_files_per_bin=most)
+    bins = pack_partition(sizes, rules)
+    assert [[sizes[i] for i in members] for members in bins] == expected
+
+
+def test_max_files_per_bin_holds_for_empty_files_and_purges() -> None:
+    rules = OptimizePolicy(target_file_size=100, min_file_size=50, max_files_per_bin=2)
+    sizes = [0, 0, 0, 0, 0]
+    assert [len(m) for m in pack_partition(sizes, rules)] == [2, 2]
+    # a file due a purge counts like any other; the bin it opens closes at two files
+    purge = [True, False, False, False]
+    assert [len(m) for m in pack_partition([90, 5, 5, 5], rules, purge=purge)] == [2, 2]
+    unlimited = OptimizePolicy(target_file_size=100, min_file_size=50)
+    assert [len(m) for m in pack_partition([90, 5, 5, 5], unlimited, purge=purge)] == [3]
+
+
 def test_ties_order_equal_sizes_and_change_no_bin_sizes() -> None:
     rng = random.Random(24)
     sizes = [rng.choice([5, 10, 20, 30, 45]) for _ in range(200)]

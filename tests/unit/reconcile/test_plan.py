@@ -74,6 +74,9 @@ CASES = {
         ["a", "b", "c"], 30, OptimizePolicy(target_file_size=5_000, where="p IN ('a', 'c')")
     ),
     "few-files-default-policy": Case(["a", "b", "c", "d"], 4, OptimizePolicy(), seed=5),
+    "max-files-per-bin-3": Case(
+        ["a", "b", None], 40, OptimizePolicy(target_file_size=50_000, max_files_per_bin=3), seed=6
+    ),
 }
 
 
