@@ -11,18 +11,14 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
 from tests.integration.optimize_helpers import fragmented_table, rows_multiset
-from txntable.api.conditions import Reason
-from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.config import Config
-from txntable.handlers.requests import compaction_request
-from txntable.reconcile.decide import Decision
+from tests.unit.policy_support import compaction_args, compaction_policy
 
 pytestmark = pytest.mark.integration
 
@@ -37,26 +33,9 @@ def _job(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _controller_args(location: Path, spec: dict[str, object]) -> list[str]:
+def _controller_args(location: Path, spec: dict[str, Any]) -> list[str]:
     """The job's arguments as the controller builds them, run in-process with Arrow (no JVM)."""
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "t", "namespace": "ns", "uid": "u-1"},
-            "spec": {"location": str(location)},
-        }
-    )
-    policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"triggers": {"smallFiles": 2}, **spec},
-        }
-    )
-    decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
-    args = list(compaction_request(table, policy, decision, Config.from_env({})).args)
+    args = list(compaction_args(compaction_policy(spec), str(location)))
     at = args.index("--master")
     del args[at : at + 2]
     args[args.index("--executor") + 1] = "arrow"

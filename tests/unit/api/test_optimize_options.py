@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from txntable.api.conditions import Reason
+from tests.unit.policy_support import compaction_args, compaction_policy
 from txntable.api.errors import InvalidSpecError
 from txntable.api.optimize_options import OptimizeOptions
-from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.config import Config
-from txntable.handlers.requests import compaction_request
+from txntable.api.types import CompactionPolicy
 from txntable.jobs.optimize import add_arguments, options_from_args, policy_from_args
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.planner import OptimizePolicy
-from txntable.reconcile.decide import Decision
 from txntable.reconcile.plan import optimize_policy
 
 EVERY_SETTING = OptimizeOptions(
@@ -77,14 +73,7 @@ FLAGS = [
 
 
 def _policy(spec: dict[str, Any]) -> CompactionPolicy:
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": spec,
-        }
-    )
+    return compaction_policy(spec)
 
 
 def _job_args(argv: list[str]) -> argparse.Namespace:
@@ -95,16 +84,7 @@ def _job_args(argv: list[str]) -> argparse.Namespace:
 
 def _controller_args(spec: dict[str, Any]) -> list[str]:
     """What the controller starts the job with, less what a launcher adds (``--master``)."""
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "t", "namespace": "ns"},
-            "spec": {"location": "s3://bucket/t"},
-        }
-    )
-    decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
-    args = list(compaction_request(table, _policy(spec), decision, Config.from_env({})).args)
+    args = list(compaction_args(compaction_policy(spec)))
     at = args.index("--master")
     return args[:at] + args[at + 2 :]
 

@@ -6,46 +6,23 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from tests.unit.case_ids import readable
-from txntable.api.conditions import Reason
+from tests.unit.policy_support import compaction_args, compaction_policy
 from txntable.api.errors import InvalidSpecError
-from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.config import Config
-from txntable.handlers.requests import compaction_request
+from txntable.api.types import CompactionPolicy
 from txntable.jobs.optimize import add_arguments, policy_from_args
-from txntable.reconcile.decide import Decision
 
 
 def _policy(avoid: dict[str, Any] | None) -> CompactionPolicy:
-    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
-    if avoid is not None:
-        spec["avoidRecentWrites"] = avoid
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": spec,
-        }
-    )
+    return compaction_policy({} if avoid is None else {"avoidRecentWrites": avoid})
 
 
 def _args(policy: CompactionPolicy) -> tuple[str, ...]:
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "t", "namespace": "ns"},
-            "spec": {"location": "s3://bucket/t"},
-        }
-    )
-    decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
-    return compaction_request(table, policy, decision, Config.from_env({})).args
+    return compaction_args(policy)
 
 
 def _avoid_settings(args: tuple[str, ...]) -> dict[str, Any]:

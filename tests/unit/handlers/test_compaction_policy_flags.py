@@ -5,45 +5,22 @@ from manifests and checked like the API server does."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from tests.unit.case_ids import readable
-from txntable.api.conditions import Reason
+from tests.unit.policy_support import compaction_args, compaction_policy
 from txntable.api.errors import InvalidSpecError
-from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.config import Config
-from txntable.handlers.requests import compaction_request
-from txntable.reconcile.decide import Decision
+from txntable.api.types import CompactionPolicy
 
 
 def _policy(vacuum: dict[str, Any] | None) -> CompactionPolicy:
-    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
-    if vacuum is not None:
-        spec["vacuum"] = vacuum
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": spec,
-        }
-    )
+    return compaction_policy({} if vacuum is None else {"vacuum": vacuum})
 
 
 def _args(policy: CompactionPolicy) -> tuple[str, ...]:
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "t", "namespace": "ns"},
-            "spec": {"location": "s3://bucket/t"},
-        }
-    )
-    decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
-    return compaction_request(table, policy, decision, Config.from_env({})).args
+    return compaction_args(policy)
 
 
 @pytest.mark.parametrize(
@@ -78,31 +55,14 @@ def _document(args: tuple[str, ...]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("given", "sent"), [(None, 5), (20, 20)])
 def test_the_deletion_vector_purge_percent_reaches_the_job(given: int | None, sent: int) -> None:
-    spec: dict[str, Any] = {"triggers": {"smallFiles": 2}}
-    if given is not None:
-        spec["deletionVectorPurgePercent"] = given
-    policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": spec,
-        }
-    )
+    policy = compaction_policy({} if given is None else {"deletionVectorPurgePercent": given})
     assert _document(_args(policy))["deletionVectorPurgePercent"] == sent
     with pytest.raises(InvalidSpecError, match="deletionVectorPurgePercent"):
         _policy_with({"deletionVectorPurgePercent": 0})
 
 
 def _policy_with(extra: dict[str, Any]) -> CompactionPolicy:
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"triggers": {"smallFiles": 2}, **extra},
-        }
-    )
+    return compaction_policy(extra)
 
 
 @pytest.mark.parametrize(
