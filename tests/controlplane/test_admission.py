@@ -200,6 +200,7 @@ ACCEPTED_EDGES = [
     _edge("min file size equal to target", NIGHTLY, "spec.minFileSize", "512Mi"),
     _edge("min in bytes equal to target", NIGHTLY, "spec.minFileSize", 536870912),
     _edge("min in decimal units below target", NIGHTLY, "spec.minFileSize", "500M"),
+    _edge("max files per bin equal to min input files (4)", NIGHTLY, "spec.maxFilesPerBin", 4),
     # the executor pod: 16Gi of heap + 10% overhead (issue 23.11)
     _edge("memory ceiling one byte above the executor pod", NIGHTLY,
           "spec.spark.autoSize.maxExecutorMemory", 16 * 2**30 + 16 * 2**30 // 10 + 1),
