@@ -93,11 +93,12 @@ def _free_port() -> int:
 
 
 def _counting_emulator(verbs: list[str]) -> Any:
-    """A kmock ``KubernetesEmulator`` that appends each request's ``verb resource`` to ``verbs``
-    and forgets the request once answered (see ``Emulator`` for why)."""
-    from kmock import KubernetesEmulator
+    """kmock's emulator (whose objects have uids, as Kopf needs: ``tests.kmock_emulator``) that
+    appends each request's ``verb resource`` to ``verbs`` and forgets the request once answered
+    (see ``Emulator`` for why)."""
+    from tests.kmock_emulator import ApiServerEmulator
 
-    class CountingEmulator(KubernetesEmulator):
+    class CountingEmulator(ApiServerEmulator):
         async def _handle(self, request: Any) -> Any:
             verbs.append(_verb(request))
             try:

@@ -1,9 +1,11 @@
-"""Shared fixtures: where the reference tables live, and scratch copies of them."""
+"""Shared fixtures: where the reference tables live, scratch copies of them, and the kmock
+emulator every controller test runs against."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,12 @@ def table_copy(tmp_path: Path):
         return dest
 
     return copy
+
+
+@pytest.fixture
+def kmock_options(kmock_options: dict[str, Any]) -> dict[str, Any]:
+    """Every ``kmock`` fixture is kmock's emulator whose objects have uids, as on a real API
+    server: Kopf keys its memory of an object by uid (``tests.kmock_emulator``)."""
+    from tests.kmock_emulator import ApiServerEmulator
+
+    return {**kmock_options, "cls": ApiServerEmulator}
