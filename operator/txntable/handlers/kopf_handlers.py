@@ -33,8 +33,6 @@ from txntable.api.conditions import (
 from txntable.api.constants import (
     FINALIZER,
     GROUP,
-    KIND_CHECKPOINT_POLICY,
-    KIND_COMPACTION_POLICY,
     PLURAL_CHECKPOINT_POLICY,
     PLURAL_COMPACTION_POLICY,
     PLURAL_TABLE,
@@ -287,11 +285,9 @@ def _drop_legacy_finalizer(body: kopf.Body, patch: kopf.Patch) -> None:
 def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any) -> None:
     """Status of a policy: validity, matched tables, active and last runs, next schedule.
     One reading of the object serves the whole tick: a timer's body is a live view that Kopf
-    replaces when a watch event arrives, and under kmock it was seen to become another policy
-    mid-tick, so the Event judging one policy was posted on the other."""
+    replaces when a watch event of the object arrives, so the tick judges, patches and
+    announces one version of it."""
     body = kopf.Body(cast(kopf.RawBody, dict(live)))
-    if not _is_kind(parse, body):
-        return
     _drop_legacy_finalizer(body, patch)
     now = datetime.now(UTC)
     try:
@@ -337,14 +333,6 @@ def _announce_invalid(body: kopf.Body, before: Any, after: Any, said: dict[str, 
     kopf.event(body, type="Warning", reason=EventReason.INVALID_SPEC, message=new.message)
 
 
-def _is_kind(parse: Any, body: kopf.Body) -> bool:
-    """Policy handlers act only on their own kind: under some API emulators Kopf has been seen
-    delivering one policy kind's objects to the other kind's handlers (same group/version)."""
-    expected = KIND_COMPACTION_POLICY if parse == CompactionPolicy.from_manifest else None
-    expected = expected or KIND_CHECKPOINT_POLICY
-    return body.get("kind") in (None, expected)
-
-
 @kopf.on.create(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="validate-compaction-policy")
 @kopf.on.update(
     GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="revalidate-compaction-policy", field="spec"
@@ -363,8 +351,6 @@ def validate_checkpoint_policy(*, body: kopf.Body, patch: kopf.Patch, **_: Any) 
 
 
 def _validate_policy(parse: Any, body: kopf.Body, patch: kopf.Patch) -> None:
-    if not _is_kind(parse, body):
-        return
     try:
         parse(dict(body))
     except InvalidSpecError as exc:
