@@ -348,6 +348,7 @@ class Operator:
                     table, ckpt.policy, seen.health, seen.engine_table, acts=acts, events=events
                 )
         records = (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
+        self.followed.remember(key, records, seen.vacuum_time)
         if self.metrics is not None:
             self.metrics.observe_failures(
                 table.metadata.namespace or "default",
@@ -421,7 +422,7 @@ class Operator:
             for kind, message in stopped:
                 self.holds.unsupported(key, kind, protocol_of(health), message)
         vacuum_time = last_vacuum_time(
-            table.status.last_vacuum_time,
+            self.followed.vacuum_time(key, table.status.last_vacuum_time),
             runs,
             compaction_vacuums=bool(comp and comp.spec.vacuum.enabled),
         )

@@ -2,12 +2,18 @@
 
 A finished run is adopted once: its record, its ``Run<Outcome>`` Event and its metrics are
 produced the first time the run is seen finished, never again (idempotent by run name, in memory
-and through the status). What the record and the Event say comes from the job's own result
-line first (its ``error``, what it committed before failing, the figures of its VACUUM), on every
-backend: a finished run listed without its result (cluster listings carry none) is read once in
-detail (``Launcher.status``: the driver's log) before it is recorded. The backend's message
-(a local run's exit code and stderr filtered of log noise, a Job's or SparkApplication's failure)
-is the fallback. A run whose result says a table feature stopped it (``errorType``
+and through the status). The newest record of each kind (and the newest VACUUM's start) is kept
+in memory too, not only in the status: the status a tick reads is the last watch event's, which
+may come from before a run was even launched, and once a finished run's object is deleted (a
+history limit of 0) nothing else would say that the run took place, so the same run (the same
+name: the same minute's slot) was launched again inside the policy's cooldown.
+
+What the record and the Event say comes from the job's own result line first (its ``error``,
+what it committed before failing, the figures of its VACUUM), on every backend: a finished run
+listed without its result (cluster listings carry none) is read once in detail
+(``Launcher.status``: the driver's log) before it is recorded. The backend's message (a local
+run's exit code and stderr filtered of log noise, a Job's or SparkApplication's failure) is the
+fallback. A run whose result says a table feature stopped it (``errorType``
 ``UnsupportedFeature``) is reported so the step can be held (``handlers.holds``).
 """
 
@@ -50,16 +56,38 @@ class Event:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """What a table's last tick ended with: its records (``KINDS`` order) and last VACUUM."""
+
+    records: Records
+    vacuum_time: datetime | None
+
+
 @dataclass
 class RunRecords:
-    """Per table: the record made for each finished run already adopted, by run name."""
+    """Per table: the record made for each finished run already adopted, by run name, and the
+    newest record of each kind and VACUUM time a tick ended with."""
 
     clock: Callable[[], datetime]
     metrics: ControllerMetrics | None = None
     _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
+    _newest: dict[str, _Newest] = field(default_factory=dict)
 
     def forget(self, key: str) -> None:
         self._recorded.pop(key, None)
+        self._newest.pop(key, None)
+
+    def remember(self, key: str, records: Records, vacuum_time: datetime | None) -> None:
+        """What the tick of ``key`` ended with (runs it started included): the next ticks
+        start from it when the status they read is older."""
+        self._newest[key] = _Newest(records, vacuum_time)
+
+    def vacuum_time(self, key: str, known: datetime | None) -> datetime | None:
+        """The later of ``known`` (the status read) and the last VACUUM time remembered."""
+        newest = self._newest.get(key)
+        found = [t for t in (known, newest.vacuum_time if newest else None) if t is not None]
+        return max(found) if found else None
 
     def records(
         self,
@@ -77,6 +105,9 @@ class RunRecords:
         key = table.metadata.key
         status = table.status
         records = [status.last_compaction, status.last_checkpoint, status.last_vacuum]
+        known = self._newest.get(key)
+        if known is not None:  # the status read may lag behind what this controller knows
+            records = [_later(*pair) for pair in zip(records, known.records, strict=True)]
         seen = self._recorded.setdefault(key, {})
         for index, kind in enumerate(KINDS):
             stale = records[index]
@@ -287,6 +318,20 @@ def _vacuum_note(doc: Mapping[str, Any]) -> str:
 
 def _whole(moment: datetime | None) -> datetime | None:
     return moment.replace(microsecond=0) if moment else None
+
+
+def _later(read: RunRecord | None, known: RunRecord | None) -> RunRecord | None:
+    """Of the record in the status ``read`` and the one ``known`` from this controller's last
+    tick: the later run's; for the same run, the finished one; else the known one (the status
+    was written from it, or lags behind it)."""
+    if read is None or known is None:
+        return known or read
+    if read.run_name == known.run_name:
+        finished = known.outcome not in (RunOutcome.RUNNING, None)
+        return known if finished or read.outcome in (RunOutcome.RUNNING, None) else read
+    if read.start_time and known.start_time and read.start_time > known.start_time:
+        return read
+    return known
 
 
 def _older(run: RunStatus, record: RunRecord) -> bool:
