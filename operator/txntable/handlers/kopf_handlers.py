@@ -424,7 +424,7 @@ def _secret_options(state: State, key: str, table: TxnTable) -> dict[str, str]:
     secret = state.secrets.get(namespace, ref.name)
     if key in state.secret_versions and state.secret_versions[key] != secret.resource_version:
         log.info("Secret %s/%s changed: reopening the table", namespace, ref.name)
-        state.operator.forget(key)
+        state.operator.reopen(key)
     state.secret_versions[key] = secret.resource_version
     return dict(secret.data)
 

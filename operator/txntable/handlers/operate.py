@@ -247,13 +247,18 @@ class Operator:
         return opened
 
     def forget(self, key: str) -> None:
-        """Drop the cached table of a deleted resource."""
-        self._tables.pop(key, None)
-        self._summaries.pop(key, None)
+        """Drop everything kept of a deleted resource."""
+        self.reopen(key)
         self.followed.forget(key)
         self.foresight.forget(key)
         self.sizer.forget(key)
         self.holds.forget(key)
+
+    def reopen(self, key: str) -> None:
+        """Drop the table's handle and log summary (opened again at the next tick, e.g. with new
+        credentials), and nothing else: what is known of its runs, holds and sizes stays."""
+        self._tables.pop(key, None)
+        self._summaries.pop(key, None)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -274,12 +279,12 @@ class Operator:
         except TableNotFoundError as exc:
             return None, None, Failure(Reason.TABLE_NOT_FOUND, str(exc))
         except StorageError as exc:
-            self.forget(key)
+            self.reopen(key)
             return None, None, Failure(Reason.STORAGE_UNREACHABLE, str(exc))
         except UnsupportedFeatureError as exc:
             return None, None, Failure(Reason.UNSUPPORTED_PROTOCOL, str(exc))
         except CorruptLogError as exc:
-            self.forget(key)
+            self.reopen(key)
             return None, None, Failure(Reason.CORRUPT_LOG, str(exc))
         except EngineError as exc:
             return None, None, Failure(Reason.STORAGE_UNREACHABLE, str(exc))

@@ -41,7 +41,11 @@ class Stale:
                 "apiVersion": "txntable.io/v1alpha1",
                 "kind": "TxnTable",
                 "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-                "spec": {"location": str(location), "compactionPolicyRef": {"name": "compact"}},
+                "spec": {
+                    "location": str(location),
+                    "compactionPolicyRef": {"name": "compact"},
+                    "storage": {"secretRef": {"name": "creds"}},
+                },
             }
         )
         self.policy = CompactionPolicy.from_manifest(
@@ -143,3 +147,63 @@ def test_a_vacuum_is_not_launched_again_in_its_interval_when_the_status_lags(
     assert s.launcher.launched == [first] and len(s.started) == 1
     assert tick.status.last_vacuum_time == t0
     assert {c.type: c for c in tick.status.conditions}["Vacuuming"].reason == "NotDue"
+
+
+def test_a_storage_error_does_not_make_the_controller_forget_its_runs(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """An unreachable storage makes the controller open the table again; it must not drop what
+    it knows of the table's runs with the table's handle (the next tick still reads a status
+    that lags behind)."""
+    from txntable.engine.errors import StorageError
+    from txntable.engine.read.summary import TableSummary
+
+    fragmented(tmp_path / "t")
+    s = Stale(tmp_path / "t", {"triggers": {"smallFiles": 4, "cooldown": "1h"}})
+    s.tick(T0)
+    (first,) = s.launcher.launched
+    s.succeed(first, T0 + timedelta(seconds=5))
+    s.tick(T0 + timedelta(seconds=6))
+    assert first not in s.launcher.runs
+    advance = TableSummary.advance
+
+    def unreachable(self: TableSummary, *args: Any, **kwargs: Any) -> TableSummary:
+        raise StorageError("connection reset")
+
+    monkeypatch.setattr(TableSummary, "advance", unreachable)
+    blip = s.tick(T0 + timedelta(seconds=8))
+    assert {c.type: c for c in blip.status.conditions}["Reachable"].status == "False"
+    monkeypatch.setattr(TableSummary, "advance", advance)
+    for sec in (10, 30):
+        tick = s.tick(T0 + timedelta(seconds=sec))
+    assert s.launcher.launched == [first] and len(s.started) == 1
+    record = tick.status.last_compaction
+    assert record is not None and record.run_name == first and str(record.outcome) == "Succeeded"
+
+
+def test_a_changed_secret_does_not_make_the_controller_forget_its_runs(tmp_path: Path) -> None:
+    """A rotated storage Secret makes the controller open the table again with it, and only
+    that (the next tick still reads a status that lags behind)."""
+    from txntable.handlers.kopf_handlers import State, _secret_options
+    from txntable.handlers.secret_cache import SecretCache, SecretData
+
+    fragmented(tmp_path / "t")
+    s = Stale(tmp_path / "t", {"triggers": {"smallFiles": 4, "cooldown": "1h"}})
+    s.tick(T0)
+    (first,) = s.launcher.launched
+    s.succeed(first, T0 + timedelta(seconds=5))
+    s.tick(T0 + timedelta(seconds=6))
+    assert first not in s.launcher.runs
+    versions = iter(["1", "2"])
+    state = State(s.operator.config, s.operator)
+    state.secrets = SecretCache(lambda ns, name: SecretData({}, next(versions)), max_age=0)
+    key = s.table.metadata.key
+    handle = s.operator._tables[key]
+    _secret_options(state, key, s.table)
+    _secret_options(state, key, s.table)  # rotated: version 2
+    assert key not in s.operator._tables  # opened again at the next tick, with the new Secret
+    tick = s.tick(T0 + timedelta(seconds=10))
+    assert s.operator._tables[key] is not handle
+    assert s.launcher.launched == [first] and len(s.started) == 1
+    record = tick.status.last_compaction
+    assert record is not None and record.run_name == first and str(record.outcome) == "Succeeded"
