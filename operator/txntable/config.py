@@ -49,6 +49,10 @@ class Config:
     spark_service_account: str = "txntable-spark"
     #: Checkpoints of logs with at most this many live files run inline in the controller.
     inline_checkpoint_max_files: int = 200_000
+    #: Seconds before a launch refused for want of permission (HTTP 401/403, e.g. the
+    #: controller's RBAC lost a verb) is tried again; doubled after each further refusal, up
+    #: to 30 times this. Other refusals wait for a change of the policy or the table.
+    permission_retry_seconds: float = 60.0
     #: Port of the Prometheus /metrics endpoint and of /readyz (the readiness probe).
     metrics_port: int = 8080
     #: Port of Kopf's liveness endpoint (/healthz).
@@ -77,6 +81,8 @@ class Config:
             raise ConfigError(f"{PREFIX}LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+        if self.permission_retry_seconds <= 0:
+            raise ConfigError(f"{PREFIX}PERMISSION_RETRY_SECONDS must be > 0")
         for name in ("metrics_port", "health_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:

@@ -6,7 +6,9 @@ Four records, each forgotten with the table (``Holds.forget``):
   cluster does not serve the backend's kind, a run name that cannot be built, a reserved
   ``sparkConf`` key of a policy stored before the CRD refused them) is not tried again while the
   policy and the table are what they were (their generations); the decision becomes
-  ``RunRejected``;
+  ``RunRejected``. A launch refused for want of permission (HTTP 401/403) is held the same way
+  but only until its retry time: an administrator can give the permission back without
+  touching the policy, so it is tried again after a back-off that doubles at each refusal;
 * unsupported steps: a step that failed because the table has a feature it cannot handle (an
   ``UnsupportedFeatureError`` of the engine, or a job's result line with ``errorType``
   ``UnsupportedFeature``) is not tried again while the table's protocol is what it was; its
@@ -24,8 +26,9 @@ already saying the same, announces nothing new.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
 from txntable.api.types import RunKind
@@ -55,9 +58,18 @@ def protocol_of(health: TableHealth) -> Signature:
     )
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    signature: Signature
+    message: str
+    #: when a refusal that may pass (a permission) is tried again; None: held for good
+    retry_at: datetime | None = None
+    delay: timedelta | None = None
+
+
 @dataclass
 class _Table:
-    refused: dict[RunKind, tuple[Signature, str]] = field(default_factory=dict)
+    refused: dict[RunKind, _Refusal] = field(default_factory=dict)
     unsupported: dict[RunKind, tuple[Signature, str]] = field(default_factory=dict)
     announced: dict[str, Reason] = field(default_factory=dict)
     spent: str | None = None
@@ -82,8 +94,36 @@ class Holds:
     def refuse(self, key: str, kind: RunKind, signature: Signature, message: str) -> Decision:
         """Remember that ``kind`` was refused for good under ``signature``; the decision to
         show instead of the launch."""
-        self._of(key).refused[kind] = (signature, message)
+        self._of(key).refused[kind] = _Refusal(signature, message)
         return _held(Reason.RUN_REJECTED, message)
+
+    def refuse_for_now(
+        self,
+        key: str,
+        kind: RunKind,
+        signature: Signature,
+        message: Callable[[datetime], str],
+        *,
+        now: datetime,
+        back_off: tuple[timedelta, timedelta],
+    ) -> Decision:
+        """Remember that ``kind`` was refused under ``signature`` by something that may pass
+        (a permission): held until ``back_off[0]`` after the first such refusal, twice the last
+        delay after each further one, at most ``back_off[1]``; the decision to show, whose
+        message is ``message(retry time)``."""
+        first, most = back_off
+        table = self._of(key)
+        last = table.refused.get(kind)
+        delay = first
+        if last is not None and last.signature == signature and last.delay is not None:
+            delay = min(last.delay * 2, most)
+        said = message(now + delay)
+        table.refused[kind] = _Refusal(signature, said, now + delay, delay)
+        return _held(Reason.RUN_REJECTED, said)
+
+    def launched(self, key: str, kind: RunKind) -> None:
+        """``kind`` was launched: a refusal remembered for it (and its back-off) is over."""
+        self._of(key).refused.pop(kind, None)
 
     def unsupported(self, key: str, kind: RunKind, signature: Signature, message: str) -> None:
         """Remember that ``kind`` cannot work on the table while its protocol is ``signature``."""
@@ -97,19 +137,23 @@ class Holds:
         *,
         refused_under: Signature,
         protocol: Signature,
+        now: datetime,
     ) -> Decision:
         """``decision``, unless ``kind`` was refused under ``refused_under`` (the policy and
-        table as they are now) or found unsupported under ``protocol``: then the held decision.
-        A hold whose signature changed is dropped (the step is tried again)."""
+        table as they are now) and its retry time, if it has one, is not yet ``now``, or
+        ``kind`` was found unsupported under ``protocol``: then the held decision. A hold whose
+        signature changed is dropped (the step is tried again); a refusal whose retry time has
+        come is kept, so that a further refusal doubles its back-off."""
         found = self.unsupported_hold(key, kind, protocol)
         if found is not None:
             return found
         table = self._of(key)
         refused = table.refused.get(kind)
         if refused is not None:
-            if refused[0] == refused_under:
-                return _held(Reason.RUN_REJECTED, refused[1])
-            del table.refused[kind]
+            if refused.signature != refused_under:
+                del table.refused[kind]
+            elif refused.retry_at is None or now < refused.retry_at:
+                return _held(Reason.RUN_REJECTED, refused.message)
         return decision
 
     def unsupported_hold(self, key: str, kind: RunKind, protocol: Signature) -> Decision | None:

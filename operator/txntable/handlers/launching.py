@@ -4,11 +4,13 @@ not.
 ``Launching`` builds the run request (``handlers.requests``), hands it to the launcher of the
 policy's backend and reports the outcome as the run's name (started or adopted, with its
 ``RunStarted`` Event) or as the decision to show instead: ``RunRejected`` when the launcher
-refused it for good (held, ``handlers.holds``: not tried again while the policy and the table
-stay as they are), ``RunLaunchFailed`` when it failed now (tried again at the next tick),
-``RunInProgress`` when the run already ran (a restart lost its record). A small checkpoint is
-written inline, from a snapshot loaded for that checkpoint only; a table feature the checkpoint
-writer cannot handle holds the step instead of failing it again at every back-off.
+refused it (held, ``handlers.holds``: for good while the policy and the table stay as they are;
+refused for want of permission, until a back-off that doubles from
+``TXNTABLE_PERMISSION_RETRY_SECONDS`` up to 30 times that), ``RunLaunchFailed`` when it failed
+now (tried again at the next tick), ``RunInProgress`` when the run already ran (a restart lost
+its record). A small checkpoint is written inline, from a snapshot loaded for that checkpoint
+only; a table feature the checkpoint writer cannot handle holds the step instead of failing it
+again at every back-off.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from txntable.api.conditions import EventReason, Reason
+from txntable.api.conditions import EventReason, Reason, format_time
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -44,6 +46,12 @@ from txntable.reconcile.decide import Decision, Placement
 
 log = logging.getLogger(__name__)
 
+#: ``PermanentLaunchError.reason`` of refusals an administrator can lift without touching the
+#: policy (the controller's RBAC, its token): tried again after a back-off, not held for good
+PERMISSION_REASONS = frozenset({"Forbidden", "Unauthorized"})
+#: the longest back-off of a permission refusal, in first back-offs (1 min -> 30 min)
+PERMISSION_RETRY_GROWTH = 30
+
 
 @dataclass
 class Launching:
@@ -62,11 +70,26 @@ class Launching:
         kind: RunKind,
         exc: PermanentLaunchError,
     ) -> Decision:
-        """The decision after a launch of ``kind`` was refused for good (not tried again while
-        the policy and the table stay as they are)."""
-        why = f"{kind.noun} runs are refused: {exc}; fix policy {policy.metadata.name}"
+        """The decision after a launch of ``kind`` was refused: for good (not tried again while
+        the policy and the table stay as they are), or for want of permission (401/403: tried
+        again after a back-off, as the controller's RBAC may be given back meanwhile)."""
         signature = refusal_signature(table, policy)
-        return self.holds.refuse(table.metadata.key, kind, signature, why)
+        if exc.reason not in PERMISSION_REASONS:
+            why = f"{kind.noun} runs are refused: {exc}; fix policy {policy.metadata.name}"
+            return self.holds.refuse(table.metadata.key, kind, signature, why)
+        first = timedelta(seconds=self.config.permission_retry_seconds)
+        most = first * PERMISSION_RETRY_GROWTH
+
+        def message(retry_at: datetime) -> str:
+            return (
+                f"{kind.noun} runs are refused: {exc}; the controller's RBAC must allow it; "
+                f"tried again at {format_time(retry_at)} (back-off doubling up to "
+                f"{_duration(most)})"
+            )
+
+        return self.holds.refuse_for_now(
+            table.metadata.key, kind, signature, message, now=self.clock(), back_off=(first, most)
+        )
 
     def _start(
         self,
@@ -93,6 +116,7 @@ class Launching:
             return self.refused(table, policy, kind, exc)
         except LaunchError as exc:
             return _launch_failed(kind, exc)
+        self.holds.launched(table.metadata.key, kind)
         if status.adopted and status.state.finished:
             return _already_ran(kind, req.name, status.state)
         verb = "adopted" if status.adopted else "started"
@@ -272,3 +296,8 @@ def _already_ran(kind: RunKind, name: str, state: RunState) -> Decision:
     return Decision(
         False, Reason.RUN_IN_PROGRESS, f"{kind.noun} {name} already ran ({state.value})"
     )
+
+
+def _duration(delay: timedelta) -> str:
+    seconds = int(delay.total_seconds())
+    return f"{seconds // 60} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds} s"

@@ -564,8 +564,9 @@ class Operator:
         *,
         compaction: Decision | None = None,
     ) -> Decision:
-        """The decision for ``kind``, held when a launch of it was refused for good under this
-        policy and table, or the step cannot work on this table's protocol (``Holds``)."""
+        """The decision for ``kind``, held when a launch of it was refused under this policy
+        and table (for good, or for want of permission until its retry time), or the step
+        cannot work on this table's protocol (``Holds``)."""
         if isinstance(policy, CheckpointPolicy):
             decision = decide_checkpoint(table, policy, health, work)
         elif kind == RunKind.VACUUM:
@@ -578,6 +579,7 @@ class Operator:
             decision,
             refused_under=refusal_signature(table, policy),
             protocol=protocol_of(health),
+            now=work.now,
         )
 
     def _checkpoint(

@@ -12,7 +12,7 @@ failing forever with ``RunFailed`` and a growing back-off, the table Degraded.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,10 @@ from tests.unit.handlers.test_operate import (
     txntable,
 )
 from txntable.api.conditions import Reason
+from txntable.config import Config
 from txntable.engine.errors import UnsupportedWriterFeatureError
 from txntable.handlers import launching
+from txntable.handlers.operate import Operator
 from txntable.launch import RunRequest, RunState, RunStatus
 from txntable.launch.errors import PermanentLaunchError
 
@@ -160,3 +162,71 @@ def test_a_restarted_controller_tries_the_step_once_and_says_nothing_new(
     assert calls == [6, 6]
     assert conditions(tick)["Checkpointing"] == ("False", Reason.UNSUPPORTED_TABLE_FEATURE)
     assert fresh.reasons("UnsupportedTableFeature") == []  # the status already says so
+
+
+class ForbiddenLauncher(MemoryLauncher):
+    """Refuses runs with 403 while ``allowed`` is False, as the API server does once the
+    controller's Role lost ``create`` on the run's kind (issue 23's lifecycle tests)."""
+
+    def __init__(self, clock: Any) -> None:
+        super().__init__(clock)
+        self.tries: list[datetime] = []
+        self.allowed = False
+
+    def launch(self, req: RunRequest) -> RunStatus:
+        self.tries.append(self.clock[0])
+        if not self.allowed:
+            raise PermanentLaunchError(
+                'create Job: HTTP 403 jobs.batch is forbidden: User "system:serviceaccount:'
+                'txntable:txntable" cannot create resource "jobs" in API group "batch"',
+                reason="Forbidden",
+            )
+        return super().launch(req)
+
+
+def test_a_launch_refused_for_want_of_permission_is_tried_again_with_a_growing_back_off(
+    tmp_path: Path,
+) -> None:
+    """A 403 is lifted by fixing the RBAC, not the policy: the launch is tried again after 1,
+    2, 4, ... minutes (at most 30), said once, and the run starts once the verb is back,
+    without a new policy generation or a restart. Before: held until either."""
+    fragmented(tmp_path / "t")
+    c = Controller(txntable(tmp_path / "t"))
+    c.launcher = launcher = ForbiddenLauncher(c.clock)
+    policy = compaction()
+    for s in range(0, 100 * 60, 30):  # 100 minutes, a tick every 30 s
+        tick = c.tick(T0 + timedelta(seconds=s), compaction=[policy])
+        compacting = {x.type: x for x in tick.status.conditions}["Compacting"]
+        assert (compacting.status, compacting.reason) == ("False", Reason.RUN_REJECTED)
+        assert "HTTP 403" in compacting.message and 'create resource "jobs"' in compacting.message
+    gaps = [
+        (b - a).total_seconds() / 60
+        for a, b in zip(launcher.tries[:-1], launcher.tries[1:], strict=True)
+    ]
+    assert gaps == [1, 2, 4, 8, 16, 30, 30], gaps
+    assert "tried again at" in compacting.message and "up to 30 min" in compacting.message
+    assert "fix policy" not in compacting.message  # the policy is not what is wrong
+    (said,) = c.reasons("RunRejected")  # one Warning, not one per try
+    assert "HTTP 403" in said
+    assert c.launcher.launched == []
+
+    launcher.allowed = True  # the verb given back; the next try (at most 30 min on) starts it
+    last = launcher.tries[-1]
+    for s in range(100 * 60, 140 * 60, 30):
+        tick = c.tick(T0 + timedelta(seconds=s), compaction=[policy])
+    assert len(c.launcher.launched) == 1 and launcher.tries[-1] - last <= timedelta(minutes=30)
+    assert str(tick.status.phase) == "Compacting"
+
+
+def test_the_permission_back_off_is_a_setting(tmp_path: Path) -> None:
+    fragmented(tmp_path / "t")
+    c = Controller(txntable(tmp_path / "t"))
+    c.launcher = launcher = ForbiddenLauncher(c.clock)
+    c.operator = Operator(
+        config=Config(default_backend="local", permission_retry_seconds=2),
+        launchers=lambda backend: launcher,
+        clock=lambda: c.clock[0],
+    )
+    for s in range(0, 12):
+        c.tick(T0 + timedelta(seconds=s), compaction=[compaction()])
+    assert [(t - T0).total_seconds() for t in launcher.tries] == [0, 2, 6]
