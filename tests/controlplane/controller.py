@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import secrets
 import signal
 import subprocess
 import sys
@@ -65,10 +66,17 @@ class Install:
         """The controller's user name as the API server (and its audit log) knows it."""
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
-    def env(self) -> dict[str, str]:
-        """The controller container's environment as the chart renders it."""
+    def env(self, pod: str) -> dict[str, str]:
+        """The controller container's environment as the chart renders it, in pod ``pod``:
+        the downward API's fields filled in as the kubelet fills them (the pod's name and
+        namespace)."""
         container = self.deployment["spec"]["template"]["spec"]["containers"][0]
-        return {e["name"]: str(e.get("value", "")) for e in container.get("env", [])}
+        fields = {"metadata.name": pod, "metadata.namespace": self.namespace}
+        env = {}
+        for e in container.get("env", []):
+            ref = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+            env[e["name"]] = fields[ref] if ref else str(e.get("value", ""))
+        return env
 
 
 def helm_config(plane: ControlPlane, kubeconfig: Path, namespace: str) -> helm_python.Config:
@@ -154,7 +162,11 @@ class ControllerProcess:
             workdir / f"{name}.kubeconfig", token=token, namespace=install.namespace
         )
         health, metrics = free_port(), free_port()
-        full = env_without_kube() | install.env()
+        # a pod of its own (its name is Kopf's peering identity); ``restart`` keeps it, as the
+        # kubelet restarts a crashed container in the same pod
+        full = env_without_kube() | install.env(
+            pod=f"{install.release}-{name}-{secrets.token_hex(3)}"
+        )
         full |= {
             "KUBECONFIG": str(kubeconfig),
             "TXNTABLE_HEALTH_PORT": str(health),
@@ -236,7 +248,8 @@ class ControllerProcess:
             self.proc.wait(timeout=30)
 
     def restart(self, *, wait: bool = True) -> None:
-        """Start the same controller again (same token, ports and environment)."""
+        """Start the same controller again (same token, ports and environment, same pod: as
+        the kubelet restarts a container that crashed)."""
         if self.proc.poll() is None:
             self.stop()
         with self.log.open("ab") as out:

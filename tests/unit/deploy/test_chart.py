@@ -256,6 +256,16 @@ def test_service_and_probes_reach_the_container(rendered: dict[str, Rendered], c
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["metrics"]
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kopf_peers_as_the_pod(rendered: dict[str, Rendered], case: str) -> None:
+    """Kopf's peering identity (``POD_ID``, read by Kopf) is the pod's name from the downward
+    API: a container restarted in its pod takes its dead predecessor's peering entry for its
+    own instead of pausing until the entry expires (a minute)."""
+    container = rendered[case].one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+    (pod_id,) = [e for e in container["env"] if e["name"] == "POD_ID"]
+    assert pod_id == {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+
+
 def test_metrics_and_health_ports_must_differ(chart: helm_python.Chart) -> None:
     with pytest.raises(helm_python.HelmError, match="must differ"):
         chart.render({"health": {"port": 8080}}, name="t", namespace=NAMESPACE)
