@@ -147,13 +147,15 @@ def reconcile_loop(
 
     if events is not None:
         events.on_wake = on_wake
+        watched = events
+        operator.memories.on_forget(lambda key, _: watched.unwatch(key))
     last: dict[str, float] = {}
     busy: dict[str, bool] = {}
     ticks = 0
     while True:
         fresh = reload() if reload is not None else None
         if fresh is not None:
-            manifests, tables = fresh, _carry_status(tables, fresh.tables, operator, events)
+            manifests, tables = fresh, _carry_status(tables, fresh.tables, operator)
             for gone in set(last) - {t.metadata.key for t in tables}:
                 last.pop(gone, None)
                 busy.pop(gone, None)
@@ -195,14 +197,9 @@ def reconcile_loop(
 RELOAD_SECONDS = 1.0
 
 
-def _carry_status(
-    old: list[TxnTable],
-    new: list[TxnTable],
-    operator: Operator,
-    events: CommitEvents | None,
-) -> list[TxnTable]:
+def _carry_status(old: list[TxnTable], new: list[TxnTable], operator: Operator) -> list[TxnTable]:
     """``new`` tables with the status each had under the same key; the controller forgets the
-    tables that are gone, as it does for a deleted TxnTable."""
+    tables that are gone, as it does for a deleted TxnTable (their commit events too)."""
     before = {t.metadata.key: t for t in old}
     out = []
     for table in new:
@@ -210,8 +207,6 @@ def _carry_status(
         out.append(replace(table, status=previous.status) if previous is not None else table)
     for key in before:
         operator.forget(key)
-        if events is not None:
-            events.unwatch(key)
     return out
 
 

@@ -16,7 +16,6 @@ condition did not already say so (for approval: for the same planId).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,6 +37,7 @@ from txntable.engine.model.physical import partition_physical_names
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.read.activity import read_recent_activity
 from txntable.engine.read.summary import TableSummary
+from txntable.handlers.memory import TableMemories
 from txntable.launch import RunState, RunStatus
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
@@ -78,17 +78,21 @@ class Conflicts:
 
 
 @dataclass
+class Foreseen:
+    """One table's sub-record of ``Foresight`` (``handlers.memory``)."""
+
+    #: the last plan, with what it was computed from and when
+    plan: tuple[_Signature, datetime, CompactionPlan] | None = None
+    #: the throughput learnt from finished runs
+    rate: RunRate | None = None
+
+
+@dataclass
 class Foresight:
-    """Per table: the last plan (with what it was computed from) and the learnt throughput."""
+    """Per table (``Foreseen``): the last plan (with what it was computed from) and the learnt
+    throughput."""
 
-    _plans: dict[str, tuple[_Signature, datetime, CompactionPlan]] = field(default_factory=dict)
-    _rates: dict[str, RunRate] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._plans.pop(key, None)
-            self._rates.pop(key, None)
+    memories: TableMemories = field(default_factory=TableMemories)
 
     # -- the plan ------------------------------------------------------------------------
     def plan(
@@ -101,7 +105,8 @@ class Foresight:
     ) -> CompactionPlan | None:
         """The next compaction run's plan on ``summary`` (None when the policy cannot be
         planned on this table, e.g. a filter on a column it does not have)."""
-        rate = learn_rate(_throughput(runs), self._rates.get(key))
+        known = self.memories.of(key, Foreseen)
+        rate = learn_rate(_throughput(runs), known.rate)
         meta = policy.metadata
         signature: _Signature = (
             summary.version,
@@ -111,12 +116,11 @@ class Foresight:
             meta.resource_version if meta.generation is None else None,
             rate,
         )
-        with self._lock:
-            if rate is not None:
-                self._rates[key] = rate
-            known = self._plans.get(key)
-        if known is not None and known[0] == signature and now - known[1] < PLAN_REFRESH:
-            return known[2]
+        if rate is not None:
+            known.rate = rate
+        last = known.plan
+        if last is not None and last[0] == signature and now - last[1] < PLAN_REFRESH:
+            return last[2]
         spec = policy.spec
         try:
             made = plan_from_summary(
@@ -129,11 +133,9 @@ class Foresight:
             )
         except (EngineError, MaintenanceError) as exc:
             log.info("no plan for %s under policy %s: %s", key, meta.name, exc)
-            with self._lock:
-                self._plans.pop(key, None)
+            known.plan = None
             return None
-        with self._lock:
-            self._plans[key] = (signature, now, made)
+        known.plan = (signature, now, made)
         return made
 
     def current(
@@ -143,8 +145,8 @@ class Foresight:
         log version) under ``policy`` as it is now; None when there is none or it is stale.
         The run's sizing reads its bins from it instead of planning the table again."""
         meta = policy.metadata
-        with self._lock:
-            known = self._plans.get(key)
+        foreseen = self.memories.peek(key, Foreseen)
+        known = foreseen.plan if foreseen is not None else None
         if known is None:
             return None
         made_from = known[0][:5]

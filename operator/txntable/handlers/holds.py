@@ -1,6 +1,6 @@
 """What the controller keeps per table so that a step that cannot work is tried once and said once.
 
-Four records, each forgotten with the table (``Holds.forget``):
+Four records, kept in the table's memory (``HeldSteps``, ``handlers.memory``) and forgotten with it:
 
 * refused launches: a launch the launcher refused for good (``PermanentLaunchError``: the
   cluster does not serve the backend's kind, a run name that cannot be built, a reserved
@@ -25,13 +25,13 @@ already saying the same, announces nothing new.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
 from txntable.api.types import RunKind
+from txntable.handlers.memory import TableMemories
 from txntable.reconcile.decide import Decision
 from txntable.reconcile.health import TableHealth
 from txntable.reconcile.status import UNREACHABLE
@@ -68,7 +68,9 @@ class _Refusal:
 
 
 @dataclass
-class _Table:
+class HeldSteps:
+    """One table's sub-record of ``Holds``."""
+
     refused: dict[RunKind, _Refusal] = field(default_factory=dict)
     unsupported: dict[RunKind, tuple[Signature, str]] = field(default_factory=dict)
     announced: dict[str, Reason] = field(default_factory=dict)
@@ -79,16 +81,10 @@ class _Table:
 class Holds:
     """Per table: refused launches, unsupported steps, announced changes, spent approval."""
 
-    _tables: dict[str, _Table] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    memories: TableMemories = field(default_factory=TableMemories)
 
-    def _of(self, key: str) -> _Table:
-        with self._lock:
-            return self._tables.setdefault(key, _Table())
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._tables.pop(key, None)
+    def _of(self, key: str) -> HeldSteps:
+        return self.memories.of(key, HeldSteps)
 
     # -- refused launches and unsupported steps ---------------------------------------------
     def refuse(self, key: str, kind: RunKind, signature: Signature, message: str) -> Decision:

@@ -44,6 +44,7 @@ from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, T
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.liveness import Liveness
+from txntable.handlers.memory import TableMemories
 from txntable.handlers.operate import Operator
 from txntable.handlers.readiness import Readiness
 from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
@@ -112,15 +113,33 @@ class ParsedResources:
         return out
 
 
+_UNREAD = object()
+
+
+@dataclass
+class Driven:
+    """One table's sub-record of the Kopf driver (``handlers.memory``)."""
+
+    #: held while the table is reconciled (the timer and the commit-events daemon)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: when the timer last ticked it (monotonic seconds)
+    last_tick: float = -1e9
+    #: its runs in flight after its last tick (the others' count toward the concurrency limit)
+    active_runs: int = 0
+    #: the resourceVersion of the Secret its cached table was opened with (unread: none yet)
+    secret_version: object = _UNREAD
+    #: how its commit-events daemon is woken
+    waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+
 @dataclass
 class State:
-    """What the handlers share, built once in the startup handler and kept in Kopf's memo."""
+    """What the handlers share, built once in the startup handler and kept in Kopf's memo.
+    What is kept per table is in the operator's ``memories`` (``Driven`` for this module)."""
 
     config: Config
     operator: Operator
     api_client: Any = None
-    active_runs: dict[str, int] = field(default_factory=dict)
-    last_tick: dict[str, float] = field(default_factory=dict)
     metrics: ControllerMetrics | None = None
     servers: list[MetricsServer] = field(default_factory=list)
     liveness: Liveness = field(default_factory=lambda: Liveness(STUCK_RECONCILE_SECONDS))
@@ -128,23 +147,22 @@ class State:
     readiness: Readiness = field(default_factory=Readiness)
     #: storage Secrets, each read again after secret_cache.DEFAULT_MAX_AGE (5 min)
     secrets: SecretCache | None = None
-    #: per table: the resourceVersion of the Secret its cached table was opened with
-    secret_versions: dict[str, str | None] = field(default_factory=dict)
-    #: commit events (handlers.commit_events) and, per table, how its daemon is woken
+    #: commit events (handlers.commit_events)
     events: CommitEvents | None = None
-    wakers: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=dict)
-    #: per table: held while it is reconciled (the timer and the commit-events daemon)
-    locks: dict[str, threading.Lock] = field(default_factory=dict)
     #: policies and tables parsed once per resourceVersion
     parsed: ParsedResources = field(default_factory=ParsedResources)
     #: per policy (uid): the reason it is Invalid that was announced last
     policies_said: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def memories(self) -> TableMemories:
+        return self.operator.memories
+
     def wake(self, key: str) -> None:
         """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
-        found = self.wakers.get(key)
-        if found is not None:
-            loop, event = found
+        driven = self.memories.peek(key, Driven)
+        if driven is not None and driven.waker is not None:
+            loop, event = driven.waker
             loop.call_soon_threadsafe(event.set)
 
 
@@ -214,12 +232,13 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     state.servers = [
         MetricsServer(registry, config.metrics_port, ready=state.readiness.report).start()
     ]
-    state.events = CommitEvents(
+    events = state.events = CommitEvents(
         state.wake,
         probe_interval=config.event_probe_interval_seconds,
         debounce=config.event_debounce_seconds,
         on_event=metrics.commit_event,
     ).start()
+    operator.memories.on_forget(lambda key, _: events.unwatch(key))
     memo.state = state
     state.readiness.started()
 
@@ -422,10 +441,11 @@ def _secret_options(state: State, key: str, table: TxnTable) -> dict[str, str]:
     if state.secrets is None:
         state.secrets = SecretCache(lambda ns, name: _read_secret(state.api_client, ns, name))
     secret = state.secrets.get(namespace, ref.name)
-    if key in state.secret_versions and state.secret_versions[key] != secret.resource_version:
+    driven = state.memories.of(key, Driven)
+    if driven.secret_version is not _UNREAD and driven.secret_version != secret.resource_version:
         log.info("Secret %s/%s changed: reopening the table", namespace, ref.name)
         state.operator.reopen(key)
-    state.secret_versions[key] = secret.resource_version
+    driven.secret_version = secret.resource_version
     return dict(secret.data)
 
 
@@ -505,7 +525,7 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     namespace, name = meta.get("namespace", "default"), meta.get("name")
     key = resource_key(namespace, name, meta.get("uid"))
     wake = asyncio.Event()
-    state.wakers[key] = (asyncio.get_running_loop(), wake)
+    state.memories.of(key, Driven).waker = (asyncio.get_running_loop(), wake)
     try:
         while not stopped:
             try:
@@ -519,7 +539,9 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
             if new is not None and not stopped:
                 await asyncio.to_thread(_patch_status, state.api_client, namespace, name, new)
     finally:
-        state.wakers.pop(key, None)
+        driven = state.memories.peek(key, Driven)
+        if driven is not None:
+            driven.waker = None
 
 
 def _patch_status(api_client: Any, namespace: str, name: str, status: dict[str, Any]) -> None:
@@ -547,7 +569,7 @@ def _reconcile_table(
         new = _invalid_status(body, exc)
         return new if _changed(body.get("status") or {}, new) else None
     key = table.metadata.key
-    with state.locks.setdefault(key, threading.Lock()):
+    with state.memories.of(key, Driven).lock:
         return _reconcile_locked(state, body, table, key, kwargs, woken=woken, started=started)
 
 
@@ -564,9 +586,10 @@ def _reconcile_locked(
     compaction_index: kopf.Index[str, dict[str, Any]] = kwargs["compaction_policies"]
     checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
     interval = max(table.spec.observe_interval, 0)
-    if not woken and time.monotonic() - state.last_tick.get(key, -1e9) < interval:
+    driven = state.memories.of(key, Driven)
+    if not woken and time.monotonic() - driven.last_tick < interval:
         return None
-    state.last_tick[key] = time.monotonic()
+    driven.last_tick = time.monotonic()
     namespace = table.metadata.namespace or "default"
     comp_store, ckpt_store = compaction_index.get(namespace), checkpoint_index.get(namespace)
     comp = state.parsed.parse_all(comp_store, CompactionPolicy.from_manifest)
@@ -575,7 +598,7 @@ def _reconcile_locked(
         "compaction": state.parsed.invalid(comp_store, CompactionPolicy.from_manifest),
         "checkpoint": state.parsed.invalid(ckpt_store, CheckpointPolicy.from_manifest),
     }
-    others = sum(n for k, n in state.active_runs.items() if k != key)
+    others = sum(d.active_runs for k, d in state.memories.each(Driven) if k != key)
     failure = None
     try:
         options = _secret_options(state, key, table)
@@ -600,7 +623,7 @@ def _reconcile_locked(
     ref = table.spec.storage.secret_ref
     if ref is not None and state.secrets is not None and _storage_failed(tick.status):
         state.secrets.invalidate(namespace, ref.name)  # re-read credentials at the next tick
-    state.active_runs[key] = tick.active_runs
+    driven.active_runs = tick.active_runs
     for event in tick.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
     status = tick.status
@@ -665,12 +688,4 @@ def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
             raise kopf.TemporaryError(f"cannot stop runs: {exc}", delay=15) from exc
         except (ValueError, ImportError):
             continue  # a backend that is not available here has no runs
-    state.operator.forget(key)
-    if state.metrics is not None:
-        state.metrics.forget_table(namespace, name)
-    state.active_runs.pop(key, None)
-    state.last_tick.pop(key, None)
-    state.secret_versions.pop(key, None)
-    state.locks.pop(key, None)
-    if state.events is not None:
-        state.events.unwatch(key)
+    state.operator.forget(key)  # its memory, its metric series, its commit events

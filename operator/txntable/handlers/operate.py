@@ -51,6 +51,7 @@ from txntable.engine.storage.base import Storage
 from txntable.handlers.foresight import Conflicts, Foresight
 from txntable.handlers.holds import Holds, protocol_of
 from txntable.handlers.launching import Launching, refusal_signature
+from txntable.handlers.memory import TableMemories, TableMemory
 from txntable.handlers.run_records import (
     Event,
     RunRecords,
@@ -172,8 +173,17 @@ class _Acts:
 
 
 @dataclass
+class Observed:
+    """One table's sub-record of observation (``handlers.memory``): its handle (holding no
+    snapshot) and the summary of its log."""
+
+    table: Table | None = None
+    summary: TableSummary | None = None
+
+
+@dataclass
 class Operator:
-    """Long-lived controller state: configuration, launchers and the table cache."""
+    """Long-lived controller state: configuration, launchers and every table's memory."""
 
     config: Config
     launchers: Callable[[Backend], Launcher]
@@ -182,26 +192,31 @@ class Operator:
     engine_metrics: EngineMetrics | None = None
     #: Retry delays after consecutive failed runs (the policy's cooldown is the floor).
     backoff: Backoff = field(default_factory=Backoff)
-    #: Per table: its handle (holding no snapshot) and the summary of its log.
-    _tables: dict[str, Table] = field(default_factory=dict)
-    _summaries: dict[str, TableSummary] = field(default_factory=dict)
+    #: Everything kept per table between ticks, one record per table (``handlers.memory``):
+    #: ``Observed`` here, and the sub-records of the four below.
+    memories: TableMemories = field(default_factory=TableMemories)
     _full_loads: threading.Semaphore = field(
         default_factory=lambda: threading.Semaphore(FULL_LOADS_AT_ONCE)
     )
-    #: Per table: the next compaction run's plan and the throughput it is estimated from.
-    foresight: Foresight = field(default_factory=Foresight)
-    #: Per table: what sizes its compaction runs (peaks seen, the newest finished run, OOMs).
-    sizer: RunSizer = field(default_factory=RunSizer)
-    #: Per table: refused launches, unsupported steps, announced changes, spent approval.
-    holds: Holds = field(default_factory=Holds)
-    #: Per table: the record made for each finished run already adopted (``RunRecords``).
+    #: The next compaction run's plan and the throughput it is estimated from.
+    foresight: Foresight = field(init=False)
+    #: What sizes compaction runs (peaks seen, the newest finished run, OOMs).
+    sizer: RunSizer = field(init=False)
+    #: Refused launches, unsupported steps, announced changes, spent approval.
+    holds: Holds = field(init=False)
+    #: The record made for each finished run already adopted (``RunRecords``).
     followed: RunRecords = field(init=False)
 
     #: What starts runs (``handlers.launching``).
     launching: Launching = field(init=False)
 
     def __post_init__(self) -> None:
-        self.followed = RunRecords(self.clock, self.metrics)
+        self.foresight = Foresight(self.memories)
+        self.sizer = RunSizer(self.memories)
+        self.holds = Holds(self.memories)
+        self.followed = RunRecords(self.clock, self.metrics, self.memories)
+        if self.metrics is not None:
+            self.memories.on_forget(self._unexport)
         self.launching = Launching(
             self.config, self.launchers, self.clock, self.holds, self.metrics
         )
@@ -209,13 +224,17 @@ class Operator:
     def _sizing(self, table: TxnTable, policy: CompactionPolicy) -> Sizing:
         """The next compaction run's resources, from the plan status shows when current."""
         key = table.metadata.key
-        summary = self._summaries.get(key)
+        summary = self._summary(key)
         plan = self.foresight.current(key, policy, summary) if summary is not None else None
         return self.sizer.size(key, policy, summary, plan)
 
+    def _summary(self, key: str) -> TableSummary | None:
+        observed = self.memories.peek(key, Observed)
+        return observed.summary if observed is not None else None
+
     # -- observation --------------------------------------------------------------------
-    def _open(self, key: str, table: TxnTable, options: Mapping[str, str]) -> Table:
-        cached = self._tables.get(key)
+    def _open(self, observed: Observed, table: TxnTable, options: Mapping[str, str]) -> Table:
+        cached = observed.table
         if cached is not None:
             return cached
         try:
@@ -243,22 +262,25 @@ class Operator:
             )
             log.info("created table", extra={"table": table.metadata.name})
             opened = Table(opened.storage)  # without the snapshot creating it left behind
-        self._tables[key] = opened
+        observed.table = opened
         return opened
 
     def forget(self, key: str) -> None:
-        """Drop everything kept of a deleted resource."""
-        self.reopen(key)
-        self.followed.forget(key)
-        self.foresight.forget(key)
-        self.sizer.forget(key)
-        self.holds.forget(key)
+        """Forget everything kept of a table that is gone (``TableMemories.forget``)."""
+        self.memories.forget(key)
 
     def reopen(self, key: str) -> None:
-        """Drop the table's handle and log summary (opened again at the next tick, e.g. with new
-        credentials), and nothing else: what is known of its runs, holds and sizes stays."""
-        self._tables.pop(key, None)
-        self._summaries.pop(key, None)
+        """Open the table again at the next tick, with a fresh storage client (its storage
+        failed, its log could not be read, or its credentials changed), and read its log again
+        from scratch; what the controller learnt of its runs is kept."""
+        observed = self.memories.peek(key, Observed)
+        if observed is not None:
+            observed.table = observed.summary = None
+
+    def _unexport(self, key: str, memory: TableMemory) -> None:
+        """Drop a forgotten table's metric series."""
+        if self.metrics is not None and memory.name is not None:
+            self.metrics.forget_table(memory.namespace or "default", memory.name)
 
     def _load_summary(self, storage: Storage) -> TableSummary:
         with self._full_loads:
@@ -267,15 +289,16 @@ class Operator:
     def _observe(
         self, key: str, table: TxnTable, options: Mapping[str, str], min_file_size: int
     ) -> tuple[Table | None, TableHealth | None, Failure | None]:
+        observed = self.memories.of(key, Observed)
         try:
-            engine_table = self._open(key, table, options)
-            known = self._summaries.get(key)
+            engine_table = self._open(observed, table, options)
+            known = observed.summary
             summary = (
                 known.advance(engine_table.storage, reload=self._load_summary)
                 if known is not None
                 else self._load_summary(engine_table.storage)
             )
-            self._summaries[key] = summary
+            observed.summary = summary
         except TableNotFoundError as exc:
             return None, None, Failure(Reason.TABLE_NOT_FOUND, str(exc))
         except StorageError as exc:
@@ -300,7 +323,7 @@ class Operator:
         """``health`` without the bytes the VACUUM begun at ``vacuum_time`` deleted (their
         tombstones stay in the log until a checkpoint). A dry-run policy deleted nothing."""
         vacuum = policy.spec.vacuum if policy is not None else None
-        summary = self._summaries.get(key)
+        summary = self._summary(key)
         if summary is None or (vacuum is not None and vacuum.dry_run):
             return health
         retention = vacuum.retention if vacuum is not None else None
@@ -326,6 +349,8 @@ class Operator:
         namespace that do not validate, by name, with why (a table naming one says so)."""
         now = self.clock()
         key = table.metadata.key
+        memory = self.memories.recall(key)
+        memory.namespace, memory.name = table.metadata.namespace or "default", table.metadata.name
         invalid = invalid_policies or {}
         comp = resolve(table, compaction_policies, "compaction", invalid.get("compaction"))
         ckpt = resolve(table, checkpoint_policies, "checkpoint", invalid.get("checkpoint"))
@@ -452,7 +477,7 @@ class Operator:
         if plan is None or policy is None or plan_id is None:
             return None
         key = table.metadata.key
-        sizing = self.sizer.size(key, policy, self._summaries.get(key), plan)
+        sizing = self.sizer.size(key, policy, self._summary(key), plan)
         resources = PlanResources(
             executors=sizing.executor_instances,
             executor_cores=sizing.executor_cores,
@@ -469,7 +494,7 @@ class Operator:
         """The next compaction run's plan (when the log could be read) and our runs' conflicts
         with other writers, with the back-off they call for."""
         key = table.metadata.key
-        summary = self._summaries.get(key)
+        summary = self._summary(key)
         plan = (
             self.foresight.plan(key, comp, summary, seen.runs, now)
             if comp is not None and summary is not None and seen.health is not None
@@ -523,7 +548,7 @@ class Operator:
             decision = self.foresight.all_deferred(
                 key,
                 policy=policy,
-                summary=self._summaries.get(key),
+                summary=self._summary(key),
                 table=seen.engine_table,
                 decision=decision,
                 now=acts.work.now,

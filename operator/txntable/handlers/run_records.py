@@ -29,6 +29,7 @@ from txntable.api.conditions import EventReason
 from txntable.api.types import RunKind, RunOutcome, RunRecord, TxnTable
 from txntable.engine import Table
 from txntable.engine.errors import EngineError
+from txntable.handlers.memory import TableMemories
 from txntable.handlers.run_sizing import running_note
 from txntable.jobs import UNSUPPORTED_FEATURE
 from txntable.launch import RunState, RunStatus, attempt_of
@@ -65,27 +66,34 @@ class _Newest:
 
 
 @dataclass
+class Recorded:
+    """One table's sub-record of ``RunRecords`` (``handlers.memory``): the record made for each
+    finished run already adopted, by run name (the newest ``RECORDED_RUNS_KEPT``), and what the
+    table's last tick ended with."""
+
+    by_run: dict[str, RunRecord] = field(default_factory=dict)
+    #: what the table's last tick ended with (the status a tick reads may lag behind it)
+    newest: _Newest | None = None
+
+
+@dataclass
 class RunRecords:
-    """Per table: the record made for each finished run already adopted, by run name, and the
-    newest record of each kind and VACUUM time a tick ended with."""
+    """Per table (``Recorded``): the record made for each finished run already adopted, by
+    run name, and the newest record of each kind and VACUUM time a tick ended with."""
 
     clock: Callable[[], datetime]
     metrics: ControllerMetrics | None = None
-    _recorded: dict[str, dict[str, RunRecord]] = field(default_factory=dict)
-    _newest: dict[str, _Newest] = field(default_factory=dict)
-
-    def forget(self, key: str) -> None:
-        self._recorded.pop(key, None)
-        self._newest.pop(key, None)
+    memories: TableMemories = field(default_factory=TableMemories)
 
     def remember(self, key: str, records: Records, vacuum_time: datetime | None) -> None:
         """What the tick of ``key`` ended with (runs it started included): the next ticks
         start from it when the status they read is older."""
-        self._newest[key] = _Newest(records, vacuum_time)
+        self.memories.of(key, Recorded).newest = _Newest(records, vacuum_time)
 
     def vacuum_time(self, key: str, known: datetime | None) -> datetime | None:
         """The later of ``known`` (the status read) and the last VACUUM time remembered."""
-        newest = self._newest.get(key)
+        recorded = self.memories.peek(key, Recorded)
+        newest = recorded.newest if recorded is not None else None
         found = [t for t in (known, newest.vacuum_time if newest else None) if t is not None]
         return max(found) if found else None
 
@@ -105,10 +113,11 @@ class RunRecords:
         key = table.metadata.key
         status = table.status
         records = [status.last_compaction, status.last_checkpoint, status.last_vacuum]
-        known = self._newest.get(key)
+        recorded = self.memories.of(key, Recorded)
+        known = recorded.newest
         if known is not None:  # the status read may lag behind what this controller knows
             records = [_later(*pair) for pair in zip(records, known.records, strict=True)]
-        seen = self._recorded.setdefault(key, {})
+        seen = recorded.by_run
         for index, kind in enumerate(KINDS):
             stale = records[index]
             if stale is not None and stale.outcome in (RunOutcome.RUNNING, None):

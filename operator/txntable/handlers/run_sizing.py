@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from txntable.api.types import CompactionPolicy, RunKind
 from txntable.engine.errors import EngineError
 from txntable.engine.read.summary import TableSummary
+from txntable.handlers.memory import TableMemories
 from txntable.launch import Launcher, RunState, RunStatus
 from txntable.launch.errors import LaunchError
 from txntable.launch.sizing import (
@@ -115,19 +116,19 @@ def running_note(run: RunStatus) -> str | None:
 
 
 @dataclass
-class _Known:
+class Sized:
+    """One table's sub-record of ``RunSizer`` (``handlers.memory``)."""
+
     newest: RunStatus | None = None
     peak: PastPeak | None = None
 
 
 @dataclass
 class RunSizer:
-    """Per table: the newest finished compaction run and the highest task peak seen."""
+    """Per table (``Sized``): the newest finished compaction run and the highest task peak
+    seen."""
 
-    _known: dict[str, _Known] = field(default_factory=dict)
-
-    def forget(self, key: str) -> None:
-        self._known.pop(key, None)
+    memories: TableMemories = field(default_factory=TableMemories)
 
     def detail(
         self, key: str, namespace: str, launcher: Launcher, runs: Sequence[RunStatus]
@@ -139,7 +140,7 @@ class RunSizer:
         if not done:
             return out
         newest = max(done, key=lambda r: (r.created or r.started or _EPOCH, r.name))
-        known = self._known.setdefault(key, _Known())
+        known = self.memories.of(key, Sized)
         if known.newest is None or known.newest.name != newest.name:
             detailed = newest
             if newest.result is None or (
@@ -158,7 +159,7 @@ class RunSizer:
         return [known.newest if r.name == newest.name and known.newest else r for r in out]
 
     def _failed_oom(self, key: str) -> RunStatus | None:
-        known = self._known.get(key)
+        known = self.memories.peek(key, Sized)
         run = known.newest if known else None
         if run is not None and run.state is RunState.FAILED and run.out_of_memory:
             return run
@@ -210,7 +211,7 @@ class RunSizer:
         figures = plan_figures(summary, policy, plan)
         if figures is None or figures.bins == 0:
             return policy_sizing(policy)
-        known = self._known.get(key)
+        known = self.memories.peek(key, Sized)
         return size_run(figures, limits(policy), known.peak if known else None)
 
 

@@ -25,7 +25,7 @@ from txntable.config import Config
 from txntable.engine import Table
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers import foresight, run_sizing
-from txntable.handlers.operate import Operator, Tick
+from txntable.handlers.operate import Observed, Operator, Tick
 from txntable.launch.sizing import SizedFrom
 from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
 
@@ -232,7 +232,9 @@ def test_the_run_is_sized_from_the_plan_in_status_planned_once_per_change(
     c.tick(60)
     assert planned == [6, 7]  # one planning per change of the log
     # a plan made under another generation of the policy is not the current one
-    summary = c.operator._summaries["uid-1"]
+    observed = c.operator.memories.peek("uid-1", Observed)
+    assert observed is not None and observed.summary is not None
+    summary = observed.summary
     newer = replace(c.policy, metadata=replace(c.policy.metadata, generation=2))
     assert c.operator.foresight.current("uid-1", c.policy, summary) is not None
     assert c.operator.foresight.current("uid-1", newer, summary) is None

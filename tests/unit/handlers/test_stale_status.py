@@ -26,7 +26,7 @@ from tests.unit.handlers.test_failed_runs import MemoryLauncher, fragmented
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
-from txntable.handlers.operate import Operator, Tick
+from txntable.handlers.operate import Observed, Operator, Tick
 from txntable.launch import RunState
 
 T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
@@ -198,12 +198,14 @@ def test_a_changed_secret_does_not_make_the_controller_forget_its_runs(tmp_path:
     state = State(s.operator.config, s.operator)
     state.secrets = SecretCache(lambda ns, name: SecretData({}, next(versions)), max_age=0)
     key = s.table.metadata.key
-    handle = s.operator._tables[key]
+    observed = s.operator.memories.of(key, Observed)
+    handle = observed.table
+    assert handle is not None
     _secret_options(state, key, s.table)
     _secret_options(state, key, s.table)  # rotated: version 2
-    assert key not in s.operator._tables  # opened again at the next tick, with the new Secret
+    assert observed.table is None  # opened again at the next tick, with the new Secret
     tick = s.tick(T0 + timedelta(seconds=10))
-    assert s.operator._tables[key] is not handle
+    assert observed.table is not None and observed.table is not handle
     assert s.launcher.launched == [first] and len(s.started) == 1
     record = tick.status.last_compaction
     assert record is not None and record.run_name == first and str(record.outcome) == "Succeeded"

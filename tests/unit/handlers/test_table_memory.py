@@ -1,0 +1,161 @@
+"""``TableMemories``: what the controller keeps per table is one record, forgotten in one call.
+
+A table that ran through ticks (observed, planned, launched, recorded, held) leaves nothing in
+any sub-record once forgotten, and its metric series go with it; a sub-record nobody has
+written yet (a module added tomorrow) is forgotten with the rest without anyone listing it; a
+storage failure reopens the table without forgetting what the controller learnt of its runs.
+The last test keeps the next per-table dict from being added beside the memory: the controller's
+classes may keep no dict keyed by table outside it.
+"""
+
+from __future__ import annotations
+
+import ast
+from datetime import timedelta
+from pathlib import Path
+
+from tests.unit.handlers.test_failed_runs import T0, fragmented
+from tests.unit.handlers.test_operate import Controller, compaction, txntable
+from txntable.handlers.foresight import Foreseen
+from txntable.handlers.holds import HeldSteps
+from txntable.handlers.memory import TableMemories, TableMemory
+from txntable.handlers.operate import Observed
+from txntable.handlers.run_records import Recorded
+from txntable.handlers.run_sizing import Sized
+from txntable.launch import RunState
+
+KEY = "uid-1"
+SERIES = "txntable_table_version"
+OPERATOR = Path(__file__).resolve().parents[3] / "operator" / "txntable"
+
+
+def _ticked(tmp_path: Path) -> Controller:
+    """A controller that observed the table, planned, launched a run and recorded its end."""
+    fragmented(tmp_path / "t")
+    c = Controller(txntable(tmp_path / "t"))
+    policy = compaction(spark={"autoSize": {"enabled": True}})
+    c.tick(compaction=[policy])
+    (name,) = c.launcher.launched
+    c.finish(name, RunState.SUCCEEDED, {"numFilesRemoved": 4, "numFilesAdded": 1})
+    for s in (10, 20):
+        c.tick(T0 + timedelta(seconds=s), compaction=[policy])
+    return c
+
+
+def test_a_forgotten_table_leaves_nothing_in_any_sub_record(tmp_path: Path) -> None:
+    c = _ticked(tmp_path)
+    memories = c.operator.memories
+    kept = {type(r) for r in memories.recall(KEY).records()}
+    assert {Observed, Foreseen, HeldSteps, Recorded, Sized} <= kept
+    observed = memories.peek(KEY, Observed)
+    assert observed is not None and observed.summary is not None
+    recorded = memories.peek(KEY, Recorded)
+    assert recorded is not None and recorded.by_run
+    assert c.sample(SERIES) is not None
+    c.operator.forget(KEY)
+    assert KEY not in memories and memories.keys() == []
+    for kind in kept:
+        assert memories.peek(KEY, kind) is None
+        assert memories.each(kind) == []
+    assert c.sample(SERIES) is None  # its metric series went with it
+    # the table seen again starts from nothing and is observed afresh
+    tick = c.tick(T0 + timedelta(seconds=30), compaction=[compaction()])
+    assert tick.status.version is not None and memories.peek(KEY, Observed) is not None
+
+
+def test_a_sub_record_added_later_is_forgotten_too() -> None:
+    class Tomorrow:  # a module that does not exist yet keeps something per table
+        def __init__(self) -> None:
+            self.seen: dict[str, int] = {}
+
+    memories = TableMemories()
+    told: list[tuple[str, TableMemory]] = []
+    memories.on_forget(lambda key, memory: told.append((key, memory)))
+    memories.of("t1", Tomorrow).seen["x"] = 1
+    memories.of("t2", Tomorrow).seen["y"] = 2
+    assert memories.of("t1", Tomorrow).seen == {"x": 1}  # one record per table, kept
+    memories.forget("t1")
+    assert memories.peek("t1", Tomorrow) is None
+    assert [key for key, _ in memories.each(Tomorrow)] == ["t2"]
+    assert memories.of("t1", Tomorrow).seen == {}  # seen again: a fresh record
+    ((key, memory),) = told
+    assert key == "t1" and isinstance(memory.peek(Tomorrow), Tomorrow)
+
+
+def test_a_storage_failure_reopens_the_table_but_keeps_what_was_learnt(tmp_path: Path) -> None:
+    c = _ticked(tmp_path)
+    memories = c.operator.memories
+    recorded = memories.peek(KEY, Recorded)
+    assert recorded is not None and recorded.by_run
+    c.operator.reopen(KEY)
+    observed = memories.peek(KEY, Observed)
+    assert observed is not None and observed.table is None and observed.summary is None
+    assert memories.peek(KEY, Recorded) is recorded and recorded.by_run
+    tick = c.tick(T0 + timedelta(seconds=30), compaction=[compaction()])
+    assert tick.status.version is not None and observed.summary is not None
+
+
+#: Dicts the controller's classes may keep that are not per table (what each is keyed by).
+NOT_PER_TABLE = {
+    ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
+    ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
+    ("handlers/kopf_handlers.py", "ParsedResources", "_parsed"),  # by resourceVersion
+    ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
+    ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
+    ("handlers/liveness.py", "Liveness", "_in_flight"),  # reconciles in flight, ended by end()
+    ("handlers/run_records.py", "Recorded", "by_run"),  # one table's runs, by run name
+    ("handlers/holds.py", "HeldSteps", "refused"),  # one table's, by run kind
+    ("handlers/holds.py", "HeldSteps", "unsupported"),
+    ("handlers/holds.py", "HeldSteps", "announced"),  # one table's, by condition type
+    ("handlers/commit_events.py", "ProbeStats", "events"),  # by event source
+    # commit events are watched by their own threads; forgotten through on_forget (unwatch)
+    ("handlers/commit_events.py", "CommitEvents", "_watched"),
+    ("handlers/commit_events.py", "CommitEvents", "_pending"),
+    ("handlers/commit_events.py", "CommitEvents", "_queues"),  # by SQS queue
+    ("handlers/sqs_source.py", "SqsQueue", "_routes"),  # routes of one queue
+    ("launch/run_cache.py", "_Namespace", "by_table"),  # the API's listing, replaced each time
+    ("launch/run_cache.py", "_Namespace", "launched"),  # by run, until the next listing
+    ("launch/run_cache.py", "_Namespace", "deleted"),
+    ("launch/run_cache.py", "CachedRuns", "_namespaces"),  # by namespace
+    ("launch/local.py", "LocalLauncher", "_children"),  # by run directory
+}
+
+
+def _dict_attributes(path: Path) -> set[tuple[str, str]]:
+    """(class, attribute) of every attribute a class of ``path`` declares or assigns as a
+    dict (``x: dict[...]`` in its body, ``self.x: dict[...] = ...`` or ``self.x = {}``)."""
+    found: set[tuple[str, str]] = set()
+    for cls in (n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            target, annotation, value = None, None, None
+            if isinstance(node, ast.AnnAssign):
+                target, annotation, value = node.target, node.annotation, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                name = target.attr if target.value.id == "self" else None
+            elif isinstance(target, ast.Name) and node in cls.body:
+                name = target.id
+            else:
+                name = None
+            text = ast.unparse(annotation) if annotation is not None else ""
+            is_dict = text.startswith(("dict[", "Dict[")) or isinstance(value, ast.Dict)
+            if name and is_dict and not name.isupper():
+                found.add((cls.name, name))
+    return found
+
+
+def test_no_per_table_dict_is_kept_beside_the_memory() -> None:
+    found = {
+        (str(path.relative_to(OPERATOR)), cls, attr)
+        for folder in ("handlers", "launch")
+        for path in sorted((OPERATOR / folder).glob("*.py"))
+        for cls, attr in _dict_attributes(path)
+    }
+    unknown = found - NOT_PER_TABLE
+    assert not unknown, (
+        f"dicts kept by the controller's classes outside handlers.memory: {sorted(unknown)}; "
+        "per table, keep a sub-record in TableMemory (memories.of(key, YourRecord)); "
+        "else add it to NOT_PER_TABLE with what it is keyed by"
+    )
+    assert not NOT_PER_TABLE - found, "entries of NOT_PER_TABLE that are gone: remove them"
