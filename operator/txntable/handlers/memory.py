@@ -1,7 +1,7 @@
 """What the controller remembers of each table between ticks: one record per table, one forget.
 
 The controller keeps a few things per table from one tick to the next: the table's handle and
-log summary (``handlers.operate``), the next run's plan and the learnt throughput
+log summary (``handlers.observe``), the next run's plan and the learnt throughput
 (``handlers.foresight``), what sizes its runs (``handlers.run_sizing``), the finished runs
 already recorded (``handlers.run_records``), the steps held and changes announced
 (``handlers.holds``), and what the Kopf driver needs (``handlers.kopf_handlers``: its lock, its

@@ -259,6 +259,27 @@ def test_status_plan_shows_the_resources_its_run_is_launched_with(tmp_path: Path
     assert TxnTableStatus.from_dict(tick.status.to_status()) == tick.status
 
 
+def test_a_launching_tick_sizes_its_run_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24.3: status.plan's resources and the launch are one sizing, made once a tick
+    (before, each asked the sizer, so a launching tick sized the run twice)."""
+    sized: list[str] = []
+    size = run_sizing.RunSizer.size
+
+    def counting(self: run_sizing.RunSizer, key: str, *args: Any, **kwargs: Any) -> Any:
+        sized.append(key)
+        return size(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(run_sizing.RunSizer, "size", counting)
+    c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
+    tick = c.tick(0)
+    assert len(c.launcher.launched) == 1 and tick.status.plan is not None
+    assert sized == ["uid-1"]
+    c.tick(30)  # a run in flight: status shows the plan, nothing is launched
+    assert sized == ["uid-1", "uid-1"]
+
+
 def test_without_auto_size_status_plan_shows_the_policys_own_figures(tmp_path: Path) -> None:
     c = Controller(tmp_path, suspend=True, spark={"executor": {"instances": 3, "cores": 2}})
     plan = c.tick(0).status.plan
