@@ -122,6 +122,8 @@ def test_ctrl_c_on_run_local_stops_the_run_it_started(tmp_path: Path, jobs: list
     finished = json.loads((run / "exit.json").read_text())
     assert finished["exitCode"] == 143  # the job was stopped (SIGTERM) and said so
     assert (run / "stderr.log").read_text().rstrip().endswith("error: terminated")
+    result = json.loads((run / "stdout.log").read_text().strip().splitlines()[-1])
+    assert result["error"] == "terminated"  # the job's one result line says so too
     assert Table.open(location).version() == 6  # and nothing was committed after
 
 

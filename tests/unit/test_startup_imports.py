@@ -197,3 +197,12 @@ def test_the_job_states_the_vacuum_spark_threshold_of_the_vacuum_module() -> Non
     from txntable.maintenance.vacuum_spark import SPARK_MIN_FILES
 
     assert VACUUM_SPARK_MIN_FILES == SPARK_MIN_FILES
+
+
+def test_the_job_states_the_distributed_zorder_threshold_of_the_executor() -> None:
+    """``--distribute-zorder-above`` repeats the threshold so that parsing stays cheap."""
+    from txntable.api.quantity import parse_size
+    from txntable.jobs.optimize import DISTRIBUTE_ZORDER_ABOVE
+    from txntable.maintenance.executor_spark import DISTRIBUTE_ZORDER_ABOVE as EXECUTOR
+
+    assert parse_size(DISTRIBUTE_ZORDER_ABOVE) == EXECUTOR

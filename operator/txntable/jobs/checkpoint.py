@@ -12,8 +12,8 @@ same version.
 With ``--cleanup`` the expired log files are deleted afterwards (``engine/checkpoint/cleanup.py``).
 Storage options come from ``TXNTABLE_STORAGE_OPTIONS`` (JSON, set by the launchers) and
 ``--storage-option KEY=VALUE``. Prints one JSON line; exit status 0 on success, 2 on bad input
-(one ``error: ...`` line on stderr, the refusal as the JSON line: ``jobs.refusal``; nothing
-written).
+(one ``error: ...`` line on stderr, the refusal as the JSON line with ``errorType``:
+``jobs/outcome.py``; nothing written), 130/143 on SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -39,14 +39,12 @@ from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.paths import LOG_DIR, SIDECAR_DIR, decode_path
 from txntable.engine.table import Table
-from txntable.jobs import refusal
 from txntable.jobs.flags import Parser, at_least, duration_ms, parse, spark_master
-from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
+from txntable.jobs.outcome import EXIT_OK, fail, print_result
+from txntable.jobs.signals import raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.spark_session import start_session, stop
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 #: set by the launchers (``launch/run.py``): the table's non-secret fsspec options as JSON
 
 _DV = (
@@ -300,15 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with raise_on_sigterm():  # a stopped run stops its Spark JVM too
             doc = _run(args)
-    except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        print(json.dumps(refusal(exc, args.run_id), separators=(",", ":")), flush=True)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
-        print(f"error: {describe(exc)}", file=sys.stderr)
-        return exit_status(exc)
+    except (EngineError, KeyboardInterrupt) as exc:  # bad input; SIGINT, or SIGTERM: a stopped run
+        # one result line, with errorType for a refusal (jobs/outcome.py)
+        return fail({"table": args.uri, "engine": "spark", "runId": args.run_id}, exc)
     doc["seconds"] = round(time.perf_counter() - started, 3)
-    print(json.dumps(doc, separators=(",", ":")), flush=True)
+    print_result(doc)
     return EXIT_OK
 
 

@@ -1,25 +1,27 @@
 """``python -m txntable.jobs.optimize URI ...``: the OPTIMIZE driver, one JSON line out.
 
 This is what a SparkApplication, a Kubernetes Job running ``spark-submit``, or a local
-subprocess starts, and what ``txntable optimize`` runs in-process. Exit status: 0 when the run
-finished (bins skipped because of concurrent writers still count as finished, and are listed),
-1 when it failed after starting (the JSON line still reports what was committed), 2 on bad
-input (not a table, unsupported writer feature, bad predicate, bad size), with one
-``error: ...`` line on stderr, a JSON line with ``error`` and ``errorType`` (``jobs.refusal``)
-and nothing changed.
+subprocess starts, and what ``txntable optimize`` runs in-process. It prints one JSON result
+line whatever happens once its arguments are read (``jobs/outcome.py``). Exit status: 0 when the
+run finished (bins skipped because of concurrent writers still count as finished, and are
+listed); 1 when it failed after starting (the line still reports what was committed), or Spark
+could not start or a Spark job failed; 2 on bad input (a bad flag, which is one ``error:`` line
+and no result line; not a table, unsupported writer feature, bad predicate, bad size; a store
+that could not be read), nothing changed; 130 on SIGINT and 143 on SIGTERM, after stopping its
+Spark processes. On failure the line carries ``error`` (one line, never a JVM stack trace), and
+``errorType`` when the input was refused (``jobs/outcome.py``), and stderr ends with
+``error: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from txntable.engine.errors import EngineError
-from txntable.jobs import refusal
 from txntable.jobs.flags import (
     Parser,
     at_least,
@@ -30,7 +32,8 @@ from txntable.jobs.flags import (
     spark_master,
     whole_number,
 )
-from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
+from txntable.jobs.outcome import EXIT_FAILED, EXIT_OK, fail, print_result
+from txntable.jobs.signals import raise_on_sigterm
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 # The engine, the executors and the metrics are imported where they are used: ``txntable``
@@ -43,13 +46,13 @@ if TYPE_CHECKING:
     from txntable.maintenance.planner import OptimizePolicy
     from txntable.observability.metrics import EngineMetrics
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 #: ``--vacuum-spark-min-files`` when not given: ``maintenance.vacuum_spark.SPARK_MIN_FILES``,
 #: repeated here because that module loads the engine (a unit test keeps the two equal)
 VACUUM_SPARK_MIN_FILES = 100_000
+#: ``--distribute-zorder-above`` when not given: ``executor_spark.DISTRIBUTE_ZORDER_ABOVE``
+#: (256 MiB), repeated for the same reason (a unit test keeps the two equal)
+DISTRIBUTE_ZORDER_ABOVE = "256Mi"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +176,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--master", type=spark_master, default="local[2]", help="Spark master (default local[2])"
+    )
+    parser.add_argument(
+        "--distribute-zorder-above",
+        default=DISTRIBUTE_ZORDER_ABOVE,
+        metavar="SIZE",
+        help="with --executor spark, a Z-order bin of more input bytes runs as a Spark job of its "
+        f"own instead of one task (docs/optimize.md; default {DISTRIBUTE_ZORDER_ABOVE})",
     )
     parser.add_argument(
         "--workers",
@@ -300,7 +310,9 @@ def make_executor(args: argparse.Namespace) -> BinExecutor:
 
     if args.executor == "arrow":
         return ArrowExecutor(workers=args.workers)
-    return SparkExecutor(master=args.master)
+    above = _size(args.distribute_zorder_above, "distribute-zorder-above")
+    name = "txntable-vacuum" if args.vacuum_only else "txntable-optimize"  # as Spark shows it
+    return SparkExecutor(master=args.master, app_name=name, distribute_zorder_above=above)
 
 
 #: Set by the controller's launchers: the TxnTable as ``namespace/name`` (a metrics label).
@@ -439,7 +451,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     from txntable.api.common import RunKind
-    from txntable.maintenance.errors import MaintenanceError
     from txntable.observability.metrics import EngineMetrics
     from txntable.observability.pushgateway import push_run_metrics
     from txntable.observability.run_report import engine_summary
@@ -448,13 +459,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with raise_on_sigterm():  # a stopped run stops its Spark JVM too
             result, code = execute(args, metrics)
-    except (EngineError, MaintenanceError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        print(json.dumps(refusal(exc, args.run_id), separators=(",", ":")), flush=True)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (a local run stopped, a pod ended)
-        print(f"error: {describe(exc)}", file=sys.stderr)
-        return exit_status(exc)
+    except (Exception, KeyboardInterrupt) as exc:  # SIGINT, or SIGTERM: a stopped run, a pod
+        # every failure and every interrupt ends in the one result line (jobs/outcome.py)
+        doc: dict[str, Any] = {"table": args.uri, "executor": args.executor, "runId": args.run_id}
+        if args.vacuum_only:
+            doc["vacuumOnly"] = True
+        return fail(doc, exc)
     doc = result.to_json()
     if args.vacuum_only:
         doc["vacuumOnly"] = True
@@ -465,7 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         table = os.environ.get(ENV_TABLE_NAME) or "unnamed"
         kind = RunKind.VACUUM if args.vacuum_only else RunKind.OPTIMIZE
         push_run_metrics(metrics.registry, kind=kind, table=table)
-    print(json.dumps(doc, separators=(",", ":")), flush=True)
+    print_result(doc)
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr, flush=True)
     return code
 
 

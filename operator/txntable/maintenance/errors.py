@@ -7,8 +7,12 @@ Hierarchy::
     ├── ClusteringError                 a clustered table's clustering columns cannot be used
     │                                   (malformed domain, nested, unknown or unorderable column)
     ├── BinExecutionError               rewriting one bin failed (I/O, unreadable input file)
-    └── SparkStartError                 the Spark session could not start (``bad_argument``:
-                                        Spark refused the master URL given)
+    ├── SparkStartError                 the Spark session could not start (``bad_argument``:
+    │                                   Spark refused the master URL given)
+    └── SparkJobError                   one of our Spark jobs failed (a task failed for good)
+
+Both Spark errors' messages are one line (``spark_support.spark_error_line``), never the JVM's
+stack trace.
 
 Engine errors (conflicts, storage, unsupported features) pass through unchanged; the
 orchestrator catches the conflict errors it knows how to recover from and reports the rest.
@@ -35,10 +39,17 @@ class BinExecutionError(MaintenanceError):
 
 
 class SparkStartError(MaintenanceError):
-    """Spark could not start a session; the message is Spark's reason on one line.
-    ``bad_argument`` is True when Spark refused what it was given (a master URL it cannot
-    parse), so a command line reports bad usage rather than a failed run."""
+    """Spark could not start a session (no Java, a ``spark://`` master that does not answer);
+    the message is Spark's reason on one line. ``bad_argument`` is True when Spark refused what
+    it was given (a master URL it cannot parse), so a command line reports bad usage rather
+    than a failed run."""
 
     def __init__(self, message: str, *, bad_argument: bool = False) -> None:
         super().__init__(message)
         self.bad_argument = bad_argument
+
+
+class SparkJobError(MaintenanceError):
+    """One of our Spark jobs failed once the session was up (a task failed for good, an
+    executor was lost); the message says why in one line. A run that began may have committed
+    part of its work, so it is a failed run, never refused input."""

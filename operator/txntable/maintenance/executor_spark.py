@@ -23,8 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
+from txntable.maintenance.errors import SparkJobError
 from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 from txntable.maintenance.spark_session import start_session, stop
+from txntable.maintenance.spark_support import spark_error_line
 from txntable.maintenance.zorder_spark import zorder_bin
 
 #: Z-order bins with more input bytes than this run distributed (``zorder_spark``): one task
@@ -126,7 +128,11 @@ class SparkExecutor:
         sc = self.spark.sparkContext
         sc.setJobDescription(f"txntable OPTIMIZE: {len(tasks)} bin(s)")
         rdd = sc.parallelize(payload, len(payload))
-        return [BinResult.from_json(r) for r in rdd.map(run_task).collect()]
+        try:
+            done = rdd.map(run_task).collect()
+        except Exception as exc:  # a task failed for good (bins report their own errors)
+            raise SparkJobError(f"OPTIMIZE's Spark job failed: {spark_error_line(exc)}") from exc
+        return [BinResult.from_json(r) for r in done]
 
     def close(self) -> None:
         """Stop the session if this executor started it (``spark_session.stop``: during Ctrl-C

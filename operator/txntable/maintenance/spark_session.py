@@ -14,7 +14,9 @@ through ``txntable.processes`` without a word to Spark, then makes PySpark forge
 ``stop`` stops a session normally, or aborts when called while a ``KeyboardInterrupt`` (Ctrl-C,
 or SIGTERM through ``jobs.signals``) propagates, so every ``finally`` that stops a session does
 the right thing. A start that fails is one ``SparkStartError`` with Spark's reason on one line
-(not a Java stack trace), flagged as a bad argument when Spark could not parse the master URL.
+(``spark_support.spark_error_line``, not a Java stack trace), flagged as a bad argument when Spark
+could not parse the master URL; a ``spark://`` master that does not answer is reported before
+Spark starts, not after its minute of retries.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,12 +34,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from txntable.maintenance.errors import SparkStartError
+from txntable.maintenance.spark_support import spark_error_line
 from txntable.processes import stop_marked
 
 ENV_OWNER = "TXNTABLE_SPARK_OWNER"
 _TOKEN = uuid.uuid4().hex[:12]
-#: a Java exception's first line: ``org.apache.spark.SparkException: Could not parse ...``
-_JAVA_REASON = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)): (.+)$", re.M)
+#: how long a standalone master may take to accept a connection before it counts as unreachable
+MASTER_CONNECT_TIMEOUT_S = 10.0
 
 
 def owner_marker() -> str:
@@ -48,8 +51,11 @@ def owner_marker() -> str:
 def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = None) -> Any:
     """A SparkSession for maintenance work: UI off, few shuffle partitions, and Python workers
     on this interpreter in local mode (so they import the same txntable). Its processes carry
-    this process's ``owner_marker``; a failed start raises ``SparkStartError``, an interrupted
-    one stops what it launched before re-raising."""
+    this process's ``owner_marker``; a failed start raises ``SparkStartError`` (a ``spark://``
+    master that does not answer at once, ``check_master_reachable``), an interrupted one stops
+    what it launched before re-raising."""
+    if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        check_master_reachable(master)
     from pyspark.sql import SparkSession
 
     if master.startswith("local"):
@@ -85,7 +91,7 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
         abort()
         raise
     except Exception as exc:
-        reason = spark_reason(exc)
+        reason = spark_error_line(exc)
         raise SparkStartError(
             f"Spark could not start (master {master!r}): {reason}",
             bad_argument="master url" in reason.lower(),
@@ -95,6 +101,29 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
             os.environ.pop(ENV_OWNER, None)
         else:
             os.environ[ENV_OWNER] = previous
+
+
+def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """Fail at once, in one line, when no standalone master answers at a ``spark://`` URL.
+
+    Spark itself retries the registration for a minute, gives up in a log line, and then fails
+    with "Cannot call methods on a stopped SparkContext", which says nothing about the master
+    (measured: 90 s). Other masters (``local``, ``k8s://``, ``yarn``) are left to Spark."""
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for address in master[len("spark://") :].split(","):  # high availability: any one will do
+        host, sep, port = address.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise SparkStartError(
+                f"bad Spark master URL {master!r}: expected spark://HOST:PORT", bad_argument=True
+            )
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except OSError as exc:
+            problems.append(f"{address.strip()}: {exc.strerror or exc}")
+    raise SparkStartError(f"cannot reach the Spark master {master} ({'; '.join(problems)})")
 
 
 def _sigint_handler() -> Any:
@@ -107,17 +136,6 @@ def _sigint_handler() -> Any:
 def _restore_sigint(handler: Any) -> None:
     if handler is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, handler)
-
-
-def spark_reason(exc: BaseException) -> str:
-    """Spark's reason for ``exc`` on one line: the Java exception's message when there is one
-    (a ``Py4JJavaError`` carries a whole Java stack trace), else the first line of the text."""
-    text = str(exc)
-    java = _JAVA_REASON.search(text)
-    if java is not None:
-        return f"{java[1]}: {java[2].strip()}"
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def stop(session: Any) -> None:
@@ -200,4 +218,11 @@ def _forget_gateway() -> None:
             setattr(spark_session, attr, None)
 
 
-__all__ = ["ENV_OWNER", "abort", "owner_marker", "spark_reason", "start_session", "stop"]
+__all__ = [
+    "ENV_OWNER",
+    "abort",
+    "check_master_reachable",
+    "owner_marker",
+    "start_session",
+    "stop",
+]

@@ -55,6 +55,7 @@ from txntable.maintenance.executor_arrow import (
     check_task_input,
     output_file_count,
 )
+from txntable.maintenance.spark_support import from_ipc, spark_error_line, to_ipc
 from txntable.maintenance.zorder import (
     bits_per_column,
     column_boundaries,
@@ -94,23 +95,7 @@ class RangePlan:
         return f"part-{index:05d}-{self.name_suffix}"
 
     def column_boundaries(self) -> list[pa.Array]:
-        return [_from_ipc(b).column(0).combine_chunks() for b in self.boundaries]
-
-
-#: rows cross the shuffle as zstd-compressed IPC: about half the bytes of plain IPC on random
-#: data (Spark's own lz4 gains little on either), for ~0.02 s per 100,000 rows
-_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
-
-
-def _to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _from_ipc(blob: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+        return [from_ipc(b).column(0).combine_chunks() for b in self.boundaries]
 
 
 def sample_inputs(
@@ -125,7 +110,7 @@ def sample_inputs(
         if n > per_input:
             chosen = pc.less(pc.random(n, initializer=index), per_input / n)
             data = data.filter(chosen)
-        yield n, _to_ipc(data)
+        yield n, to_ipc(data)
 
 
 def split_inputs(
@@ -146,7 +131,7 @@ def split_inputs(
         counts = pc.value_counts(ranges.take(order))  # sorted input: ranges in order
         offset = 0
         for item in counts.to_pylist():
-            yield int(item["values"]), _to_ipc(data.slice(offset, item["counts"]))
+            yield int(item["values"]), to_ipc(data.slice(offset, item["counts"]))
             offset += item["counts"]
 
 
@@ -158,7 +143,7 @@ def write_range(
     for range_id, blob in items:
         if range_id != index:  # pragma: no cover - the partitioner is the identity
             raise BinExecutionError(f"range {range_id} reached the task of range {index}")
-        part = _from_ipc(blob)
+        part = from_ipc(blob)
         rows += part.num_rows
         estimate = int(rows * plan.bytes_per_row)
         check_task_input(f"key range {index} of bin {task.bin_id}", estimate, plan.max_bytes)
@@ -184,7 +169,7 @@ def plan_ranges(
     total = sum(n for n, _ in samples)
     if total == 0:
         return None
-    sample = pa.concat_tables([_from_ipc(blob) for _, blob in samples])
+    sample = pa.concat_tables([from_ipc(blob) for _, blob in samples])
     bits = bits_per_column(len(order_by))
     bounds = [column_boundaries(sample.column(c), bits) for c in order_by]
     ranges = output_file_count(task.input_bytes, task.target_file_size, len(task.inputs))
@@ -195,7 +180,7 @@ def plan_ranges(
     template = data_file_name()
     suffix = template.removeprefix(_PREFIX) if template.startswith(_PREFIX) else template
     return RangePlan(
-        boundaries=tuple(_to_ipc(pa.table({"b": b})) for b in bounds),
+        boundaries=tuple(to_ipc(pa.table({"b": b})) for b in bounds),
         splits=tuple(range_splits(keys, ranges).to_pylist()),
         ranges=ranges,
         bytes_per_row=task.input_bytes / total,
@@ -285,15 +270,6 @@ def _leftovers(io: BinIO | None, plan: RangePlan | None) -> tuple[str, ...]:
     return tuple(
         io.relative_path(f.name) for f in listed if f.name.endswith("-" + plan.name_suffix)
     )
-
-
-def spark_error_line(exc: BaseException) -> str:
-    """The Python error inside a Py4J failure, not the JVM's stack trace."""
-    text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line or "Exception:" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 __all__ = [

@@ -18,8 +18,9 @@ from pathlib import Path
 from tests.unit.handlers.test_failed_runs import MemoryLauncher
 from tests.unit.handlers.test_operate import Controller, compaction, txntable, with_garbage
 from txntable.engine.errors import UnsupportedWriterFeatureError
-from txntable.jobs import BAD_INPUT, UNSUPPORTED_FEATURE, refusal
+from txntable.jobs import BAD_INPUT, UNSUPPORTED_FEATURE
 from txntable.jobs.optimize import main as optimize_main
+from txntable.jobs.outcome import error_type
 from txntable.launch import RunStatus
 from txntable.launch.run import failure_detail
 
@@ -116,4 +117,4 @@ def test_a_refused_input_still_prints_a_result_line(tmp_path: Path) -> None:
     assert line["runId"] == "r-1" and line["errorType"] == BAD_INPUT
     assert line["error"] in err.getvalue()
     feature = UnsupportedWriterFeatureError("needs x", ("x",))
-    assert refusal(feature, None)["errorType"] == UNSUPPORTED_FEATURE
+    assert error_type(feature) == UNSUPPORTED_FEATURE

@@ -28,6 +28,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
@@ -242,9 +243,16 @@ class S3Storage(Storage):
                 return
             raise self._storage_error(f"deleting {relative}", exc) from exc
 
+    def _endpoint(self) -> str:
+        """The endpoint the client talks to, without any user info a URL could carry."""
+        parts = urlsplit(str(getattr(self.client.meta, "endpoint_url", "") or ""))
+        return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
     def _storage_error(self, what: str, exc: Exception) -> StorageError:
         code, status = _error_code(exc)
         detail = f"{code} (HTTP {status})" if code else type(exc).__name__
+        if type(exc).__name__ in ("EndpointConnectionError", "ConnectTimeoutError"):
+            detail += f" (no connection to {self._endpoint()})"
         if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
             return StorageError(f"permission denied while {what} in s3://{self.bucket}: {detail}")
         return StorageError(f"S3 error while {what} in s3://{self.bucket}: {detail}")
