@@ -87,7 +87,10 @@ RUN mkdir -p /usr/share/man/man1 \
  && python -m pip uninstall -y pip setuptools wheel
 COPY --from=build-spark /opt/venv /opt/venv
 # SPARK_HOME is PySpark's own distribution: bin/spark-submit, jars/ (with spark-kubernetes);
-# conf/ is where Spark on Kubernetes mounts the run's configuration
+# conf/ is where Spark on Kubernetes mounts the run's configuration. No Hadoop object-store
+# connector (hadoop-aws, hadoop-azure) on purpose: Spark tasks open S3 and Azure tables with the
+# engine's storage and the run's storage options (docs/adr/0008-log-replay-in-tasks.md; held by
+# tests/unit/deploy/test_dockerfile.py)
 RUN ln -s /opt/venv/lib/python3.11/site-packages/pyspark /opt/spark \
  && mkdir -p /opt/spark/conf /opt/txntable/jobs
 COPY docker/spark-entrypoint.sh /opt/entrypoint.sh

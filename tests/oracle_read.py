@@ -17,8 +17,10 @@ _SCRIPT = """
 import hashlib, json, sys
 import deltalake
 import pyarrow as pa
-path, version = sys.argv[1], sys.argv[2]
-dt = deltalake.DeltaTable(path, version=None if version == "latest" else int(version))
+path, version, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+dt = deltalake.DeltaTable(
+    path, version=None if version == "latest" else int(version), storage_options=options or None
+)
 batches = pa.table(deltalake.QueryBuilder().register("t", dt).execute("select * from t").read_all())
 rows = sorted(json.dumps(r, sort_keys=True, default=str) for r in batches.to_pylist())
 print(json.dumps({"rows": len(rows), "digest": hashlib.sha1("\\n".join(rows).encode()).hexdigest(),
@@ -66,8 +68,12 @@ def read_versions(path: Path | str, versions: list[int]) -> dict[int, dict[str, 
     return {int(k): v for k, v in found.items()}
 
 
-def read(path: Path | str, version: int | None = None) -> dict[str, Any]:
-    """``{"rows", "digest", "version"}`` as deltalake reads them; raises with its error."""
+def read(
+    path: Path | str, version: int | None = None, storage_options: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``{"rows", "digest", "version"}`` as deltalake reads them (``storage_options`` in
+    object_store's names, for object stores); raises with its error."""
     which = "latest" if version is None else str(version)
-    result: dict[str, Any] = _child(_SCRIPT, [str(path), which], 300, f"{path}@{version}")
+    args = [str(path), which, json.dumps(storage_options or {})]
+    result: dict[str, Any] = _child(_SCRIPT, args, 300, f"{path}@{version}")
     return result

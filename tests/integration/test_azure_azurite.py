@@ -230,3 +230,40 @@ def test_bad_azure_options_and_credentials_fail_clearly(blob_url: str) -> None:
     with pytest.raises(StorageError, match="permission denied") as info:
         Table.open(f"az://{CONTAINER}/t", wrong_key)
     assert "d3Jvbmcta2V5LXZhbHVl" not in str(info.value)
+
+
+@pytest.mark.spark
+def test_spark_checkpoint_and_vacuum_on_azure(
+    blob_url: str, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Spark checkpoint job's replay and VACUUM's Spark tasks reach Azure through the
+    engine's storage (Spark has no Azure filesystem here, and VACUUM on Spark once refused Azure
+    tables): the same state as our replay, the same files deleted as in-process."""
+    import time
+
+    from tests.integration.test_checkpoint_spark import assert_replays_on_object_store
+    from txntable.engine.vacuum import vacuum
+    from txntable.maintenance.vacuum_spark import SparkSweeper
+
+    uri, _ = _new_table(blob_url)
+    assert_replays_on_object_store(spark, uri, _options(blob_url), _batch)
+    monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", blob_url)
+    seen = oracle_read.read(uri)
+    assert (seen["version"], seen["rows"]) == (4, 2)
+
+    table = Table.open(uri, _options(blob_url))
+    for name in ("orphan-root.parquet", "p=a/orphan.parquet", "p=a/_tmp/x.parquet", "_hidden/y"):
+        table.storage.write(name, b"x")
+    later = int(time.time() * 1000) + 8 * 86_400_000  # the tombstone and orphans are old then
+    snapshot = table.snapshot()
+    process = vacuum(snapshot, dry_run=True, now_ms=later)
+    sweeper = SparkSweeper(spark=spark, storage_options=_options(blob_url))
+    assert vacuum(snapshot, dry_run=True, now_ms=later, sweeper=sweeper).files == process.files
+    assert {"orphan-root.parquet", "p=a/orphan.parquet"} < set(process.files)
+    assert sweeper.last["directories"] == 2  # p=a and p=b; _hidden is skipped
+    done = vacuum(snapshot, now_ms=later, sweeper=sweeper)
+    assert done.num_deleted == len(process.files) and done.logged
+    names = {f.name for f in table.storage.list_tree()}
+    assert not names & set(process.files) and {"p=a/_tmp/x.parquet", "_hidden/y"} <= names
+    assert oracle_read.read(uri)["rows"] == 2

@@ -11,9 +11,9 @@ step); stderr ends with ``error: ...`` (the local launcher's message). Exit stat
 * 0: the run finished;
 * 1: it failed after work began (the result line says what was committed), or Spark could
   not start, or a Spark job failed;
-* 2: refused before anything was started: bad input (not a table, a bad option or policy, an
-  unsupported feature, a master URL Spark cannot parse) or a store that could not be read;
-  nothing changed;
+* 2: refused: bad input (not a table, a bad option or policy, an unsupported feature, even one
+  found only once Spark reconstructed the state, a master URL Spark cannot parse) or a store
+  that could not be read before work began; nothing changed;
 * 130, 143: interrupted by SIGINT or SIGTERM (``jobs.signals``); the job's Spark processes are
   stopped, and ``error`` is ``interrupted`` or ``terminated``.
 
@@ -37,13 +37,17 @@ EXIT_BAD_INPUT = 2
 
 
 def exit_status(exc: BaseException, *, started: bool = False) -> int:
-    """2 for what a job refuses before starting (our errors, a master URL Spark refused), 1 for
-    everything else: any error once work ``started``, Spark's failures, unexpected errors;
-    130/143 for an interrupt."""
+    """2 for what a job refuses (our errors before work ``started``, a table feature this
+    engine does not know whenever it shows, a master URL Spark refused), 1 for everything else:
+    any other error once work started, Spark's failures, unexpected errors; 130/143 for an
+    interrupt."""
+    from txntable.engine.errors import UnsupportedFeatureError
     from txntable.maintenance.errors import MaintenanceError, SparkJobError, SparkStartError
 
     if isinstance(exc, KeyboardInterrupt):
         return signals.exit_status(exc)
+    if isinstance(exc, UnsupportedFeatureError):  # found late (after a replay) or early: refused
+        return EXIT_BAD_INPUT
     if isinstance(exc, SparkStartError) and exc.bad_argument:  # no session: nothing changed
         return EXIT_BAD_INPUT
     if started or isinstance(exc, (SparkStartError, SparkJobError)):

@@ -27,8 +27,8 @@ so it deletes exactly what the in-process path would:
 
 Limits: the root's own files are listed by the driver (a table that keeps all its files in the
 root gains only the parallel deletes; Delta Spark lists a directory in one task too), and
-``memory://`` tables live in one process, so they are refused. Local disk and S3 are supported
-(the stores ``open_storage`` opens for writing).
+``memory://`` tables live in one process, so they are refused. Local disk, S3 and Azure are
+supported (the stores ``open_storage`` opens for writing).
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ from typing import Any
 
 from txntable.engine.errors import StorageError
 from txntable.engine.read.snapshot import Snapshot
-from txntable.engine.storage.base import FileInfo, LocalStorage, MemoryStorage, Storage
+from txntable.engine.storage.azure import AzureStorage
+from txntable.engine.storage.base import FileInfo, LocalStorage, Storage
 from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.s3 import S3Storage
 from txntable.engine.vacuum import VacuumRules
-from txntable.maintenance.errors import MaintenanceError
+from txntable.maintenance.errors import MaintenanceError, SparkJobError
+from txntable.maintenance.spark_support import location, spark_error_line
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +69,15 @@ def wants_spark(snapshot: Snapshot, min_files: int = SPARK_MIN_FILES) -> bool:
     return estimated_files(snapshot) >= min_files
 
 
-def _location(storage: Storage) -> str:
-    """What an executor passes to ``open_storage`` to reach the same root."""
-    if isinstance(storage, MemoryStorage):
-        raise MaintenanceError(
-            "a memory:// table lives in one process: Spark executors cannot reach it; "
-            "vacuum it in-process"
-        )
-    if isinstance(storage, LocalStorage):
-        return storage.root_path  # a plain path: a file:// URI would be percent-decoded again
-    if isinstance(storage, S3Storage):
-        return storage.root_uri
-    raise MaintenanceError(f"VACUUM on Spark cannot reach a {type(storage).__name__} table")
-
-
-def _subtree(storage: Storage, directory: str) -> Storage:
-    """The same store rooted at ``directory`` (a top-level directory of ``storage``)."""
+def _subtree(storage: Storage, directory: str, options: Mapping[str, Any]) -> Storage:
+    """The same store rooted at ``directory`` (a top-level directory of ``storage``), on the
+    same client."""
     if isinstance(storage, LocalStorage):
         return LocalStorage(os.path.join(storage.root_path, directory), fsync=False)
     if isinstance(storage, S3Storage):
         return S3Storage(f"{storage.root_uri}/{directory}", client=storage.client)
+    if isinstance(storage, AzureStorage):  # the options name the account, the client is reused
+        return AzureStorage(f"{storage.root_uri}/{directory}", options, client=storage.client)
     raise MaintenanceError(f"VACUUM on Spark cannot list a {type(storage).__name__} table")
 
 
@@ -97,6 +88,8 @@ def list_root(storage: Storage) -> tuple[list[FileInfo], list[str]]:
             return _list_local_root(storage.root_path)
         if isinstance(storage, S3Storage):
             return _list_s3_root(storage)
+        if isinstance(storage, AzureStorage):
+            return _list_azure_root(storage)
     except StorageError:
         raise
     except OSError as exc:
@@ -144,6 +137,24 @@ def _list_s3_root(storage: S3Storage) -> tuple[list[FileInfo], list[str]]:
     return files, dirs
 
 
+def _list_azure_root(storage: AzureStorage) -> tuple[list[FileInfo], list[str]]:
+    prefix = f"{storage.prefix}/" if storage.prefix else ""
+    files: list[FileInfo] = []
+    dirs: list[str] = []
+    try:
+        for item in storage.client.walk_blobs(name_starts_with=prefix, delimiter="/"):
+            name = str(item.name)[len(prefix) :]
+            if not hasattr(item, "size"):  # a BlobPrefix: a "directory"
+                if name.rstrip("/"):
+                    dirs.append(name.rstrip("/"))
+            elif name and "/" not in name:
+                mtime = int(item.last_modified.timestamp() * 1000)
+                files.append(FileInfo(name, int(item.size), mtime))
+    except Exception as exc:
+        raise StorageError(f"listing the table root failed: {type(exc).__name__}") from exc
+    return files, dirs
+
+
 # -- what runs on the executors ---------------------------------------------------------------
 def find_doomed(
     groups: Sequence[tuple[str, Sequence[str]]], common: Mapping[str, Any], dv_ids: Iterable[str]
@@ -161,7 +172,9 @@ def find_doomed(
             dv_ids=dv,
             keep_dirs=tuple(common.get("keep_dirs") or ()),
         )
-        for info in _subtree(storage, directory).list_tree(rules.skip_dir):
+        for info in _subtree(storage, directory, common["storage_options"]).list_tree(
+            rules.skip_dir
+        ):
             full = FileInfo(f"{directory}/{info.name}", info.size, info.mtime_ms)
             if rules.doomed(full):
                 out.append((full.name, full.size, full.mtime_ms))
@@ -236,7 +249,7 @@ class SparkSweeper:
 
     def doomed(self, storage: Storage, rules: VacuumRules) -> list[FileInfo]:
         common = {
-            "location": _location(storage),
+            "location": location(storage),
             "storage_options": self.storage_options,
             "cutoff_ms": rules.cutoff_ms,
             "partition_names": list(rules.partition_names),
@@ -266,7 +279,7 @@ class SparkSweeper:
                 .collect()
             )
         except Exception as exc:
-            raise MaintenanceError(f"VACUUM's listing job failed: {_first_line(exc)}") from exc
+            raise SparkJobError(f"VACUUM's listing job failed: {spark_error_line(exc)}") from exc
         finally:
             dv_ids.unpersist()
         self.last["listTasks"] = len(slices)
@@ -284,7 +297,7 @@ class SparkSweeper:
         if not names:
             return
         common = {
-            "location": _location(storage),
+            "location": location(storage),
             "storage_options": self.storage_options,
             "partition_names": list(rules.partition_names),
             "keep_dirs": list(rules.keep_dirs),
@@ -302,7 +315,7 @@ class SparkSweeper:
                 .collect()
             )
         except Exception as exc:
-            raise MaintenanceError(f"VACUUM's delete job failed: {_first_line(exc)}") from exc
+            raise SparkJobError(f"VACUUM's delete job failed: {spark_error_line(exc)}") from exc
         self.last["deleteTasks"] = len(slices)
         if done != len(names):  # pragma: no cover - a task returned without raising
             raise MaintenanceError(f"VACUUM deleted {done} of {len(names)} files")
@@ -314,12 +327,3 @@ class SparkSweeper:
 
             session, self._spark = self._spark, None
             stop(session)
-
-
-def _first_line(exc: BaseException) -> str:
-    """The Python error inside a Py4J failure, not the JVM's stack trace."""
-    text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line or "Exception:" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__

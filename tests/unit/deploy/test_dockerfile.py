@@ -213,6 +213,38 @@ def test_both_images_install_the_object_store_extras_and_only_spark_gets_pyspark
     assert '"pyspark==${PYSPARK_VERSION}"' in spark_runs
 
 
+#: Hadoop's object-store connectors and the SDKs they pull in (jars, Maven coordinates, URLs)
+HADOOP_CONNECTORS = re.compile(
+    r"hadoop-(aws|azure|azure-datalake|cloud-storage)|aws-java-sdk|awssdk|azure-storage-\d"
+    r"|gcs-connector|\.jar\b",
+    re.IGNORECASE,
+)
+#: reading or writing a table with Spark's own readers (Hadoop filesystems) or naming their schemes
+SPARK_FILESYSTEM_IO = re.compile(
+    r"\bspark\.read\b|\.read\.(parquet|json|format|load|text)\(|"
+    r"\.write\.(parquet|json|format|save|mode|insertInto|saveAsTable)\(|s3a://|abfss?://|wasbs?://"
+)
+
+
+def test_spark_jobs_reach_storage_through_the_engine_only(dockerfile: Dockerfile) -> None:
+    """ADR 0008: the Spark image carries no Hadoop object-store connector, so no job may read or
+    write a table through Spark's Hadoop filesystems (the checkpoint job once read the log with
+    spark.read over s3a:// and failed with ClassNotFoundException: S3AFileSystem); Spark tasks
+    open tables with the engine's storage instead. If a connector is ever added to the image,
+    this test and the ADR change together."""
+    for stage in dockerfile.stages.values():
+        for keyword, args in stage.instructions:
+            assert not HADOOP_CONNECTORS.search(args), f"{stage.name}: {keyword} {args}"
+    sources = [
+        *sorted((REPO / "operator" / "txntable" / "jobs").glob("*.py")),
+        *sorted((REPO / "operator" / "txntable" / "maintenance").glob("*.py")),
+    ]
+    assert len(sources) > 10
+    for path in sources:
+        found = SPARK_FILESYSTEM_IO.search(path.read_text())
+        assert found is None, f"{path.relative_to(REPO)} uses {found.group(0)!r}"
+
+
 def test_spark_image_provides_what_the_run_manifests_use(dockerfile: Dockerfile) -> None:
     stage = dockerfile.stages["spark"]
     copies = [shlex.split(c) for c in stage.args("COPY") if not c.startswith("--from=")]

@@ -10,7 +10,11 @@ import socket
 
 import pytest
 
-from txntable.engine.errors import InvalidArgumentError, StorageError
+from txntable.engine.errors import (
+    InvalidArgumentError,
+    StorageError,
+    UnsupportedReaderFeatureError,
+)
 from txntable.jobs import outcome
 from txntable.jobs.signals import Terminated
 from txntable.maintenance.errors import InvalidPolicyError, SparkJobError, SparkStartError
@@ -124,6 +128,7 @@ def test_a_standalone_master_nobody_answers_at_fails_at_once() -> None:
         (InvalidPolicyError("--target-size: bad"), False, 2),
         (StorageError("S3 error while listing"), False, 2),  # before work began: refused
         (StorageError("S3 error while writing"), True, 1),  # after: failed
+        (UnsupportedReaderFeatureError("reader feature x"), True, 2),  # refused whenever found
         (SparkStartError("cannot reach the Spark master"), False, 1),
         (SparkStartError("Could not parse Master URL", bad_argument=True), False, 2),
         (SparkJobError("OPTIMIZE's Spark job failed"), False, 1),

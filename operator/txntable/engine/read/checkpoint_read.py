@@ -10,6 +10,7 @@ column-wise and stay Arrow; only the handful of non-file actions become Python o
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -19,9 +20,11 @@ import pyarrow.parquet as pq
 from txntable.engine.errors import CorruptLogError, InvalidActionError
 from txntable.engine.model.actions import (
     Action,
+    AddFile,
     DomainMetadata,
     Metadata,
     Protocol,
+    RemoveFile,
     SetTransaction,
     Sidecar,
     parse_commit,
@@ -117,41 +120,79 @@ def _to_json(value: Any, arrow_type: pa.DataType) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class CheckpointPiece:
+    """What one file of a checkpoint holds: its ``add`` and ``remove`` rows (conformed to
+    ``ADD_SCHEMA``/``REMOVE_SCHEMA``) and its other actions (sidecar references included)."""
+
+    adds: pa.Table
+    removes: pa.Table
+    others: list[Action]
+
+
+def read_checkpoint_file(
+    storage: Storage, relative: str, *, sidecar: bool = False, stats: bool = True
+) -> CheckpointPiece:
+    """One file of a checkpoint (``relative`` to the table root): a classic or multi-part
+    Parquet part, a V2 top-level file (JSON lines or Parquet) or, with ``sidecar``, a sidecar
+    (file actions only). The inline reader and the Spark tasks (``maintenance/replay_spark.py``)
+    both read checkpoints through this."""
+    if relative.endswith(".json"):
+        actions = parse_commit(storage.read(relative), source=relative.rsplit("/", 1)[-1])
+        return CheckpointPiece(
+            actions_to_table((a for a in actions if isinstance(a, AddFile)), ADD_SCHEMA),
+            actions_to_table((a for a in actions if isinstance(a, RemoveFile)), REMOVE_SCHEMA),
+            [a for a in actions if type(a) in _NON_FILE.values()],
+        )
+    want = {"add", "remove"} if sidecar else {"add", "remove", *_NON_FILE, "checkpointMetadata"}
+    table = _read_parquet(storage, relative, want, stats=stats)
+    return CheckpointPiece(
+        _file_actions(table, "add", ADD_SCHEMA),
+        _file_actions(table, "remove", REMOVE_SCHEMA),
+        [] if sidecar else _non_file_rows(table),
+    )
+
+
+def _file_actions(table: pa.Table, column: str, schema: pa.Schema) -> pa.Table:
+    if column not in table.column_names:
+        return empty(schema)
+    return from_struct_column(table.column(column), schema)
+
+
 def read_checkpoint(storage: Storage, ref: CheckpointRef, *, stats: bool = True) -> TableState:
     """The reconciled state stored in a complete checkpoint; with ``stats=False`` the file
     actions' ``stats`` and ``tags`` of Parquet checkpoints are not read (they are null)."""
-    adds: list[pa.Table] = []
-    removes: list[pa.Table] = []
-    others: list[Action] = []
-    want = {"add", "remove", *_NON_FILE, "checkpointMetadata"}
+    pieces = [
+        read_checkpoint_file(storage, f"{LOG_DIR}/{info.name}", stats=stats) for info in ref.files
+    ]
+    others = [a for piece in pieces for a in piece.others]
+    for sidecar in [a for a in others if isinstance(a, Sidecar)]:
+        pieces.append(
+            read_checkpoint_file(storage, sidecar_path(sidecar.path), sidecar=True, stats=stats)
+        )
+    return _assemble(ref.version, others, [p.adds for p in pieces], [p.removes for p in pieces])
+
+
+def checkpoint_sidecars(storage: Storage, ref: CheckpointRef) -> list[str]:
+    """The sidecar files (relative to the table root) a checkpoint's files reference, read
+    without its file actions: only the ``sidecar`` column of Parquet files is decoded."""
+    found: list[Sidecar] = []
     for info in ref.files:
         relative = f"{LOG_DIR}/{info.name}"
-        if ref.kind is LogFileKind.CHECKPOINT_UUID and info.name.endswith(".json"):
-            actions = parse_commit(storage.read(relative), source=info.name)
-            others.extend(a for a in actions if type(a) in _NON_FILE.values())
-            file_actions = [a for a in actions if a.KEY in ("add", "remove")]
-            adds.append(actions_to_table((a for a in file_actions if a.KEY == "add"), ADD_SCHEMA))  # type: ignore[misc]
-            removes.append(
-                actions_to_table((a for a in file_actions if a.KEY == "remove"), REMOVE_SCHEMA)  # type: ignore[misc]
-            )
-            continue
-        table = _read_parquet(storage, relative, want, stats=stats)
-        others.extend(_non_file_rows(table))
-        if "add" in table.column_names:
-            adds.append(from_struct_column(table.column("add"), ADD_SCHEMA))
-        if "remove" in table.column_names:
-            removes.append(from_struct_column(table.column("remove"), REMOVE_SCHEMA))
-    for sidecar in [a for a in others if isinstance(a, Sidecar)]:
-        relative = _sidecar_path(sidecar.path)
-        table = _read_parquet(storage, relative, {"add", "remove"}, stats=stats)
-        if "add" in table.column_names:
-            adds.append(from_struct_column(table.column("add"), ADD_SCHEMA))
-        if "remove" in table.column_names:
-            removes.append(from_struct_column(table.column("remove"), REMOVE_SCHEMA))
-    return _assemble(ref.version, others, adds, removes)
+        if info.name.endswith(".json"):
+            found += [
+                a
+                for a in parse_commit(storage.read(relative), source=info.name)
+                if isinstance(a, Sidecar)
+            ]
+        else:
+            table = _read_parquet(storage, relative, {"sidecar"})
+            found += [a for a in _non_file_rows(table) if isinstance(a, Sidecar)]
+    return [sidecar_path(a.path) for a in found]
 
 
-def _sidecar_path(path: str) -> str:
+def sidecar_path(path: str) -> str:
+    """Where a ``sidecar`` action's file is, relative to the table root."""
     decoded = decode_path(path)
     if "/" in decoded:
         marker = f"{LOG_DIR}/{SIDECAR_DIR}/"
@@ -205,7 +246,7 @@ def checkpoint_problem(storage: Storage, ref: CheckpointRef) -> str | None:
                     counts[name] += len(column) - column.null_count
             sidecars += [a for a in _non_file_rows(table) if isinstance(a, Sidecar)]
         for sidecar in sidecars:
-            _read_parquet(storage, _sidecar_path(sidecar.path), set())
+            _read_parquet(storage, sidecar_path(sidecar.path), set())
     except FileNotFoundError as exc:
         return f"a file of it is missing ({exc})"
     except (CorruptLogError, OSError) as exc:
