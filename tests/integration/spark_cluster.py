@@ -13,10 +13,12 @@ the driver: nothing is shared through one process the way ``local[N]`` shares it
 * Logs: each daemon's output goes to ``<workdir>/logs/<name>.log``; executors log into the
   workers' work directories (``<workdir>/work-<n>/<app>/<executor>/stderr``). They stay on disk
   for a failed test to be read (``SparkCluster.log_tail``).
-* Nothing survives: each daemon is the leader of its own process group (its executors and their
-  Python workers join it) and is started with ``PR_SET_PDEATHSIG``, so it gets SIGKILL when the
-  process that started it dies, even by SIGKILL. ``stop`` sends SIGTERM to every group, then
-  SIGKILL, and returns whatever still runs (a test asserts it is nothing);
+* Nothing survives: each daemon is the leader of its own process group (its executors join it;
+  PySpark's Python worker daemon makes a group of its own under its executor) and is started
+  with ``PR_SET_PDEATHSIG``, so it gets SIGKILL when the process that started it dies, even by
+  SIGKILL; an executor ends when its worker goes, its Python workers when it goes. ``stop``
+  sends SIGTERM to every group of the cluster's process tree, then SIGKILL, and returns whatever
+  still runs (a test asserts it is nothing);
   ``python -m tests.integration.spark_cluster`` runs a cluster until interrupted (the tests of
   Ctrl-C and of a killed parent use it).
 """
@@ -135,10 +137,12 @@ JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 def _env(workdir: Path) -> dict[str, str]:
     conf = workdir / "conf"
     conf.mkdir(parents=True, exist_ok=True)
-    # read by the jobs' spark-submit (driver and executors), not by the daemons
+    # read by the jobs' spark-submit (driver and executors), not by the daemons; a job's first
+    # stage waits until both workers' executors registered, so every job uses both
     (conf / "spark-defaults.conf").write_text(
         f"spark.driver.extraJavaOptions {JAVA_OPTIONS}\n"
         f"spark.executor.extraJavaOptions {JAVA_OPTIONS}\n"
+        "spark.scheduler.minRegisteredResourcesRatio 1.0\n"
     )
     env = dict(os.environ)
     env.update(
@@ -262,47 +266,93 @@ def _bound_ports(log: Path) -> tuple[int, int] | None:
     return None
 
 
-def processes_in(pgids: set[int]) -> list[str]:
-    """``pid command`` of every live process in one of ``pgids`` (zombies aside)."""
+@dataclass(frozen=True)
+class Proc:
+    """A live process as /proc shows it; ``started`` (clock ticks after boot) tells a pid
+    that was reused apart."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    started: int
+    command: str
+
+    def __str__(self) -> str:
+        return f"{self.pid} {self.command[:300]}"
+
+
+def _processes() -> list[Proc]:
+    """Every live process (zombies aside)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'
+        # pid (comm) state ppid pgrp ... starttime (22nd): comm may hold spaces, split after ')'
         fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[2]) in pgids:
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-            except OSError:
-                cmd = "?"
-            found.append(f"{entry.name} {cmd}")
+        if fields[0] != "Z":
+            found.append(
+                Proc(int(entry.name), int(fields[1]), int(fields[2]), int(fields[19]), command)
+            )
     return found
 
 
-def stop(cluster: SparkCluster, grace: float = 15.0) -> list[str]:
-    """SIGTERM every daemon's process group, SIGKILL what remains after ``grace`` seconds;
-    returns the processes still alive after that (none, unless something is badly wrong)."""
+def processes_in(pgids: set[int]) -> list[str]:
+    """``pid command`` of every live process in one of ``pgids``."""
+    return [str(p) for p in _processes() if p.pgid in pgids]
+
+
+def cluster_processes(cluster: SparkCluster) -> list[Proc]:
+    """The daemons' process groups and every descendant of the daemons: PySpark's Python
+    worker daemon puts itself in a group of its own, under the executor."""
+    procs = _processes()
+    children: dict[int, list[Proc]] = {}
+    for proc in procs:
+        children.setdefault(proc.ppid, []).append(proc)
     groups = cluster.pgids()
-    for pgid in groups:
-        with suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
+    found = {p.pid: p for p in procs if p.pgid in groups}
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child.pid not in found:
+                found[child.pid] = child
+                todo.append(child.pid)
+    return list(found.values())
+
+
+def _alive(tracked: list[Proc]) -> list[str]:
+    now = {(p.pid, p.started) for p in _processes()}
+    return [str(p) for p in tracked if (p.pid, p.started) in now]
+
+
+def _signal_all(tracked: list[Proc], sig: signal.Signals) -> None:
+    for pgid in {p.pgid for p in tracked}:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+
+def stop(cluster: SparkCluster, grace: float = 15.0) -> list[str]:
+    """SIGTERM every process of the cluster (``cluster_processes``: daemons, executors, Python
+    workers), SIGKILL what remains after ``grace`` seconds; returns what still lives after
+    that (nothing, unless something is badly wrong)."""
+    tracked = cluster_processes(cluster)
+    _signal_all(tracked, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while processes_in(groups) and time.monotonic() < deadline:
+    while _alive(tracked) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for pgid in groups:
-        with suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    _signal_all(cluster_processes(cluster) + tracked, signal.SIGKILL)
     for proc in cluster.procs.values():
         with suppress(subprocess.TimeoutExpired):  # SIGKILL was sent
             proc.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while processes_in(groups) and time.monotonic() < deadline:
+    while _alive(tracked) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return processes_in(groups)
+    survivors = _alive(tracked)
+    return survivors + [p for p in processes_in(cluster.pgids()) if p not in survivors]
 
 
 @contextmanager

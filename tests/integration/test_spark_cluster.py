@@ -3,9 +3,10 @@ its own, and executors in JVMs of theirs (``spark_cluster.py``; one cluster for 
 
 Every job runs as ``python -m txntable.jobs.<kind> --master spark://...`` in a process of its
 own, as a SparkApplication's driver does, against a local table and an S3 table on moto's
-server: OPTIMIZE bin-pack, OPTIMIZE Z-order distributed over the executors, the VACUUM job
-(listing and deletes as Spark tasks) and the checkpoint job (its log replay reads through the
-engine's storage inside tasks: docs/adr/0008-log-replay-in-tasks.md). S3 options reach the jobs as
+server: OPTIMIZE bin-pack, OPTIMIZE Z-order distributed over the executors followed by VACUUM
+as Spark tasks (listing and deletes; the VACUUM job is that run with ``--vacuum-only``) and the
+checkpoint job (its log replay reads through the engine's storage inside tasks:
+docs/adr/0008-log-replay-in-tasks.md). S3 options reach the jobs as
 the launchers pass them, in ``TXNTABLE_STORAGE_OPTIONS`` with object_store's names. After each
 job deltalake (in a child process) and our own reader see the same rows as before, and the
 master's record shows that the application ran on the cluster, with executors on both workers.
@@ -26,6 +27,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -58,29 +60,60 @@ ORPHAN = "p=part2/orphan-of-a-crashed-writer.parquet"
 
 # -- helpers ----------------------------------------------------------------------------------
 def run_job(
-    kind: str, uri: str, *args: str, env: dict[str, str], cluster: SparkCluster | None = None
+    kind: str,
+    uri: str,
+    *args: str,
+    env: dict[str, str],
+    cluster: SparkCluster | None = None,
+    watch: set[str] | None = None,
 ) -> tuple[int, dict[str, Any], str]:
-    """``python -m txntable.jobs.<kind>``: its exit status, its one result line, its stderr."""
+    """``python -m txntable.jobs.<kind>``: its exit status, its one result line, its stderr.
+    With ``watch``, what ``executors_in_the_tree`` sees while it runs is added to it."""
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", f"txntable.jobs.{kind}", uri, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=JOB_TIMEOUT_S,
-        check=False,
-    )
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"txntable.jobs.{kind}", uri, *args],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        try:
+            if watch is not None and cluster is not None:
+                watch |= executors_in_the_tree(cluster, proc)
+            proc.wait(timeout=JOB_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:  # pragma: no cover - a hung job
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     seconds = time.monotonic() - started
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
     logs = cluster.log_tail() if cluster is not None else ""
     assert len(lines) == 1 and lines[0].startswith("{"), (
-        f"{kind} printed {len(lines)} lines, not one result line:\n{done.stdout[-2000:]}\n"
-        f"{done.stderr[-3000:]}\n{logs}"
+        f"{kind} printed {len(lines)} lines, not one result line:\n{stdout[-2000:]}\n"
+        f"{stderr[-3000:]}\n{logs}"
     )
     doc: dict[str, Any] = json.loads(lines[0])
-    print(f"{kind} {' '.join(args)}: exit {done.returncode} in {seconds:.1f} s")  # -s shows it
-    return done.returncode, doc, done.stderr
+    print(f"{kind} {' '.join(args)}: exit {proc.returncode} in {seconds:.1f} s")  # -s shows it
+    return proc.returncode, doc, stderr
+
+
+def executors_in_the_tree(cluster: SparkCluster, job: subprocess.Popen[str]) -> set[str]:
+    """While ``job`` runs: its executor JVMs and Python worker daemons that ``stop`` would find
+    in the cluster's process tree (``cluster_processes``), by parent."""
+    seen: set[str] = set()
+    while job.poll() is None and len(seen) < 4:
+        for proc in cluster_support.cluster_processes(cluster):
+            if "CoarseGrainedExecutorBackend" in proc.command:
+                seen.add(f"executor under {proc.ppid}")  # one per worker
+            elif "pyspark.daemon" in proc.command and proc.pgid == proc.pid:
+                seen.add(f"python daemon under {proc.ppid}")  # one per executor
+        time.sleep(0.2)
+    return seen
 
 
 def completed_apps(cluster: SparkCluster) -> list[dict[str, Any]]:
@@ -135,10 +168,11 @@ class Store:
             storage.delete(f"_delta_log/{v:020d}.json")
 
 
-def maintain_on_the_cluster(cluster: SparkCluster, store: Store, vacuum_job: bool) -> None:
-    """Bin-pack one partition, Z-order another distributed over the executors, VACUUM with
-    Spark tasks (the VACUUM job, or the Z-order run's ``--vacuum``), checkpoint with Spark
-    tasks; after each job deltalake and our reader see the same rows as before."""
+def maintain_on_the_cluster(cluster: SparkCluster, store: Store) -> None:
+    """Bin-pack one partition; Z-order another distributed over the executors and VACUUM with
+    Spark tasks in the same run (``--vacuum``: the VACUUM job is this run with
+    ``--vacuum-only``); checkpoint with Spark tasks. After each job deltalake and our reader see
+    the same rows as before."""
     master = ("--master", cluster.master_url)
     table = store.table()
     table.storage.write(ORPHAN, b"not a parquet file")  # no commit names it: VACUUM's to delete
@@ -159,13 +193,12 @@ def maintain_on_the_cluster(cluster: SparkCluster, store: Store, vacuum_job: boo
     assert_ran_on_cluster(cluster, apps, "txntable-optimize")
     same_rows()
 
-    vacuum = () if vacuum_job else ("--vacuum", "--vacuum-spark-min-files", "1")
     code, doc, err = run_job(
         "optimize",
         store.uri,
         *master,
         *("--where", "p = 'part0'", "--zorder-by", "i32,id", "--target-size", "4Ki"),
-        *("--distribute-zorder-above", "1", *vacuum),
+        *("--distribute-zorder-above", "1", "--vacuum", "--vacuum-spark-min-files", "1"),
         env=store.env,
         cluster=cluster,
     )
@@ -180,12 +213,6 @@ def maintain_on_the_cluster(cluster: SparkCluster, store: Store, vacuum_job: boo
 
     live = {decode_path(a.path) for a in snapshot.add_actions()}
     removed = set(snapshot.tombstones().column("path").to_pylist())
-    if vacuum_job:
-        code, doc, err = run_job(
-            "vacuum", store.uri, *master, "--vacuum-spark-min-files", "1", env=store.env
-        )
-        assert code == 0 and doc["error"] is None, (doc, err[-3000:])
-        assert_ran_on_cluster(cluster, apps + 2, "txntable-vacuum")
     vacuumed = doc["vacuum"]
     assert vacuumed["executor"] == "spark" and vacuumed["logged"], vacuumed
     assert vacuumed["numDeleted"] == len(removed) + 1, (vacuumed, removed)
@@ -194,10 +221,16 @@ def maintain_on_the_cluster(cluster: SparkCluster, store: Store, vacuum_job: boo
     same_rows()
 
     version = table.version()
-    code, doc, err = run_job("checkpoint", store.uri, *master, env=store.env, cluster=cluster)
+    seen: set[str] = set()
+    code, doc, err = run_job(
+        "checkpoint", store.uri, *master, env=store.env, cluster=cluster, watch=seen
+    )
     assert code == 0 and "error" not in doc, (doc, err[-3000:])
+    # two executors, each with its Python worker daemon in a process group of its own: all in
+    # the tree the cluster's stop signals
+    assert len(seen) == 4, seen
     assert doc["version"] == version and doc["numOfAddFiles"] == len(live), doc
-    assert_ran_on_cluster(cluster, apps + 2 + vacuum_job, "txntable-checkpoint")
+    assert_ran_on_cluster(cluster, apps + 2, "txntable-checkpoint")
     store.drop_commits_before(version)  # from now on only the checkpoint knows the files
     seen = store.oracle()
     assert (seen["version"], seen["digest"]) == (version, rows["digest"])
@@ -216,9 +249,7 @@ def test_local_table(spark_cluster: SparkCluster, tmp_path: Path) -> None:
             partition_by=["p"],
             configuration=NO_RETENTION if i == 0 else None,
         )
-    maintain_on_the_cluster(
-        spark_cluster, Store(str(path), None, spark_cluster.job_env()), vacuum_job=False
-    )
+    maintain_on_the_cluster(spark_cluster, Store(str(path), None, spark_cluster.job_env()))
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +274,7 @@ def test_s3_table(spark_cluster: SparkCluster, s3: dict[str, str]) -> None:
     _fill(table)
     env = spark_cluster.job_env()
     env["TXNTABLE_STORAGE_OPTIONS"] = json.dumps(s3)
-    maintain_on_the_cluster(spark_cluster, Store(uri, s3, env), vacuum_job=True)
+    maintain_on_the_cluster(spark_cluster, Store(uri, s3, env))
 
 
 # -- how jobs fail ----------------------------------------------------------------------------
@@ -295,6 +326,8 @@ def test_a_failed_job_prints_one_result_line_with_a_clear_error(
         expected = (2, f"EndpointConnectionError (no connection to http://{nobody})")
     else:
         env["PYSPARK_PYTHON"] = _no_txntable_python(tmp_path)
+        # one attempt per task: retrying an executor image without the package cannot help
+        env["PYSPARK_SUBMIT_ARGS"] = "--conf spark.task.maxFailures=1 pyspark-shell"
         expected = (1, "No module named 'txntable'")
     log = sorted(p.name for p in (fragmented / "_delta_log").iterdir())
     files = sorted(str(p) for p in fragmented.rglob("*"))
