@@ -6,10 +6,11 @@ own, as a SparkApplication's driver does, against a local table and an S3 table 
 server: OPTIMIZE bin-pack, OPTIMIZE Z-order distributed over the executors followed by VACUUM
 as Spark tasks (listing and deletes; the VACUUM job is that run with ``--vacuum-only``) and the
 checkpoint job (its log replay reads through the engine's storage inside tasks:
-docs/adr/0008-log-replay-in-tasks.md). S3 options reach the jobs as
-the launchers pass them, in ``TXNTABLE_STORAGE_OPTIONS`` with object_store's names. After each
-job deltalake (in a child process) and our own reader see the same rows as before, and the
-master's record shows that the application ran on the cluster, with executors on both workers.
+docs/adr/0008-log-replay-in-tasks.md), which also runs against an Azure table on Azurite. S3 and
+Azure options reach the jobs as the launchers pass them, in ``TXNTABLE_STORAGE_OPTIONS`` with
+object_store's names. After each job deltalake (in a child process) and our own reader see the
+same rows as before, and the master's record shows that the application ran on the cluster, with
+executors on both workers.
 
 How jobs fail: a master nobody answers at, storage nobody answers at, and tasks that fail on the
 executors (a Python there without txntable, as in an image without the package) each end in one
@@ -45,6 +46,10 @@ from tests.integration import spark_cluster as cluster_support
 from tests.integration.moto_support import moto_server
 from tests.integration.optimize_helpers import SCHEMA, batch
 from tests.integration.spark_cluster import SparkCluster
+from tests.integration.test_azure_azurite import CONTAINER as AZURE_CONTAINER
+from tests.integration.test_azure_azurite import _options as azure_options
+from tests.integration.test_azure_azurite import blob_url  # noqa: F401 - a fixture
+from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.storage.paths import decode_path
 from txntable.engine.storage.s3 import S3Storage
 from txntable.engine.table import Table
@@ -151,16 +156,24 @@ def _fill(table: Table, commits: int = 4, rows: int = 30) -> None:
 
 
 class Store:
-    """Where a test table lives and how every party reaches it."""
+    """Where a test table lives and how every party reaches it (deltalake with
+    ``oracle_options``, by default the same options as ours)."""
 
-    def __init__(self, uri: str, options: dict[str, str] | None, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        uri: str,
+        options: dict[str, str] | None,
+        env: dict[str, str],
+        oracle_options: dict[str, str] | None = None,
+    ) -> None:
         self.uri, self.options, self.env = uri, options, env
+        self.oracle_options = options if oracle_options is None else oracle_options
 
     def table(self) -> Table:
         return Table.open(self.uri, self.options)
 
     def oracle(self, version: int | None = None) -> dict[str, Any]:
-        return oracle_read.read(self.uri, version, self.options)
+        return oracle_read.read(self.uri, version, self.oracle_options)
 
     def drop_commits_before(self, version: int) -> None:
         storage = self.table().storage
@@ -220,22 +233,37 @@ def maintain_on_the_cluster(cluster: SparkCluster, store: Store) -> None:
     assert left == live, left ^ live
     same_rows()
 
-    version = table.version()
+    checkpoint_on_the_cluster(cluster, store, rows["digest"], ours)
+
+
+def checkpoint_on_the_cluster(
+    cluster: SparkCluster, store: Store, digest: str, ours: Counter[tuple[str, int]]
+) -> None:
+    """The checkpoint job on the cluster, its replay in tasks on both executors; then, with
+    every commit before it gone, deltalake and our reader find the same rows in it alone."""
+    table = store.table()
+    version, live = table.version(), table.snapshot().num_files
+    apps = len(completed_apps(cluster))
     seen: set[str] = set()
     code, doc, err = run_job(
-        "checkpoint", store.uri, *master, env=store.env, cluster=cluster, watch=seen
+        "checkpoint",
+        store.uri,
+        *("--master", cluster.master_url),
+        env=store.env,
+        cluster=cluster,
+        watch=seen,
     )
     assert code == 0 and "error" not in doc, (doc, err[-3000:])
     # two executors, each with its Python worker daemon in a process group of its own: all in
     # the tree the cluster's stop signals
     assert len(seen) == 4, seen
-    assert doc["version"] == version and doc["numOfAddFiles"] == len(live), doc
-    assert_ran_on_cluster(cluster, apps + 2, "txntable-checkpoint")
+    assert doc["version"] == version and doc["numOfAddFiles"] == live, doc
+    assert_ran_on_cluster(cluster, apps, "txntable-checkpoint")
     store.drop_commits_before(version)  # from now on only the checkpoint knows the files
-    seen = store.oracle()
-    assert (seen["version"], seen["digest"]) == (version, rows["digest"])
+    read = store.oracle()
+    assert (read["version"], read["digest"]) == (version, digest)
     reopened = Table.open(store.uri, store.options)
-    assert reopened.snapshot().num_files == len(live) and _ids_by_partition(reopened) == ours
+    assert reopened.snapshot().num_files == live and _ids_by_partition(reopened) == ours
 
 
 # -- the jobs on the cluster ------------------------------------------------------------------
@@ -275,6 +303,35 @@ def test_s3_table(spark_cluster: SparkCluster, s3: dict[str, str]) -> None:
     env = spark_cluster.job_env()
     env["TXNTABLE_STORAGE_OPTIONS"] = json.dumps(s3)
     maintain_on_the_cluster(spark_cluster, Store(uri, s3, env))
+
+
+def test_checkpoint_job_on_an_azure_table(
+    spark_cluster: SparkCluster,
+    blob_url: str,  # noqa: F811 - the Azurite fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkpoint job on an Azure table (Azurite): the replay tasks read an inline
+    checkpoint and the commits after it from Blob Storage through the engine's storage, as
+    the Spark image has no Hadoop Azure connector (ADR 0008)."""
+    options = azure_options(blob_url)
+    uri = f"az://{AZURE_CONTAINER}/t-{uuid.uuid4().hex[:8]}"
+    table = Table.create(uri, SCHEMA, ["p"], storage_options=options)
+    _fill(table, commits=2)
+    write_checkpoint(table.snapshot())  # the replay starts from it (version 2)
+    table.append(batch(60, 30))
+    table.delete("p = 'part1'")  # tombstones after the checkpoint
+    assert table.snapshot().tombstones().num_rows >= 3
+    env = spark_cluster.job_env()
+    env["TXNTABLE_STORAGE_OPTIONS"] = json.dumps(options)
+    # deltalake reaches Azurite through its emulator settings (object_store reads them here)
+    monkeypatch.setenv("AZURE_STORAGE_USE_EMULATOR", "true")
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", blob_url)
+    store = Store(uri, options, env, oracle_options={})
+    rows = store.oracle()
+    ours = _ids_by_partition(store.table())
+    assert rows["rows"] == sum(ours.values()) > 0
+    assert not any(part == "part1" for part, _ in ours)
+    checkpoint_on_the_cluster(spark_cluster, store, rows["digest"], ours)
 
 
 # -- how jobs fail ----------------------------------------------------------------------------
