@@ -34,6 +34,7 @@ MODULES = [
     "bench.commit_events",
     "bench.status_writes",
     "bench.deltaspark",
+    "bench.spark_cluster",
 ]
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

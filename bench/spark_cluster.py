@@ -14,16 +14,18 @@ deltalake):
   (the table keeps no retention, so the compacted-away files go);
 * ``checkpoint``: the checkpoint job.
 
-Reported per job and master: the process's wall time (JVM start, executors, work) and the time
-the job itself reports (``seconds`` in its result line: from after the interpreter start). Also
-the cluster's start (master and workers spawned until both workers are ALIVE). Not part of
-``make bench`` (minutes, and a cluster): ``python -m bench.spark_cluster [--reps N]``.
+Reported per job and master: the process's wall time (JVM start, executors, work) and its work:
+the wall time less the median wall time of a ``startup`` process on the same master, which only
+starts a session, runs one trivial task per slot (on the cluster that waits for both executors
+and starts a Python worker in each, as a job's first stage does) and stops. Also the cluster's
+start (master and workers spawned until both workers are ALIVE). In ``make bench``
+(``bench.run``, NAME ``spark_cluster``: about ten minutes); alone:
+``python -m bench.spark_cluster [--reps N] [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -34,10 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+NAME = "spark_cluster"
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
 COMMITS = 30
 ROWS = 2_000
+QUICK_COMMITS = 6
 NO_RETENTION = {"delta.deletedFileRetentionDuration": "interval 0 hours"}
 
 JOBS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -48,11 +52,22 @@ JOBS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def make_table(path: Path) -> None:
+#: what every job pays before its work (module docstring): run as ``python -c`` with the master
+STARTUP = """
+import sys
+from txntable.maintenance.spark_session import start_session
+spark = start_session(sys.argv[1], "txntable-bench-startup", {})
+slots = spark.sparkContext.defaultParallelism
+spark.sparkContext.parallelize(range(slots), slots).map(lambda x: x).collect()
+spark.stop()
+"""
+
+
+def make_table(path: Path, commits: int = COMMITS) -> None:
     from deltalake import write_deltalake
     from tests.integration.optimize_helpers import batch
 
-    for i in range(COMMITS):
+    for i in range(commits):
         write_deltalake(
             str(path),
             batch(i * ROWS, ROWS, partitions=PARTITIONS),
@@ -63,10 +78,15 @@ def make_table(path: Path) -> None:
 
 
 def run_job(kind: str, path: Path, master: str, env: dict[str, str]) -> dict[str, Any]:
-    module, args = JOBS[kind]
+    if kind == "startup":
+        command = [sys.executable, "-c", STARTUP, master]
+    else:
+        module, args = JOBS[kind]
+        command = [sys.executable, "-m", f"txntable.jobs.{module}", str(path), "--master", master]
+        command += args
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", f"txntable.jobs.{module}", str(path), "--master", master, *args],
+        command,
         capture_output=True,
         text=True,
         env=env,
@@ -75,10 +95,9 @@ def run_job(kind: str, path: Path, master: str, env: dict[str, str]) -> dict[str
         check=False,
     )
     wall = time.monotonic() - started
-    doc = json.loads(done.stdout.strip().splitlines()[-1])
     if done.returncode != 0:
-        raise SystemExit(f"{kind} on {master} failed: {doc.get('error')}\n{done.stderr[-2000:]}")
-    return {"wall_s": wall, "job_s": float(doc.get("seconds") or 0)}
+        raise SystemExit(f"{kind} on {master} failed: {done.stdout[-500:]}\n{done.stderr[-2000:]}")
+    return {"wall_s": wall}
 
 
 def prepare(kind: str, base: Path, work: Path, env: dict[str, str]) -> Path:
@@ -96,19 +115,20 @@ def prepare(kind: str, base: Path, work: Path, env: dict[str, str]) -> Path:
     return path
 
 
-def run(reps: int) -> dict[str, Any]:
+def run(quick: bool = False, reps: int = 1) -> dict[str, Any]:
     from tests.integration import spark_cluster
 
+    commits = QUICK_COMMITS if quick else COMMITS
     with tempfile.TemporaryDirectory(prefix="bench-spark-cluster-") as tmp:
         work = Path(tmp)
         base = work / "base"
-        make_table(base)
+        make_table(base, commits)
         with spark_cluster.running(work / "cluster", workers=2) as cluster:
             env = cluster.job_env()
             masters = {"cluster": cluster.master_url, "local[2]": "local[2]"}
             rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
             for _ in range(reps):
-                for kind in JOBS:
+                for kind in ("startup", *JOBS):
                     for label, master in masters.items():
                         path = prepare(kind, base, work, env)
                         measured = run_job(kind, path, master, env)
@@ -120,29 +140,38 @@ def run(reps: int) -> dict[str, Any]:
         "rows": rows,
         "reps": reps,
         "load": os.getloadavg(),
-        "table": {"partitions": PARTITIONS, "commits": COMMITS, "rows": ROWS},
+        "table": {"partitions": PARTITIONS, "commits": commits, "rows": ROWS},
     }
 
 
 def render(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+
+    def med(kind: str, label: str) -> float:
+        return statistics.median(r["wall_s"] for r in rows[kind][label])
+
+    table = result["table"]
     lines = [
-        f"Cluster start (master + 2 workers ALIVE): {result['start_s']:.1f} s. "
-        f"Median of {result['reps']}; load average at the end "
+        f"Table: {table['partitions']} partitions, {table['commits']} appends of "
+        f"{table['rows']:,} rows (deltalake). Cluster start (master + 2 workers ALIVE): "
+        f"{result['start_s']:.1f} s. Median of {result['reps']}; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in result['load'])}.",
         "",
-        "| job | cluster wall (s) | cluster job (s) | local[2] wall (s) | local[2] job (s) "
-        "| wall ratio |",
-        "|---|---|---|---|---|---|",
+        f"Startup (session, one task per slot, stop): cluster {med('startup', 'cluster'):.1f} s, "
+        f"local[2] {med('startup', 'local[2]'):.1f} s. Work = wall less that startup.",
+        "",
+        "| job | cluster wall (s) | local[2] wall (s) | wall ratio | cluster work (s) "
+        "| local[2] work (s) | work ratio |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for kind, by_master in result["rows"].items():
-
-        def med(label: str, key: str, runs: dict[str, list[dict[str, Any]]] = by_master) -> float:
-            return statistics.median(r[key] for r in runs[label])
-
-        cluster, local = med("cluster", "wall_s"), med("local[2]", "wall_s")
+    for kind in JOBS:
+        wall = {label: med(kind, label) for label in ("cluster", "local[2]")}
+        work = {label: wall[label] - med("startup", label) for label in wall}
+        ratio = f"{work['cluster'] / work['local[2]']:.2f}x" if work["local[2]"] > 0 else "n/a"
         lines.append(
-            f"| {kind} | {cluster:.1f} | {med('cluster', 'job_s'):.1f} | {local:.1f} "
-            f"| {med('local[2]', 'job_s'):.1f} | {cluster / local:.2f}x |"
+            f"| {kind} | {wall['cluster']:.1f} | {wall['local[2]']:.1f} "
+            f"| {wall['cluster'] / wall['local[2]']:.2f}x | {work['cluster']:.1f} "
+            f"| {work['local[2]']:.1f} | {ratio} |"
         )
     return "\n".join(lines)
 
@@ -150,8 +179,9 @@ def render(result: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.spark_cluster", description=__doc__)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_COMMITS} appends")
     args = parser.parse_args()
-    print(render(run(args.reps)))
+    print(render(run(args.quick, args.reps)))
     return 0
 
 
