@@ -110,10 +110,13 @@ def run_job(
 def executors_in_the_tree(cluster: SparkCluster, job: subprocess.Popen[str]) -> set[str]:
     """While ``job`` runs: its executor JVMs and Python worker daemons that ``stop`` would find
     in the cluster's process tree (``cluster_processes``), by parent."""
+    workers = {p.pid for name, p in cluster.procs.items() if name.startswith("worker-")}
     seen: set[str] = set()
     while job.poll() is None and len(seen) < 4:
         for proc in cluster_support.cluster_processes(cluster):
-            if "CoarseGrainedExecutorBackend" in proc.command:
+            # a JVM's child holds the JVM's command line until it execs (an executor starting
+            # its Python daemon): only a worker's child is an executor
+            if "CoarseGrainedExecutorBackend" in proc.command and proc.ppid in workers:
                 seen.add(f"executor under {proc.ppid}")  # one per worker
             elif "pyspark.daemon" in proc.command and proc.pgid == proc.pid:
                 seen.add(f"python daemon under {proc.ppid}")  # one per executor
