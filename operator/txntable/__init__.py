@@ -14,8 +14,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from txntable.engine import CommitOptions, CommitResult, Snapshot, Table, Transaction
-    from txntable.engine.errors import ConcurrentModificationException, EngineError
+    from txntable.engine import (
+        CommitOptions,
+        CommitResult,
+        ConcurrentModificationException,
+        EngineError,
+        Snapshot,
+        Table,
+        Transaction,
+    )
 
     __version__: str
 
@@ -29,15 +36,15 @@ __all__ = [
     "Transaction",
 ]
 
-#: public name -> the module that defines it
+#: public name -> where it is loaded from: the engine's public face
 _LAZY = {
-    "CommitOptions": "txntable.engine.commit.transaction",
-    "CommitResult": "txntable.engine.commit.transaction",
-    "Snapshot": "txntable.engine.read.snapshot",
-    "Table": "txntable.engine.table",
-    "Transaction": "txntable.engine.commit.transaction",
-    "ConcurrentModificationException": "txntable.engine.errors",
-    "EngineError": "txntable.engine.errors",
+    "CommitOptions": "txntable.engine",
+    "CommitResult": "txntable.engine",
+    "Snapshot": "txntable.engine",
+    "Table": "txntable.engine",
+    "Transaction": "txntable.engine",
+    "ConcurrentModificationException": "txntable.engine",
+    "EngineError": "txntable.engine",
 }
 
 

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.engine.checkpoint.write import write_checkpoint
+    from txntable.engine import write_checkpoint
 
     started = time.perf_counter()
     snapshot = open_table(args).snapshot(version=args.version)

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
+    from txntable.engine import cleanup_expired_logs
 
     snapshot = open_table(args).snapshot()
     result = cleanup_expired_logs(snapshot, dry_run=args.dry_run, retention_ms=args.retention)

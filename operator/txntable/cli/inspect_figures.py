@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 
 from txntable.api import defaults
 from txntable.api.quantity import parse_size
-from txntable.engine import Snapshot
-from txntable.engine.model.schema import parse_schema
+from txntable.engine import Snapshot, parse_schema
 
 #: what ``txntable optimize`` (and a CompactionPolicy) aims at by default: files below it are
 #: the ones a default compaction rewrites

@@ -27,7 +27,7 @@ from txntable.cli import (
     vacuum_cmd,
 )
 from txntable.cli.errors import CliError
-from txntable.engine.errors import EngineError
+from txntable.engine import EngineError
 from txntable.jobs.flags import Parser, parse
 from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
 

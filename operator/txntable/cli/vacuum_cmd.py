@@ -18,8 +18,7 @@ from txntable.jobs.flags import duration_ms, spark_master
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
 
 if TYPE_CHECKING:  # imported when the command runs: building the parser must stay cheap
-    from txntable.engine.read.snapshot import Snapshot
-    from txntable.engine.vacuum import VacuumResult
+    from txntable.engine import Snapshot, VacuumResult
 
 
 def register(sub: Any) -> None:
@@ -62,7 +61,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from txntable.engine.errors import RetentionTooShortError
+    from txntable.engine import RetentionTooShortError
     from txntable.maintenance.errors import MaintenanceError, SparkStartError
 
     snapshot = open_table(args).snapshot()
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _vacuum(args: argparse.Namespace, snapshot: Snapshot, retention_ms: int | None) -> VacuumResult:
-    from txntable.engine.vacuum import vacuum
+    from txntable.engine import vacuum_table as vacuum
     from txntable.maintenance.vacuum_spark import SparkSweeper
 
     if args.executor != "spark":

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from txntable.engine.checkpoint import retention
     from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
-    from txntable.engine.checkpoint.retention import parse_interval_ms
     from txntable.engine.checkpoint.write import write_checkpoint
     from txntable.engine.commit.transaction import CommitOptions, CommitResult, Transaction
     from txntable.engine.errors import (
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         EngineError,
         InvalidActionError,
         InvalidArgumentError,
+        RetentionTooShortError,
         StorageError,
         TableNotFoundError,
         UnsupportedFeatureError,
@@ -88,6 +88,7 @@ __all__ = [
     "Metadata",
     "ParquetSettings",
     "Protocol",
+    "RetentionTooShortError",
     "Snapshot",
     "Storage",
     "StorageError",
@@ -104,7 +105,6 @@ __all__ = [
     "check_writable",
     "cleanup_expired_logs",
     "open_storage",
-    "parse_interval_ms",
     "parse_s3_options",
     "parse_s3_uri",
     "parse_schema",
@@ -146,7 +146,6 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "write_checkpoint": ("txntable.engine.checkpoint.write", "write_checkpoint"),
     "cleanup_expired_logs": ("txntable.engine.checkpoint.cleanup", "cleanup_expired_logs"),
     "retention": ("txntable.engine.checkpoint.retention", None),
-    "parse_interval_ms": ("txntable.engine.checkpoint.retention", "parse_interval_ms"),
     # (not ``vacuum``: that is also the name of the submodule, which importing it binds here)
     "vacuum_table": ("txntable.engine.vacuum", "vacuum"),
     "VacuumResult": ("txntable.engine.vacuum", "VacuumResult"),
@@ -171,6 +170,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "InvalidActionError": ("txntable.engine.errors", "InvalidActionError"),
     "InvalidArgumentError": ("txntable.engine.errors", "InvalidArgumentError"),
     "StorageError": ("txntable.engine.errors", "StorageError"),
+    "RetentionTooShortError": ("txntable.engine.errors", "RetentionTooShortError"),
     "TableNotFoundError": ("txntable.engine.errors", "TableNotFoundError"),
     "VersionNotFoundError": ("txntable.engine.errors", "VersionNotFoundError"),
     "CorruptLogError": ("txntable.engine.errors", "CorruptLogError"),

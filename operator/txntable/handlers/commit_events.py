@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from txntable.api.table import EventSource, ObservationMode, ObservationStatus
-from txntable.engine.storage.paths import LOG_DIR
+from txntable.engine import LOG_DIR
 from txntable.handlers.sqs_source import SqsLike, SqsQueue
 
 log = logging.getLogger(__name__)

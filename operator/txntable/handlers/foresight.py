@@ -31,12 +31,14 @@ from txntable.api.types import (
     RunRecord,
     TxnTable,
 )
-from txntable.engine import Table
-from txntable.engine.errors import EngineError
-from txntable.engine.model.physical import partition_physical_names
-from txntable.engine.model.schema import parse_schema
-from txntable.engine.read.activity import read_recent_activity
-from txntable.engine.read.summary import TableSummary
+from txntable.engine import (
+    EngineError,
+    Table,
+    TableSummary,
+    parse_schema,
+    partition_physical_names,
+    read_recent_activity,
+)
 from txntable.handlers.memory import TableMemories
 from txntable.launch import RunState, RunStatus
 from txntable.maintenance.errors import MaintenanceError

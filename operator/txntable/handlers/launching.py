@@ -31,10 +31,14 @@ from txntable.api.types import (
     TxnTable,
 )
 from txntable.config import Config
-from txntable.engine import Snapshot, Table
-from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
-from txntable.engine.checkpoint.write import write_checkpoint
-from txntable.engine.errors import EngineError, UnsupportedFeatureError
+from txntable.engine import (
+    EngineError,
+    Snapshot,
+    Table,
+    UnsupportedFeatureError,
+    cleanup_expired_logs,
+    write_checkpoint,
+)
 from txntable.handlers.holds import Holds, Signature
 from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.handlers.run_records import Event

@@ -21,17 +21,18 @@ from datetime import datetime
 
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.engine import CommitOptions, Table
-from txntable.engine.errors import (
+from txntable.engine import (
+    CommitOptions,
     CorruptLogError,
     EngineError,
+    Storage,
     StorageError,
+    Table,
     TableNotFoundError,
+    TableSummary,
     UnsupportedFeatureError,
+    to_arrow_type,
 )
-from txntable.engine.model.schema import to_arrow_type
-from txntable.engine.read.summary import TableSummary
-from txntable.engine.storage.base import Storage
 from txntable.handlers.memory import TableMemories
 from txntable.observability.metrics import EngineMetrics
 from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept

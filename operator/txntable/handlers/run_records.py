@@ -27,8 +27,7 @@ from typing import Any
 
 from txntable.api.conditions import EventReason
 from txntable.api.types import RunKind, RunOutcome, RunRecord, TxnTable
-from txntable.engine import Table
-from txntable.engine.errors import EngineError
+from txntable.engine import EngineError, Table
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.run_sizing import running_note
 from txntable.jobs import UNSUPPORTED_FEATURE

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from txntable.api.types import CompactionPolicy, RunKind
-from txntable.engine.errors import EngineError
-from txntable.engine.read.summary import TableSummary
+from txntable.engine import EngineError, TableSummary
 from txntable.handlers.memory import TableMemories
 from txntable.launch import Launcher, RunState, RunStatus
 from txntable.launch.errors import LaunchError

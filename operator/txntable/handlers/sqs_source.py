@@ -30,9 +30,7 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from txntable.api.table import EventSource
-from txntable.engine.storage.options import parse_s3_options, s3_options_with_environment
-from txntable.engine.storage.paths import LOG_DIR
-from txntable.engine.storage.s3 import parse_s3_uri
+from txntable.engine import LOG_DIR, parse_s3_options, parse_s3_uri, s3_options_with_environment
 
 log = logging.getLogger(__name__)
 

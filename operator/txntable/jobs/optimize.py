@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from txntable.engine.errors import EngineError
+from txntable.engine import EngineError
 from txntable.jobs.flags import (
     Parser,
     at_least,
@@ -41,7 +41,7 @@ from txntable.jobs.storage_args import add_storage_option_argument, storage_opti
 # not load pyarrow, the log reader or prometheus_client.
 if TYPE_CHECKING:
     from txntable.api.optimize_options import OptimizeOptions
-    from txntable.engine.table import Table
+    from txntable.engine import Table
     from txntable.maintenance.optimize import BinExecutor, OptimizeResult
     from txntable.maintenance.planner import OptimizePolicy
     from txntable.observability.metrics import EngineMetrics
@@ -323,8 +323,7 @@ def execute(
     args: argparse.Namespace, metrics: EngineMetrics | None = None
 ) -> tuple[OptimizeResult, int]:
     """Run with parsed arguments; bad input raises (``EngineError``/``MaintenanceError``)."""
-    from txntable.engine.commit.transaction import CommitOptions
-    from txntable.engine.table import Table
+    from txntable.engine import CommitOptions, Table
     from txntable.maintenance.errors import MaintenanceError
     from txntable.maintenance.optimize import optimize
 
@@ -377,8 +376,8 @@ def run_vacuum(
     a table of at least ``--vacuum-spark-min-files`` files is listed and deleted by Spark tasks
     in the executor's session (``maintenance/vacuum_spark.py``)."""
     from txntable.durations import format_seconds
-    from txntable.engine.errors import RetentionTooShortError
-    from txntable.engine.vacuum import vacuum
+    from txntable.engine import RetentionTooShortError
+    from txntable.engine import vacuum_table as vacuum
     from txntable.maintenance.errors import MaintenanceError
     from txntable.maintenance.executor_spark import SparkExecutor
     from txntable.maintenance.vacuum_spark import SparkSweeper, wants_spark
@@ -415,7 +414,7 @@ def vacuum_only(args: argparse.Namespace) -> tuple[OptimizeResult, int]:
     ``--dry-run`` makes the VACUUM a dry run. Bad input (not a table) raises before anything."""
     import time
 
-    from txntable.engine.table import Table
+    from txntable.engine import Table
     from txntable.maintenance.optimize import OptimizeResult
 
     started = time.monotonic()

@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any
 
-from txntable.engine.errors import EngineError
+from txntable.engine import EngineError
 from txntable.jobs import BAD_INPUT, UNSUPPORTED_FEATURE, signals
 
 EXIT_OK = 0
@@ -41,7 +41,7 @@ def exit_status(exc: BaseException, *, started: bool = False) -> int:
     engine does not know whenever it shows, a master URL Spark refused), 1 for everything else:
     any other error once work started, Spark's failures, unexpected errors; 130/143 for an
     interrupt."""
-    from txntable.engine.errors import UnsupportedFeatureError
+    from txntable.engine import UnsupportedFeatureError
     from txntable.maintenance.errors import MaintenanceError, SparkJobError, SparkStartError
 
     if isinstance(exc, KeyboardInterrupt):
@@ -60,7 +60,7 @@ def exit_status(exc: BaseException, *, started: bool = False) -> int:
 def error_type(exc: BaseException) -> str:
     """The ``errorType`` of a refusal (exit 2): a table feature this engine cannot handle, or
     any other bad input."""
-    from txntable.engine.errors import UnsupportedFeatureError
+    from txntable.engine import UnsupportedFeatureError
 
     return UNSUPPORTED_FEATURE if isinstance(exc, UnsupportedFeatureError) else BAD_INPUT
 

@@ -14,10 +14,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from txntable.engine.errors import InvalidArgumentError
+from txntable.engine import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from txntable.engine.table import Table
+    from txntable.engine import Table
 
 STORAGE_OPTIONS_ENV = "TXNTABLE_STORAGE_OPTIONS"
 
@@ -59,6 +59,6 @@ def storage_options(
 
 def open_table(args: argparse.Namespace) -> Table:
     """The table ``args.uri`` names, opened with the options of ``args.storage_option``."""
-    from txntable.engine.table import Table  # here: building a parser must not load the engine
+    from txntable.engine import Table  # here: building a parser must not load the engine
 
     return Table.open(args.uri, storage_options(args.storage_option))

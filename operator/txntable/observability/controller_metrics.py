@@ -24,8 +24,7 @@ from typing import Any, Final, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from txntable.api.common import RunKind, RunOutcome
-from txntable.engine.errors import EngineError
-from txntable.engine.table import Table
+from txntable.engine import EngineError, Table
 from txntable.observability.log_commits import ENGINES, OperationLabels, classify
 from txntable.observability.metrics import LATENCY_BUCKETS
 from txntable.observability.run_report import (

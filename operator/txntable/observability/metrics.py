@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from txntable.engine.observer import CommitEvent
+from txntable.engine import CommitEvent
 
 if TYPE_CHECKING:
-    from txntable.engine.observer import CommitObserver
+    from txntable.engine import CommitObserver
 
 #: Bucket bounds for commit latency (seconds): a local commit takes milliseconds, a contended
 #: object-store commit with many retries can take tens of seconds.

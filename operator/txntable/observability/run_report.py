@@ -14,7 +14,7 @@ from typing import Any, Final
 from prometheus_client import Counter
 
 from txntable.api.common import RunKind, RunOutcome
-from txntable.engine.observer import OUTCOMES
+from txntable.engine import OUTCOMES
 from txntable.observability.metrics import EngineMetrics
 
 #: key of the summary in a job's result line

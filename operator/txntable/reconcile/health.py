@@ -18,17 +18,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine import Snapshot
-from txntable.engine.checkpoint import retention
-from txntable.engine.errors import (
+from txntable.engine import (
+    CheckpointRef,
     InvalidActionError,
     InvalidArgumentError,
+    Metadata,
+    Protocol,
+    Snapshot,
+    TableSummary,
     UnsupportedFeatureError,
+    check_maintainable,
+    check_writable,
+    retention,
 )
-from txntable.engine.model.actions import Metadata, Protocol
-from txntable.engine.model.features import check_maintainable, check_writable
-from txntable.engine.read.segment import CheckpointRef
-from txntable.engine.read.summary import TableSummary
 
 #: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when judging which
 #: removed files a VACUUM already had past its retention.

@@ -46,11 +46,14 @@ import pyarrow.compute as pc
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.policies import CompactionPolicySpec
 from txntable.api.table import PlannedPartition, PlanResources, PlanStatus
-from txntable.engine.checkpoint import retention
-from txntable.engine.errors import InvalidArgumentError
-from txntable.engine.model.predicates import bind, typed_partition_values
-from txntable.engine.model.schema import parse_schema
-from txntable.engine.read.summary import TableSummary
+from txntable.engine import (
+    InvalidArgumentError,
+    TableSummary,
+    bind,
+    parse_schema,
+    retention,
+    typed_partition_values,
+)
 from txntable.maintenance.clustering import is_clustered
 from txntable.maintenance.packing import bins_within, pack_partition, partition_order
 from txntable.maintenance.planner import OptimizePolicy
