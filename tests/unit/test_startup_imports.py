@@ -55,6 +55,17 @@ def test_importing_the_package_and_its_errors_loads_nothing_heavy() -> None:
     assert _loaded_after("import txntable, txntable.engine, txntable.engine.errors") == []
 
 
+def test_a_name_from_the_engine_face_loads_only_its_own_module() -> None:
+    """Callers outside the engine import its face (pyproject.toml's protected contract), so the
+    face must cost what the module behind the name costs and no more."""
+    setup = (
+        "from txntable.engine import EngineError\n"
+        "engine = sorted(m for m in sys.modules if m.startswith('txntable.engine'))\n"
+        "assert engine == ['txntable.engine', 'txntable.engine.errors'], engine"
+    )
+    assert _loaded_after(setup) == []
+
+
 def test_building_the_command_line_loads_nothing_heavy() -> None:
     setup = "import txntable.cli.main as m\nm.build_parser()"
     assert _loaded_after(setup) == []
@@ -163,6 +174,8 @@ def test_the_public_names_resolve_on_first_use() -> None:
             assert value.__name__.startswith("txntable.engine.")
         elif callable(value):  # a class or function, not one re-exported from elsewhere
             assert value.__module__.startswith("txntable.engine.")
+    # every name the face loads is one it declares: nothing reaches past it unlisted
+    assert sorted(txntable.engine._LAZY) == sorted(txntable.engine.__all__)
     assert set(txntable.engine.__all__) <= set(dir(txntable.engine))
     assert set(txntable.__all__) <= set(dir(txntable))
     with pytest.raises(AttributeError, match="no attribute 'Tabel'"):

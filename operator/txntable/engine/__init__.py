@@ -185,10 +185,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    import sys  # (always loaded; importlib is not, and would cost a cheap caller a millisecond)
 
     module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
+    __import__(module_name)
+    module = sys.modules[module_name]
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value  # later lookups skip this function
     return value
