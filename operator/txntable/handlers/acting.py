@@ -61,15 +61,20 @@ class Acts:
     #: the plan approval a run started with this tick (now spent)
     spent_approval: str | None = None
 
-    def started(self, table: TxnTable, name: str, kind: RunKind, version: int) -> RunRecord:
-        """Count the run ``name`` as in flight; return its record."""
-        now = self.work.now
+    def in_flight(self, name: str, kind: RunKind) -> None:
+        """Count the run ``name``, launched now, as in flight (toward the concurrency limit,
+        and in ``Tick.active_runs``, which the other tables' ticks count)."""
         self.work = replace(
             self.work,
-            active=(*self.work.active, ActiveRun(name, kind, now)),
+            active=(*self.work.active, ActiveRun(name, kind, self.work.now)),
             active_total=self.work.active_total + 1,
         )
         self.launched.append(name)
+
+    def started(self, table: TxnTable, name: str, kind: RunKind, version: int) -> RunRecord:
+        """Count the run ``name`` as in flight; return its record."""
+        now = self.work.now
+        self.in_flight(name, kind)
         return RunRecord(
             run_name=name,
             table=table.metadata.name,
@@ -166,7 +171,10 @@ class Acting:
             acts.checkpoint = record
         elif record is not None and record is not acts.last_checkpoint:
             acts.last_checkpoint = record
-            acts.launched.append(record.run_name)
+            if record.outcome is RunOutcome.RUNNING:  # a Spark run: in flight like the others
+                acts.in_flight(record.run_name, RunKind.CHECKPOINT)
+            else:  # written inline, in this tick: over already
+                acts.launched.append(record.run_name)
             held = self.holds.unsupported_hold(
                 table.metadata.key, RunKind.CHECKPOINT, protocol_of(health)
             )

@@ -1,0 +1,132 @@
+"""The controller-wide limit on runs in flight (``TXNTABLE_MAX_CONCURRENT_RUNS``, "across all
+tables") holds across ticks of several tables, whoever drives them.
+
+Three ways it used to leak, each a test here:
+
+* a Spark checkpoint launched in a tick was not counted in the tick's ``active_runs``, so the
+  other tables' ticks (the Kopf driver sums them) did not see it until the table ticked again;
+* a table's own runs in flight were not added to the other tables' (the larger of the two was
+  taken), so a table with a run in flight could start one more past the limit;
+* local mode (``txntable run --local``) passes no count of the other tables' runs, so each
+  table had the whole limit to itself.
+
+Both drivers are played: ``kopf`` passes ``active_total`` as ``handlers.kopf_handlers`` does
+(the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
+``cli.run_cmd.reconcile_loop`` does. The tables are real; the launcher is the in-memory one of
+test_failed_runs, listing each table's runs by its label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.handlers.test_failed_runs import T0, MemoryLauncher, fragmented
+from tests.unit.handlers.test_operate import checkpointing, compaction
+from txntable.api.conditions import Reason
+from txntable.api.constants import LABEL_TABLE
+from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+from txntable.config import Config
+from txntable.handlers.operate import Operator, Tick
+from txntable.launch import RunStatus
+
+
+class TableLauncher(MemoryLauncher):
+    """The in-memory launcher, listing only the asked table's runs (as the real ones do)."""
+
+    def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
+        return [r for r in super().list_runs(namespace, table) if r.labels[LABEL_TABLE] == table]
+
+    def in_flight(self) -> list[str]:
+        return [name for name, run in self.runs.items() if not run.state.finished]
+
+
+def txntable(name: str, location: Path) -> TxnTable:
+    return TxnTable.from_manifest(
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "location": str(location),
+                "compactionPolicyRef": {"name": "compact"},
+                "checkpointPolicyRef": {"name": "ckpt"},
+            },
+        }
+    )
+
+
+class Driver:
+    """One ``Operator`` for several tables, ticked in turn as the Kopf handlers or local mode
+    tick them; statuses written back after each tick."""
+
+    def __init__(self, tmp_path: Path, names: list[str], *, limit: int, mode: str) -> None:
+        self.clock = [T0]
+        self.launcher = TableLauncher(self.clock)
+        self.mode = mode
+        self.operator = Operator(
+            config=Config(default_backend="local", max_concurrent_runs=limit),
+            launchers=lambda backend: self.launcher,
+            clock=lambda: self.clock[0],
+        )
+        self.tables: dict[str, TxnTable] = {}
+        for name in names:
+            fragmented(tmp_path / name)  # 6 commits, 12 small files: compaction due
+            self.tables[name] = txntable(name, tmp_path / name)
+        self.active: dict[str, int] = {}  # as kopf_handlers keeps it (Driven.active_runs)
+
+    def tick(
+        self, name: str, comp: CompactionPolicy | None, ckpt: CheckpointPolicy | None
+    ) -> Tick:
+        kwargs: dict[str, Any] = {}
+        if self.mode == "kopf":
+            kwargs["active_total"] = sum(n for k, n in self.active.items() if k != name)
+        table = self.tables[name]
+        tick = self.operator.reconcile(
+            table, [comp] if comp else [], [ckpt] if ckpt else [], **kwargs
+        )
+        self.tables[name] = replace(table, status=tick.status)
+        self.active[name] = tick.active_runs
+        return tick
+
+
+NOT_DUE_COMPACTION = compaction(triggers={"smallFiles": 1000})
+NOT_DUE_CHECKPOINT = checkpointing(commitInterval=1000, mode="Spark")
+DUE_CHECKPOINT = checkpointing(commitInterval=5, mode="Spark")
+
+
+def reason_of(tick: Tick, condition: str) -> str:
+    return next(str(c.reason) for c in tick.status.conditions if c.type == condition)
+
+
+def test_a_launched_spark_checkpoint_is_a_run_in_flight(tmp_path: Path) -> None:
+    d = Driver(tmp_path, ["events"], limit=4, mode="kopf")
+    tick = d.tick("events", NOT_DUE_COMPACTION, DUE_CHECKPOINT)
+    (name,) = d.launcher.in_flight()
+    assert tick.launched == (name,)
+    assert tick.active_runs == 1
+
+
+@pytest.mark.parametrize("mode", ["kopf", "local"])
+def test_a_spark_checkpoint_in_flight_takes_the_last_slot(tmp_path: Path, mode: str) -> None:
+    d = Driver(tmp_path, ["events", "orders"], limit=1, mode=mode)
+    d.tick("events", NOT_DUE_COMPACTION, DUE_CHECKPOINT)
+    assert len(d.launcher.in_flight()) == 1
+    tick = d.tick("orders", compaction(), NOT_DUE_CHECKPOINT)  # its compaction is due
+    assert len(d.launcher.in_flight()) == 1, d.launcher.in_flight()
+    assert reason_of(tick, "Compacting") == Reason.CONCURRENCY_LIMIT
+
+
+@pytest.mark.parametrize("mode", ["kopf", "local"])
+def test_a_tables_own_runs_count_with_the_others(tmp_path: Path, mode: str) -> None:
+    d = Driver(tmp_path, ["events", "orders"], limit=2, mode=mode)
+    d.tick("orders", compaction(), NOT_DUE_CHECKPOINT)
+    d.tick("events", compaction(), NOT_DUE_CHECKPOINT)
+    assert len(d.launcher.in_flight()) == 2
+    # events' checkpoint falls due while both compactions run: no slot is free
+    tick = d.tick("events", compaction(), DUE_CHECKPOINT)
+    assert len(d.launcher.in_flight()) == 2, d.launcher.in_flight()
+    assert reason_of(tick, "Checkpointing") == Reason.CONCURRENCY_LIMIT
