@@ -4,10 +4,12 @@ The controller keeps a few things per table from one tick to the next: the table
 log summary (``handlers.observe``), the next run's plan and the learnt throughput
 (``handlers.foresight``), what sizes its runs (``handlers.run_sizing``), the finished runs
 already recorded (``handlers.run_records``), the steps held and changes announced
-(``handlers.holds``), and what the Kopf driver needs (``handlers.kopf_handlers``: its lock, its
-commit-events waker, its last tick, its active runs, its Secret's version). Each of them was a
-dict keyed by the table in its own module, each with its own ``forget``, and a table was
-forgotten from four places; a leak waited for whoever added the next dict.
+(``handlers.holds``), its runs in flight, which the other tables' ticks count toward the
+controller-wide limit (``handlers.operate``), and what the Kopf driver needs
+(``handlers.kopf_handlers``: its lock, its commit-events waker, its last tick, its active runs,
+its Secret's version). Each of them was a dict keyed by the table in its own module, each with
+its own ``forget``, and a table was forgotten from four places; a leak waited for whoever added
+the next dict.
 
 So, in the spirit of Kopf's ``ResourceMemory``: a ``TableMemory`` per table holds sub-records,
 one per owner type, each defined and used by the module that owns it (``memory.of(key,

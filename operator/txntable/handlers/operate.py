@@ -72,6 +72,14 @@ class _Ahead:
     sizing: Callable[[], Sizing]
 
 
+@dataclass(slots=True)
+class InFlight:
+    """A table's runs in flight after its last tick (``handlers.memory``): what the other
+    tables' ticks count toward the controller-wide limit, whoever drives the ticks."""
+
+    runs: int = 0
+
+
 @dataclass
 class Operator:
     """Long-lived controller state: configuration, launchers and every table's memory."""
@@ -154,7 +162,11 @@ class Operator:
         ``failure``: why the table cannot be observed at all this time (e.g. its Secret could
         not be read): it is reported as the log's failure would be, and nothing is decided.
         ``invalid_policies``: per kind (``compaction``, ``checkpoint``), the policies of the
-        namespace that do not validate, by name, with why (a table naming one says so)."""
+        namespace that do not validate, by name, with why (a table naming one says so).
+        ``active_total``: the other tables' runs in flight as the caller counts them; the
+        operator counts them too (each table's after its last tick, ``InFlight``) and takes
+        the larger, then adds this table's own (``TXNTABLE_MAX_CONCURRENT_RUNS`` is a limit
+        across all tables)."""
         now = self.clock()
         key = table.metadata.key
         memory = self.memories.recall(key)
@@ -172,7 +184,7 @@ class Operator:
         work = Work(
             now,
             seen.active,
-            max(active_total, len(seen.active)),
+            len(seen.active) + max(active_total, self._in_flight_elsewhere(key)),
             self.config.max_concurrent_runs,
             self.following.retries(key, comp.policy, seen, now),
             conflicts=ahead.conflicts.hold,
@@ -232,7 +244,12 @@ class Operator:
                 str(ready.reason),
                 max(table.spec.observe_interval, self.config.observe_interval_seconds),
             )
+        memory.get(InFlight).runs = len(acts.work.active)
         return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
+
+    def _in_flight_elsewhere(self, key: str) -> int:
+        """The runs in flight of every table but ``key``, each as its last tick left it."""
+        return sum(f.runs for k, f in self.memories.each(InFlight) if k != key)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: Seen, now: datetime

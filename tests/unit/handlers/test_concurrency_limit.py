@@ -78,9 +78,7 @@ class Driver:
             self.tables[name] = txntable(name, tmp_path / name)
         self.active: dict[str, int] = {}  # as kopf_handlers keeps it (Driven.active_runs)
 
-    def tick(
-        self, name: str, comp: CompactionPolicy | None, ckpt: CheckpointPolicy | None
-    ) -> Tick:
+    def tick(self, name: str, comp: CompactionPolicy | None, ckpt: CheckpointPolicy | None) -> Tick:
         kwargs: dict[str, Any] = {}
         if self.mode == "kopf":
             kwargs["active_total"] = sum(n for k, n in self.active.items() if k != name)
