@@ -120,7 +120,9 @@ class Acting:
                 now=acts.work.now,
             )
         acts.compaction = decision
-        said = self.foresight.announcement(decision, table.status.conditions, acts.work.plan_id)
+        said = self.foresight.announcement(
+            key, decision, table.status.conditions, acts.work.plan_id
+        )
         if said is not None:
             events.append(Event("Normal", *said))
         if decision.launch:

@@ -9,8 +9,10 @@ that plan is sized from it (``current``, ``handlers.run_sizing``), not from a se
 Conflict figures of our finished runs come from their result lines and are kept in
 ``status.conflicts`` (they outlive the runs' history limits and a controller restart); the
 back-off they call for is ``reconcile.conflicts``.
-Events for a compaction held by approval or by the back-off are posted once: when the Compacting
-condition did not already say so (for approval: for the same planId).
+Events for a compaction held by approval or by the back-off are posted once: when this controller
+did not announce the same hold last and the Compacting condition read does not already say so (for
+approval: for the same planId). The planId shown is remembered too: the status a tick reads may
+lag behind the last patch, and an id must not change under an engineer who approves it.
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ class Foreseen:
     plan: tuple[_Signature, datetime, CompactionPlan] | None = None
     #: the throughput learnt from finished runs
     rate: RunRate | None = None
+    #: the planId this controller last put in status (the status a tick reads may lag)
+    shown: str | None = None
+    #: the compaction hold last announced, with the planId it named (approval)
+    announced: tuple[Reason, str | None] | None = None
 
 
 @dataclass
@@ -161,18 +167,22 @@ class Foresight:
         )
         return known[2] if made_from == now_from else None
 
-    @staticmethod
     def plan_id(
-        key: str, plan: CompactionPlan | None, shown: PlanStatus | None, spent: str | None
+        self, key: str, plan: CompactionPlan | None, shown: PlanStatus | None, spent: str | None
     ) -> str | None:
         """The planId of ``plan`` that status shows and an approval names (``shown``: the
         status's plan; ``spent``: the approval a run was started with):
-        ``reconcile.plan.versioned_plan_id``."""
+        ``reconcile.plan.versioned_plan_id``. It continues the id this controller put in
+        status last, which the status read may not show yet: an id copied from a status and
+        approved must not change because a lagging tick read no plan (a restarted controller
+        reads it from status)."""
+        known = self.memories.of(key, Foreseen)
         if plan is None:
+            known.shown = None
             return None
-        return versioned_plan_id(
-            plan.plan_id, plan.version, shown.plan_id if shown else None, spent
-        )
+        last = known.shown if known.shown is not None else shown.plan_id if shown else None
+        known.shown = versioned_plan_id(plan.plan_id, plan.version, last, spent)
+        return known.shown
 
     def all_deferred(
         self,
@@ -268,21 +278,37 @@ class Foresight:
         )
 
     # -- events ----------------------------------------------------------------------------
-    @staticmethod
     def announcement(
-        decision: Decision | None, conditions: Sequence[Condition], plan_id: str | None
+        self,
+        key: str,
+        decision: Decision | None,
+        conditions: Sequence[Condition],
+        plan_id: str | None,
     ) -> tuple[EventReason, str] | None:
         """(reason, message) of the event to post for ``decision`` when it holds a compaction
-        back for approval or conflicts and the Compacting condition did not say so yet."""
+        back for approval (of ``plan_id``) or conflicts, once: not when this controller
+        announced the same hold last (the status read may not show it yet), nor when the
+        Compacting condition read says so already (a restarted controller)."""
+        known = self.memories.of(key, Foreseen)
         if decision is None or (reason := _HOLD_EVENTS.get(decision.why)) is None:
+            known.announced = None
             return None
+        hold = (decision.why, plan_id if decision.why is Reason.AWAITING_APPROVAL else None)
+        said, known.announced = known.announced == hold, hold
         prior = next((c for c in conditions if c.type == ConditionType.COMPACTING), None)
-        if prior is not None and prior.reason == decision.why:
-            if decision.why is Reason.CONFLICT_BACK_OFF:
-                return None
-            if plan_id is not None and f"plan {plan_id} " in prior.message:
-                return None
+        if said or (prior is not None and _says(prior, decision.why, plan_id)):
+            return None
         return reason, decision.message
+
+
+def _says(prior: Condition, why: Reason, plan_id: str | None) -> bool:
+    """Whether the Compacting condition read already says the hold ``why`` (for approval: of
+    ``plan_id``)."""
+    if prior.reason != why:
+        return False
+    return why is Reason.CONFLICT_BACK_OFF or (
+        plan_id is not None and f"plan {plan_id} " in prior.message
+    )
 
 
 def _throughput(runs: Sequence[RunStatus]) -> list[tuple[int, float]]:
