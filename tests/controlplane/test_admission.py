@@ -30,6 +30,7 @@ from tests.unit.api.test_invalid_manifests import (
     CEILINGS,
     CKPT,
     NIGHTLY,
+    SIZES,
     TABLE,
     Case,
     _build,
@@ -354,3 +355,19 @@ def test_the_autosize_ceiling_rule_agrees_with_the_emulation_and_the_models(
     assert [v for v in verdicts if len(set(v[2:])) != 1] == []
     refused = sum(v[2] for v in verdicts)
     assert 0 < refused < len(verdicts)
+
+
+def test_the_size_pattern_agrees_with_the_emulation_and_the_models(
+    installed: Install, admin: Any, namespace: str
+) -> None:
+    """A size is a whole number of bytes for the real API server (RE2 on the CRD's pattern)
+    as for cel-python's emulation and the models: ``1.1Ki`` (1126.4 bytes) is refused by all
+    three, ``1.5Gi`` accepted by all three, on every size field's pattern alike."""
+    crd = CRDS["CompactionPolicy"]
+    verdicts = []
+    for text, size in SIZES:
+        doc = copy.deepcopy(NIGHTLY)
+        doc["spec"]["maxBytesPerRun"] = text
+        verdict = (bool(validate(crd, doc)), model_refuses(doc), _refused(admin, doc, namespace))
+        verdicts.append((text, size is None, *verdict))
+    assert [v for v in verdicts if len(set(v[1:])) != 1] == []

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from txntable.api.quantity import SIZE_PATTERN
 from txntable.durations import MANIFEST_PATTERN
 
 DEFAULT_CRDS = Path(__file__).resolve().parents[3] / "crds"
@@ -26,10 +27,13 @@ HEADER = """# Custom resource reference
 
 API group `txntable.io`, version `v1alpha1`. All kinds are namespaced, have a status
 subresource and belong to the category `txntable-all` (`kubectl get txntable-all` lists them all).
-Sizes are Kubernetes quantities (`128Mi`, `1Gi`) or integers of bytes; a duration is written
-`90s`, `15m`, `1h30m`, `30d`, `7 days` or `interval 1 day 12 hours` (whole seconds, above zero;
-the same syntax as the command line's, docs/cli.md). Credentials are only ever referenced
-(`spec.storage.secretRef`); option keys that look like credentials are rejected.
+A size ("a size" below) is a positive whole number of bytes, written as a Kubernetes quantity
+(`128Mi`, `1Gi`, `500M`) or an integer; a fraction needs a suffix and must leave whole bytes: up
+to as many digits as a decimal suffix has zeros (`1.5k`, `2.25M`), or sixteenths of a binary unit
+(`1.5Gi`, `1.25Mi`), so `1.1Ki` (1126.4 bytes), `1.5` and `0.5Ki` (write `512`) are refused. A
+duration is written `90s`, `15m`, `1h30m`, `30d`, `7 days` or `interval 1 day 12 hours` (whole
+seconds, above zero; the same syntax as the command line's, docs/cli.md). Credentials are only
+ever referenced (`spec.storage.secretRef`); option keys that look like credentials are rejected.
 """
 
 
@@ -72,6 +76,8 @@ def _checks(node: dict[str, Any], required: bool) -> str:
         pattern = node["pattern"]
         if pattern == MANIFEST_PATTERN:
             parts.append("a duration")
+        elif pattern == SIZE_PATTERN:
+            parts.append("a size")
         else:
             shown = f"`{pattern}`" if len(pattern) <= MAX_INLINE_PATTERN else "see CRD"
             parts.append(f"pattern {shown}")

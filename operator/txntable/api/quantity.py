@@ -25,9 +25,20 @@ from txntable.durations import (
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: Final = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 
-# The size pattern the CRDs use: a positive number, a fraction only with a suffix (1.5Gi).
-# Kept here so the schema and the model share one spelling (a test compares them).
-SIZE_PATTERN: Final = r"^[0-9]*[1-9][0-9]*((\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E))?$"
+# The size pattern the CRDs use: a positive whole number of bytes. The whole part is at least
+# 1; a fraction only with a suffix, and only one that keeps the size whole: as many digits as
+# the decimal suffix has zeros (1.5k, 1.001k; then zeros), or sixteenths of a binary unit
+# (1.5Gi, 1.25Mi, 1.0625Ki; then zeros). A pattern, not a CEL rule: the API server's quantity
+# library calls 1.5Gi not an integer (it keeps it as a decimal), and a regular expression costs
+# nothing in the CRD's validation budget. Kept here so the schema and the model share one
+# spelling (a test compares them, another that both refuse 1.1Ki, 1126.4 bytes).
+_WHOLE_DIGITS: Final = {"k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_SIXTEENTHS: Final = "5|25|75|125|375|625|875|0625|1875|3125|4375|5625|6875|8125|9375"
+SIZE_PATTERN: Final = (
+    r"^[0-9]*[1-9][0-9]*("
+    + "|".join(f"(\\.[0-9]{{1,{n}}}0*)?{suffix}" for suffix, n in _WHOLE_DIGITS.items())
+    + f"|(\\.(0+|({_SIXTEENTHS})0*))?(Ki|Mi|Gi|Ti|Pi|Ei))?$"
+)
 DURATION_PATTERN: Final = MANIFEST_PATTERN
 
 # Kubernetes' full quantity grammar (sign, exponent, milli) for parse_quantity.
@@ -83,14 +94,30 @@ def parse_size(value: int | str) -> int:
     """A positive size written as the CRDs admit it (``SIZE_PATTERN``): the command line's sizes.
 
     ``64M`` is 64,000,000 bytes and ``64Mi`` is 67,108,864, as in a manifest; ``64MB``, ``1GiB``
-    and other habits are rejected with both readings, so nobody gets the one they did not mean.
+    and other habits are rejected with both readings, so nobody gets the one they did not mean;
+    a fraction of a byte (``1.1Ki``) is rejected with what it is.
     """
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise QuantityError(f"{value!r} is not a size")
     text = str(value)
     if re.fullmatch(SIZE_PATTERN[1:-1], text) is None:
-        raise QuantityError(f"{text!r} is not a positive size ({_size_hint(text)})")
+        raise QuantityError(_refusal(text))
     return parse_bytes(text)
+
+
+def _refusal(text: str) -> str:
+    """Why ``text`` is not a size, with what to write instead when that is clear."""
+    try:
+        amount = parse_quantity(text) if _QUANTITY_RE.match(text) else None
+    except QuantityError:
+        amount = None
+    if amount is not None and amount > 0:
+        if amount != amount.to_integral_value():
+            return f"{text!r} is not a whole number of bytes ({amount.normalize():f})"
+        size = int(amount)
+        written = format_bytes(size)
+        return f"{text!r} is {size:,} bytes in a spelling the CRDs refuse: write {written}"
+    return f"{text!r} is not a positive size ({_size_hint(text)})"
 
 
 def _size_hint(text: str) -> str:
@@ -102,10 +129,17 @@ def _size_hint(text: str) -> str:
     binary_suffix = prefix.upper() + "i"
     options = []
     for suffix in (decimal_suffix, binary_suffix):
-        try:
-            options.append(f"{number}{suffix} = {parse_bytes(number + suffix):,} bytes")
-        except QuantityError:  # a fraction of a byte: name the suffix only
-            options.append(f"{number}{suffix}")
+        spelled = number + suffix
+        amount = parse_quantity(spelled)
+        if amount <= 0 or amount != amount.to_integral_value():
+            continue  # a fraction of a byte: not a reading anyone can write
+        size = int(amount)
+        if re.fullmatch(SIZE_PATTERN[1:-1], spelled):
+            options.append(f"{spelled} = {size:,} bytes")
+        else:  # 0.5Ki: whole, but written otherwise
+            options.append(f"{format_bytes(size)} for {spelled}")
+    if not options:
+        return "a whole number of bytes, such as 128Mi, 1Gi, 500M"
     return "write " + " or ".join(options)
 
 

@@ -357,3 +357,44 @@ def test_a_ceiling_one_byte_above_the_executor_pod_is_accepted() -> None:
     put("spec.spark.autoSize.maxExecutorMemory", 16 * 2**30 + 16 * 2**30 // 10 + 1)(doc)
     assert validate(CRDS["CompactionPolicy"], doc) == []
     CompactionPolicy.from_manifest(doc)
+
+
+#: size spellings and the bytes they are: None where both the CRD and the model refuse them
+SIZES: list[tuple[str, int | None]] = [
+    ("1536", 1536),
+    ("128Mi", 128 * 2**20),
+    ("1.5Gi", 3 * 2**29),
+    ("1.25Ki", 1280),
+    ("1.0625Ki", 1088),  # sixteenths of a binary unit are whole bytes
+    ("1.50Ki", 1536),
+    ("1.5k", 1500),
+    ("1.001k", 1001),
+    ("1.5000k", 1500),
+    ("2.000001M", 2_000_001),
+    ("1.1Ki", None),  # 1126.4 bytes
+    ("1.3Ki", None),  # 1331.2 bytes
+    ("1.05Ki", None),  # 1075.2 bytes
+    ("1.03125Ki", None),  # 1056 bytes, but thirty-seconds are not admitted (write 1056)
+    ("1.0001k", None),  # 1000.1 bytes
+    ("1.0000001M", None),  # 1000000.1 bytes
+    ("1.5", None),  # a fraction of a byte
+    ("0.5Ki", None),  # 512 bytes: written 512
+    ("0", None),
+]
+
+
+@pytest.mark.parametrize(("text", "size"), SIZES, ids=[t for t, _ in SIZES])
+def test_the_crd_and_the_models_agree_on_every_size(text: str, size: int | None) -> None:
+    """A size is a positive whole number of bytes: what the API server admits the controller
+    can use (it used to admit ``1.1Ki``, which the controller then refused as not whole)."""
+    doc = copy.deepcopy(NIGHTLY)
+    doc["spec"]["maxBytesPerRun"] = text
+    refused = validate(CRDS["CompactionPolicy"], doc)
+    if size is None:
+        assert refused, f"the CRD admits {text!r}"
+        with pytest.raises(InvalidSpecError) as info:
+            CompactionPolicy.from_manifest(doc)
+        assert info.value.field_path == "spec.maxBytesPerRun"
+    else:
+        assert refused == []
+        assert CompactionPolicy.from_manifest(doc).spec.max_bytes_per_run == size

@@ -64,6 +64,28 @@ def test_parse_size_rejects_habits_with_both_readings(text: str, hint: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("1.1Ki", "'1.1Ki' is not a whole number of bytes (1126.4)"),
+        ("1.5", "'1.5' is not a whole number of bytes (1.5)"),
+        ("0.5Ki", "write 512"),  # whole, but the CRDs want the whole part at least 1
+        ("1.03125Ki", "write 1056"),  # whole, but a thirty-second of a binary unit
+        ("0.5KB", "write 500 for 0.5k or 512 for 0.5Ki"),
+        ("1.3KiB", "write 1.3k = 1,300 bytes"),  # 1.3Ki is 1331.2 bytes: not offered
+    ],
+)
+def test_a_refused_size_is_told_what_to_write(text: str, says: str) -> None:
+    """The hint names only spellings the CRDs admit (``0.5Ki`` used to be told to write
+    ``0.5Ki``, and ``1.1Ki`` that it was not a positive size)."""
+    with pytest.raises(QuantityError, match=re.escape(says)) as info:
+        parse_size(text)
+    if "write " in str(info.value):
+        for offer in str(info.value).split("write ", 1)[1].rstrip(")").split(" or "):
+            spelled = offer.split()[0]
+            assert re.fullmatch(SIZE_PATTERN, spelled), f"the hint offers {spelled!r}"
+
+
+@pytest.mark.parametrize(
     "bad", ["-1Gi", "-5", -1, "1.5", "500m", "abc", "", "1Xb", "Gi", "1.2.3Mi", True, 1.5]
 )
 def test_parse_bytes_rejects(bad: object) -> None:
