@@ -113,6 +113,12 @@ def spark_master(text: str) -> str:
             "k8s, or local (spark-submit's rule), as spark://HOST:PORT, k8s://https://HOST:PORT, "
             "local, local[N], local[*], local[N,F] or local-cluster[N,C,M]"
         )
+    threads = re.fullmatch(r"local\[0*( *,.*)?\]", text)
+    if threads is not None:  # no thread runs a task; Spark says so only once its JVM is up
+        raise argparse.ArgumentTypeError(
+            f"{text!r} asks for 0 threads: Spark runs locally with at least one (local[1], "
+            "local[*])"
+        )
     if text == "yarn" and not any(os.environ.get(name) for name in _YARN_CONF):
         raise argparse.ArgumentTypeError(
             "When running with master 'yarn' either HADOOP_CONF_DIR or YARN_CONF_DIR must be "

@@ -117,6 +117,8 @@ BAD_NUMBERS = [
     (["run", "--local", "{t}", "--interval", "0"], "--interval: must be a number of seconds"),
     (["run", "--local", "{t}", "--max-ticks", "-1"], "--max-ticks: must be at least 0"),
     (["vacuum", "{t}", "--executor", "spark", "--master", "local[x]"], "is not a Spark master"),
+    (["optimize", "{t}", "--master", "local[0]"], "'local[0]' asks for 0 threads"),
+    (["optimize", "{t}", "--master", "local[00,2]"], "'local[00,2]' asks for 0 threads"),
 ]
 
 
