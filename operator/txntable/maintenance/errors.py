@@ -8,7 +8,9 @@ Hierarchy::
     │                                   (malformed domain, nested, unknown or unorderable column)
     ├── BinExecutionError               rewriting one bin failed (I/O, unreadable input file)
     ├── SparkStartError                 the Spark session could not start (``bad_argument``:
-    │                                   Spark refused the master URL given)
+    │   │                               Spark refused the master URL given)
+    │   └── SparkJvmExitedError         its JVM exited before it was up (``lines``: what it
+    │                                   said; turned into a SparkStartError with the reason)
     └── SparkJobError                   one of our Spark jobs failed (a task failed for good)
 
 Both Spark errors' messages are one line (``spark_support.spark_error_line``), never the JVM's
@@ -47,6 +49,16 @@ class SparkStartError(MaintenanceError):
     def __init__(self, message: str, *, bad_argument: bool = False) -> None:
         super().__init__(message)
         self.bad_argument = bad_argument
+
+
+class SparkJvmExitedError(SparkStartError):
+    """PySpark's gateway JVM exited before it was up; ``lines`` is what it printed (the reason,
+    among Spark's log lines), ``cause`` PySpark's error (which says only that it exited)."""
+
+    def __init__(self, cause: BaseException, lines: list[str]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.lines = lines
 
 
 class SparkJobError(MaintenanceError):

@@ -14,9 +14,10 @@ through ``txntable.processes`` without a word to Spark, then makes PySpark forge
 ``stop`` stops a session normally, or aborts when called while a ``KeyboardInterrupt`` (Ctrl-C,
 or SIGTERM through ``jobs.signals``) propagates, so every ``finally`` that stops a session does
 the right thing. A start that fails is one ``SparkStartError`` with Spark's reason on one line
-(``spark_support.spark_error_line``, not a Java stack trace), flagged as a bad argument when Spark
-could not parse the master URL; a ``spark://`` master that does not answer is reported before
-Spark starts, not after its minute of retries.
+(``spark_gateway.start_reason``, not a Java stack trace), flagged as a bad argument when Spark
+could not parse the master URL, and what the JVM printed while it started is not shown
+(``spark_gateway``: the reason is in that line); a ``spark://`` master that does not answer is
+reported before Spark starts, not after its minute of retries.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from txntable.maintenance import spark_gateway
 from txntable.maintenance.errors import SparkStartError
-from txntable.maintenance.spark_support import spark_error_line
 from txntable.processes import stop_marked
 
 ENV_OWNER = "TXNTABLE_SPARK_OWNER"
@@ -61,26 +62,33 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder
+    options: dict[str, str] = {}
     # empty, or started by spark-submit (its gateway exists): the master spark-submit (or the
     # Spark Operator) configured wins; a default like local[2] must not override k8s://...
     if master and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(master)
-    builder = (
-        builder.appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in (conf or {}).items():
+        options["spark.master"] = master
+    options |= {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.python.worker.reuse": "true",
+        "spark.ui.showConsoleProgress": "false",
+        **(conf or {}),
+    }
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
     previous = os.environ.get(ENV_OWNER)
     os.environ[ENV_OWNER] = owner_marker()  # the JVM copies this environment, its workers too
     on_sigint = _sigint_handler()
     _quiet_py4j_interrupts()
+    output = None
     try:
+        # the JVM's stderr is held back until the session is up (``spark_gateway``)
+        output = spark_gateway.launch(options)
         session = builder.getOrCreate()
+        if output is not None:
+            output.release()
         # PySpark's SparkContext replaces the SIGINT handler with one that calls the JVM from
         # inside the handler (cancelAllJobs) while the interrupted main thread is in the middle
         # of a py4j call: py4j tracebacks, then a hang. Ctrl-C stays a plain KeyboardInterrupt
@@ -88,10 +96,14 @@ def start_session(master: str, app_name: str, conf: Mapping[str, str] | None = N
         _restore_sigint(on_sigint)
         return session
     except KeyboardInterrupt:
+        if output is not None:
+            output.drop()
         abort()
         raise
     except Exception as exc:
-        reason = spark_error_line(exc)
+        if output is not None:
+            output.drop()  # a Java stack trace: the reason is in the exception
+        reason = spark_gateway.start_reason(exc)
         raise SparkStartError(
             f"Spark could not start (master {master!r}): {reason}",
             bad_argument="master url" in reason.lower(),
