@@ -17,8 +17,8 @@ Commit events (``handlers.commit_events``) wake a table between ticks, as in the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import math
 import sys
 import threading
 import time
@@ -37,7 +37,7 @@ from txntable.jobs.flags import at_least, positive_seconds
 if TYPE_CHECKING:
     from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
     from txntable.handlers.commit_events import CommitEvents
-    from txntable.handlers.operate import Operator, Tick
+    from txntable.handlers.operate import Event, Operator, Tick
     from txntable.launch import LocalLauncher
 
 
@@ -126,15 +126,25 @@ def reconcile_loop(
     on_tick: Callable[[TxnTable, Tick], None] | None = None,
     events: CommitEvents | None = None,
     reload: Callable[[], Manifests | None] | None = None,
+    on_event: Callable[[TxnTable, Event], None] | None = None,
 ) -> list[TxnTable]:
-    """Reconcile every table each ``interval`` seconds, as the controller's timer does, and a
-    table as soon as ``events`` wakes it (its ``on_wake`` is set here), as its daemon does.
+    """Tick every table each ``interval`` seconds, as the controller's timer does, and a table
+    as soon as ``events`` wakes it (its ``on_wake`` is set here), as its daemon does: both
+    through the controller's driver (``handlers.driver``), statuses written to a store in memory
+    by its status writer. ``on_event`` gets every Event a tick posts; ``on_tick`` every tick.
     ``reload``, asked before every round, returns new manifests when they changed (None when
     not): a table keeps its status across a reload, one that is gone is forgotten.
 
     Returns the tables with their last status once converged (``once``) or after ``max_ticks``
     polling rounds.
     """
+    from txntable.api.types import TxnTableStatus
+    from txntable.handlers.driver import Driver, Policies
+    from txntable.handlers.status_writer import MemoryStatus, StatusWriter
+
+    store = MemoryStatus()
+    driver = Driver(operator, StatusWriter(operator.memories, store), events=events)
+    operator.memories.on_forget(lambda key, _: store.drop(key))
     tables = list(manifests.tables)
     woken: set[str] = set()
     wake = threading.Event()
@@ -149,45 +159,55 @@ def reconcile_loop(
         events.on_wake = on_wake
         watched = events
         operator.memories.on_forget(lambda key, _: watched.unwatch(key))
-    last: dict[str, float] = {}
+
+    def stored(table: TxnTable) -> TxnTable:
+        """The table with the status the store holds (a manifest's own status at first)."""
+        key = table.metadata.key
+        if key not in store.statuses:
+            store.statuses[key] = table.status.to_status()
+        return replace(table, status=TxnTableStatus.from_dict(store.statuses[key]))
+
     busy: dict[str, bool] = {}
     ticks = 0
     while True:
         fresh = reload() if reload is not None else None
         if fresh is not None:
-            manifests, tables = fresh, _carry_status(tables, fresh.tables, operator)
-            for gone in set(last) - {t.metadata.key for t in tables}:
-                last.pop(gone, None)
-                busy.pop(gone, None)
+            manifests = fresh
+            tables = _forget_gone(tables, fresh.tables, operator)
+            busy = {k: v for k, v in busy.items() if k in {t.metadata.key for t in tables}}
         with guard:
             now_woken = set(woken)
             woken.clear()
         wake.clear()
         polled = False
-        for i, table in enumerate(tables):
+        for table in tables:
             key = table.metadata.key  # two tables of one name in two namespaces are two
-            due = time.monotonic() - last.get(key, -math.inf) >= interval
-            if not due and key not in now_woken:
-                continue
-            polled = polled or due
-            last[key] = time.monotonic()
+            due = driver.due(key, interval)
             # as in the cluster: a table sees only the policies of its own namespace
             ns = _namespace(table)
-            tick = operator.reconcile(
-                table,
+            policies = Policies(
                 [p for p in manifests.compaction if _namespace(p) == ns],
                 [p for p in manifests.checkpoint if _namespace(p) == ns],
             )
-            if events is not None:
-                tick = replace(tick, status=_observed(events, key, table, tick))
-            tables[i] = replace(table, status=tick.status)
+            tick = driver.tick(
+                stored(table),
+                policies,
+                store.read(key),
+                interval=interval,
+                woken=key in now_woken,
+                sink=functools.partial(on_event, table) if on_event else lambda _event: None,
+            )
+            if tick is None:
+                continue
+            polled = polled or due
             if on_tick is not None:
                 on_tick(table, tick)
             busy[key] = bool(tick.launched) or tick.active_runs > 0
         ticks += polled
         if polled and ((once and not any(busy.values())) or (max_ticks and ticks >= max_ticks)):
-            return tables
-        next_poll = min(last.values(), default=time.monotonic()) + interval
+            return [stored(t) for t in tables]
+        lasts = [driver.last_tick(t.metadata.key) for t in tables]
+        next_poll = min((t for t in lasts if t is not None), default=time.monotonic()) + interval
         if reload is not None:  # look at the manifests at least every second
             next_poll = min(next_poll, time.monotonic() + RELOAD_SECONDS)
         wake.wait(timeout=max(0.0, next_poll - time.monotonic()))
@@ -197,30 +217,12 @@ def reconcile_loop(
 RELOAD_SECONDS = 1.0
 
 
-def _carry_status(old: list[TxnTable], new: list[TxnTable], operator: Operator) -> list[TxnTable]:
-    """``new`` tables with the status each had under the same key; the controller forgets the
-    tables that are gone, as it does for a deleted TxnTable (their commit events too)."""
-    before = {t.metadata.key: t for t in old}
-    out = []
-    for table in new:
-        previous = before.pop(table.metadata.key, None)
-        out.append(replace(table, status=previous.status) if previous is not None else table)
-    for key in before:
+def _forget_gone(old: list[TxnTable], new: list[TxnTable], operator: Operator) -> list[TxnTable]:
+    """``new``; the controller forgets the tables that are gone (their status, their commit
+    events), as it does for a deleted TxnTable."""
+    for key in {t.metadata.key for t in old} - {t.metadata.key for t in new}:
         operator.forget(key)
-    return out
-
-
-def _observed(events: CommitEvents, key: str, table: TxnTable, tick: Tick) -> Any:
-    """The tick's status with its observation mode, after telling ``events`` the version."""
-    notifications = table.spec.notifications
-    events.watch(
-        key,
-        table.spec.location,
-        version=tick.status.version,
-        sqs_queue_url=notifications.sqs_queue_url if notifications else None,
-        storage_options=table.spec.storage.options,
-    )
-    return replace(tick.status, observation=events.status(key))
+    return list(new)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -267,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
             max_ticks=args.max_ticks,
             on_tick=output.show,
             events=events,
+            on_event=output.event,
             reload=reload,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what this process started, it stops
@@ -289,14 +292,17 @@ class _Output:
         self.json_lines = json_lines
         self.printed: dict[str, str] = {}
 
+    def event(self, table: TxnTable, event: Event) -> None:
+        """An Event the controller would post on the table (the driver's sink)."""
+        if self.json_lines:
+            doc = {"type": event.type, "reason": str(event.reason), "message": event.message}
+            print(json.dumps(self._about(table, event=doc)))
+        else:
+            name = table.metadata.namespaced_name
+            print(f"event {name} {event.type} {event.reason}: {event.message}")
+
     def show(self, table: TxnTable, tick: Tick) -> None:
-        name = table.metadata.namespaced_name
-        for event in tick.events:
-            if self.json_lines:
-                doc = {"type": event.type, "reason": str(event.reason), "message": event.message}
-                print(json.dumps(self._about(table, event=doc)))
-            else:
-                print(f"event {name} {event.type} {event.reason}: {event.message}")
+        """The table's status line, when it changed."""
         line = (
             json.dumps(self._about(table, status=tick.status.to_status()), default=str)
             if self.json_lines

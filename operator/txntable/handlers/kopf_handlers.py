@@ -1,21 +1,21 @@
-"""The only Kopf code: thin glue from Kopf events and timers to ``operate.Operator``.
+"""The only Kopf code: thin glue from Kopf events, timers and indexes to ``driver.Driver``.
 
-Each handler parses the resource into its typed model, calls the shared reconcile, carries out
-what it returns (status patch, Events) and returns None (Kopf would store a return value in the
-status, which our strict status schema rejects). Every handler has a stable ``id=`` and is safe
-to re-run. Settings are applied once at start-up; clients live in the memo, never in globals.
+Each handler parses the resource into its typed model, reads what Kopf gives (indexes, memo),
+calls the driver (which ticks the table and writes its status: ``handlers.driver``,
+``handlers.status_writer``) or, for a policy, computes its status, and returns None (Kopf
+would store a return value in the status, which our strict status schema rejects). Every
+handler has a stable ``id=`` and is safe to re-run. Settings are applied once at start-up;
+clients live in the memo, never in globals.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
-import threading
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -23,13 +23,7 @@ from typing import Any, cast
 import kopf
 from prometheus_client import CollectorRegistry
 
-from txntable.api.conditions import (
-    ConditionStatus,
-    ConditionType,
-    EventReason,
-    Reason,
-    set_condition,
-)
+from txntable.api.conditions import ConditionType, EventReason, Reason, set_condition
 from txntable.api.constants import (
     FINALIZER,
     GROUP,
@@ -43,11 +37,15 @@ from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
+from txntable.handlers.driver import Driven, Driver, Policies
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.memory import TableMemories
-from txntable.handlers.operate import Operator
+from txntable.handlers.operate import Event, Operator
+from txntable.handlers.parsed_resources import ParsedResources
 from txntable.handlers.readiness import Readiness
-from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
+from txntable.handlers.secret_cache import SecretCache
+from txntable.handlers.secret_source import SecretCredentials, read_secret
+from txntable.handlers.status_writer import Current, KubeStatus, StatusWriter, changed
 from txntable.launch import (
     Backend,
     Launcher,
@@ -60,7 +58,6 @@ from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
 from txntable.reconcile.policy_status import policy_status
-from txntable.reconcile.status import Failure
 
 log = logging.getLogger(__name__)
 
@@ -72,91 +69,30 @@ LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 STUCK_RECONCILE_SECONDS = max(900.0, 30 * CONFIG.observe_interval_seconds)
 
 
-class ParsedResources:
-    """Resources parsed once per resourceVersion. Every table tick reads every policy of its
-    namespace and every policy tick every table: at 1,000 tables, parsing them again each time
-    was most of the controller's steady CPU (bench/scale.py's profile)."""
-
-    #: entries kept before the cache starts again (deleted resources' entries go with it)
-    LIMIT = 20_000
-
-    def __init__(self) -> None:
-        self._parsed: dict[tuple[Any, str, str], Any] = {}
-
-    def parse_all(self, store: Any, parse: Any) -> list[Any]:
-        """``parse`` applied to each body of ``store``, skipping invalid ones (each reports
-        its own error on itself, through its own handler; ``invalid`` lists them)."""
-        return [found for _, found in self._each(store, parse) if not isinstance(found, str)]
-
-    def invalid(self, store: Any, parse: Any) -> dict[str, str]:
-        """The bodies of ``store`` that ``parse`` refuses: name -> why."""
-        return {name: found for name, found in self._each(store, parse) if isinstance(found, str)}
-
-    def _each(self, store: Any, parse: Any) -> list[tuple[str, Any]]:
-        out = []
-        for body in store or ():
-            meta = body.get("metadata") or {}
-            version = meta.get("resourceVersion")
-            key = (parse, str(meta.get("uid") or meta.get("name")), str(version))
-            if version is not None and key in self._parsed:
-                found = self._parsed[key]
-            else:
-                try:
-                    found = parse(body)
-                except InvalidSpecError as exc:
-                    found = str(exc)
-                if version is not None:
-                    if len(self._parsed) >= self.LIMIT:
-                        self._parsed.clear()
-                    self._parsed[key] = found
-            out.append((str(meta.get("name")), found))
-        return out
-
-
-_UNREAD = object()
-
-
-@dataclass
-class Driven:
-    """One table's sub-record of the Kopf driver (``handlers.memory``)."""
-
-    #: held while the table is reconciled (the timer and the commit-events daemon)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: when the timer last ticked it (monotonic seconds)
-    last_tick: float = -1e9
-    #: its runs in flight after its last tick (the others' count toward the concurrency limit)
-    active_runs: int = 0
-    #: the resourceVersion of the Secret its cached table was opened with (unread: none yet)
-    secret_version: object = _UNREAD
-    #: how its commit-events daemon is woken
-    waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
-
-
 @dataclass
 class State:
     """What the handlers share, built once in the startup handler and kept in Kopf's memo.
-    What is kept per table is in the operator's ``memories`` (``Driven`` for this module)."""
+    What is kept per table is in the operator's ``memories`` (the driver's ``Driven``)."""
 
     config: Config
-    operator: Operator
-    api_client: Any = None
+    #: ticks tables (``handlers.driver``): the operator, the status writer, commit events
+    driver: Driver
     metrics: ControllerMetrics | None = None
     servers: list[MetricsServer] = field(default_factory=list)
-    liveness: Liveness = field(default_factory=lambda: Liveness(STUCK_RECONCILE_SECONDS))
     #: what /readyz answers: started, and Kopf not paused by peering
     readiness: Readiness = field(default_factory=Readiness)
-    #: storage Secrets, each read again after secret_cache.DEFAULT_MAX_AGE (5 min)
-    secrets: SecretCache | None = None
-    #: commit events (handlers.commit_events)
-    events: CommitEvents | None = None
     #: policies and tables parsed once per resourceVersion
     parsed: ParsedResources = field(default_factory=ParsedResources)
     #: per policy (uid): the reason it is Invalid that was announced last
     policies_said: dict[str, str] = field(default_factory=dict)
 
     @property
+    def operator(self) -> Operator:
+        return self.driver.operator
+
+    @property
     def memories(self) -> TableMemories:
-        return self.operator.memories
+        return self.driver.operator.memories
 
     def wake(self, key: str) -> None:
         """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
@@ -224,15 +160,21 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         metrics=metrics,
         engine_metrics=EngineMetrics(registry),
     )
-    state = State(config, operator, api_client, metrics=metrics)
+    secrets = SecretCache(lambda ns, name: read_secret(api_client, ns, name))
+    driver = Driver(
+        operator,
+        StatusWriter(operator.memories, KubeStatus(api_client)),
+        credentials=SecretCredentials(secrets, operator.memories, operator.reopen),
+        liveness=Liveness(STUCK_RECONCILE_SECONDS),
+    )
+    state = State(config, driver, metrics=metrics)
     state.readiness.peering.install()
-    state.secrets = SecretCache(lambda ns, name: _read_secret(api_client, ns, name))
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
     # /readyz (not paused by peering) here
     state.servers = [
         MetricsServer(registry, config.metrics_port, ready=state.readiness.report).start()
     ]
-    events = state.events = CommitEvents(
+    events = driver.events = CommitEvents(
         state.wake,
         probe_interval=config.event_probe_interval_seconds,
         debounce=config.event_debounce_seconds,
@@ -249,7 +191,8 @@ async def reconciles_probe(*, memo: kopf.Memo, **_: Any) -> dict[str, Any]:
     state: State | None = getattr(memo, "state", None)
     if state is None:
         raise kopf.PermanentError("the startup handler has not finished")
-    alive, details = state.liveness.report(time.monotonic())
+    assert state.driver.liveness is not None  # made by the startup handler
+    alive, details = state.driver.liveness.report(time.monotonic())
     if not alive:
         raise kopf.PermanentError(details["stuck"])
     return details
@@ -262,8 +205,8 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
         server.stop()
     if state is not None:
         state.readiness.peering.uninstall()
-    if state is not None and state.events is not None:
-        state.events.close()
+    if state is not None and state.driver.events is not None:
+        state.driver.events.close()
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -314,7 +257,7 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     except InvalidSpecError as exc:
         new = _invalid_status(body, exc)
         new["phase"] = "Invalid"
-        if _changed(body.get("status") or {}, new):
+        if changed(body.get("status") or {}, new):
             patch.status.update(new)
         return
     namespace = policy.metadata.namespace or "default"
@@ -328,7 +271,7 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     rendered = policy.__class__(
         metadata=policy.metadata, spec=policy.spec, status=status
     ).to_status()
-    if _changed(body.get("status") or {}, rendered):
+    if changed(body.get("status") or {}, rendered):
         patch.status.update(rendered)
         said = state.policies_said if state is not None else {}
         _announce_invalid(body, policy.status, status, said)
@@ -401,65 +344,7 @@ def checkpoint_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: An
     _policy_timer(CheckpointPolicy.from_manifest, body, patch, **kwargs)
 
 
-def _read_secret(api_client: Any, namespace: str, name: str) -> SecretData:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        secret = client.CoreV1Api(api_client).read_namespaced_secret(name, namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise SecretUnavailable(
-                f"Secret {namespace}/{name} (spec.storage.secretRef) does not exist", missing=True
-            ) from None
-        why = "the controller may not read it" if exc.status == 403 else "it could not be read"
-        raise SecretUnavailable(
-            f"Secret {namespace}/{name} (spec.storage.secretRef): {why} "
-            f"(HTTP {exc.status} {exc.reason or ''})".rstrip(),
-            missing=False,
-        ) from None
-    data = secret.data or {}
-    version = secret.metadata.resource_version if secret.metadata else None
-    try:
-        decoded = {k: base64.b64decode(v).decode("utf-8") for k, v in data.items()}
-    except (ValueError, UnicodeDecodeError):
-        raise SecretUnavailable(
-            f"Secret {namespace}/{name} (spec.storage.secretRef): a value is not UTF-8 text",
-            missing=False,
-        ) from None
-    return SecretData(decoded, version)
-
-
-def _secret_options(state: State, key: str, table: TxnTable) -> dict[str, str]:
-    """The table's storage options from its Secret (cached: ``SecretCache``). A Secret whose
-    resourceVersion changed since the table was opened makes the controller open it again, so
-    new credentials replace the old client, not only the options of a later open."""
-    ref = table.spec.storage.secret_ref
-    if ref is None:
-        return {}
-    namespace = table.metadata.namespace or "default"
-    if state.secrets is None:
-        state.secrets = SecretCache(lambda ns, name: _read_secret(state.api_client, ns, name))
-    secret = state.secrets.get(namespace, ref.name)
-    driven = state.memories.of(key, Driven)
-    if driven.secret_version is not _UNREAD and driven.secret_version != secret.resource_version:
-        log.info("Secret %s/%s changed: reopening the table", namespace, ref.name)
-        state.operator.reopen(key)
-    driven.secret_version = secret.resource_version
-    return dict(secret.data)
-
-
-def _storage_failed(status: Any) -> bool:
-    """Whether the tick could not reach the table's storage (maybe stale credentials)."""
-    return any(
-        c.type == ConditionType.REACHABLE
-        and c.reason == Reason.STORAGE_UNREACHABLE
-        and c.status == ConditionStatus.FALSE
-        for c in status.conditions
-    )
-
-
-def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
+def _invalid_status(body: Mapping[str, Any], exc: InvalidSpecError) -> dict[str, Any]:
     now = datetime.now(UTC)
     generation = body.get("metadata", {}).get("generation")
     conds = set_condition(
@@ -489,13 +374,15 @@ def _invalid_status(body: kopf.Body, exc: InvalidSpecError) -> dict[str, Any]:
 
 @kopf.on.create(GROUP, VERSION, PLURAL_TABLE, id="validate")
 @kopf.on.update(GROUP, VERSION, PLURAL_TABLE, id="validate-update", field="spec")
-def validate(*, body: kopf.Body, old: Any, patch: kopf.Patch, **_: Any) -> None:
-    """Reject an invalid spec once, as a condition, instead of failing every timer tick."""
-    old_body = {**dict(body), "spec": old} if isinstance(old, dict) else None
+def validate(*, body: kopf.Body, old: Any, memo: kopf.Memo, **_: Any) -> None:
+    """Reject an invalid spec once, as a condition, instead of failing every timer tick. The
+    condition goes through the status writer, so the timer's next tick knows it is written."""
+    raw = dict(body)
+    old_body = {**raw, "spec": old} if isinstance(old, dict) else None
     try:
-        TxnTable.from_manifest(dict(body), old=old_body)
+        TxnTable.from_manifest(raw, old=old_body)
     except InvalidSpecError as exc:
-        patch.status.update(_invalid_status(body, exc))
+        _write_invalid(_state(memo), raw, Current.of(raw), exc)
         raise kopf.PermanentError(f"invalid TxnTable: {exc}") from exc
 
 
@@ -509,21 +396,19 @@ def validate(*, body: kopf.Body, old: Any, patch: kopf.Patch, **_: Any) -> None:
     sharp=False,
 )
 def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
-    """Observe the table's log, follow and start runs, and write the status if it changed."""
+    """Observe the table's log, follow and start runs, and write the status if it changed
+    (``handlers.driver``; the table's own observe interval gates the tick)."""
     _drop_legacy_finalizer(body, patch)
-    new = _reconcile_table(body, memo, kwargs, woken=False)
-    if new is not None:
-        patch.status.update(new)
+    _tick(_state(memo), body, kwargs, woken=False)
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL_TABLE, id="commit-events", cancellation_timeout=10.0)
 async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwargs: Any) -> None:
     """Reconcile the table as soon as its commits are announced (handlers.commit_events),
-    debounced; the ``reconcile`` timer stays the fallback. Status goes through the API."""
+    debounced; the ``reconcile`` timer stays the fallback. Both tick through the driver."""
     state = _state(memo)
     meta = body.get("metadata", {})
-    namespace, name = meta.get("namespace", "default"), meta.get("name")
-    key = resource_key(namespace, name, meta.get("uid"))
+    key = resource_key(meta.get("namespace", "default"), meta.get("name"), meta.get("uid"))
     wake = asyncio.Event()
     state.memories.of(key, Driven).waker = (asyncio.get_running_loop(), wake)
     try:
@@ -535,133 +420,52 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
             except TimeoutError:
                 continue  # look at ``stopped`` again
             wake.clear()
-            new = await asyncio.to_thread(_reconcile_table, body, memo, kwargs, woken=True)
-            if new is not None and not stopped:
-                await asyncio.to_thread(_patch_status, state.api_client, namespace, name, new)
+            await asyncio.to_thread(_tick, state, body, kwargs, woken=True)
     finally:
         driven = state.memories.peek(key, Driven)
         if driven is not None:
             driven.waker = None
 
 
-def _patch_status(api_client: Any, namespace: str, name: str, status: dict[str, Any]) -> None:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
+def _tick(state: State, live: kopf.Body, kwargs: dict[str, Any], *, woken: bool) -> None:
+    """One tick of the table (``Driver.tick``) from one reading of the object: Kopf replaces
+    a live body when a watch event arrives, so the tick judges and patches one version."""
+    body = dict(live)
+    current = Current.of(body)
     try:
-        client.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL_TABLE, name, {"status": status}
-        )
-    except ApiException as exc:  # the timer writes it at its next tick
-        log.warning("status of %s/%s not written (%s)", namespace, name, exc.status)
-
-
-def _reconcile_table(
-    body: kopf.Body, memo: kopf.Memo, kwargs: dict[str, Any], *, woken: bool
-) -> dict[str, Any] | None:
-    """One reconcile of the table; the status to write, or None when it has not changed.
-    A ``woken`` call (commit events) skips the observe-interval gate of the timer."""
-    state = _state(memo)
-    started = time.monotonic()
-    try:
-        table = TxnTable.from_manifest(dict(body))
+        table = TxnTable.from_manifest(body)
     except InvalidSpecError as exc:
-        new = _invalid_status(body, exc)
-        return new if _changed(body.get("status") or {}, new) else None
-    key = table.metadata.key
-    with state.memories.of(key, Driven).lock:
-        return _reconcile_locked(state, body, table, key, kwargs, woken=woken, started=started)
-
-
-def _reconcile_locked(
-    state: State,
-    body: kopf.Body,
-    table: TxnTable,
-    key: str,
-    kwargs: dict[str, Any],
-    *,
-    woken: bool,
-    started: float,
-) -> dict[str, Any] | None:
-    compaction_index: kopf.Index[str, dict[str, Any]] = kwargs["compaction_policies"]
-    checkpoint_index: kopf.Index[str, dict[str, Any]] = kwargs["checkpoint_policies"]
-    interval = max(table.spec.observe_interval, 0)
-    driven = state.memories.of(key, Driven)
-    if not woken and time.monotonic() - driven.last_tick < interval:
-        return None
-    driven.last_tick = time.monotonic()
+        _write_invalid(state, body, current, exc)
+        return
     namespace = table.metadata.namespace or "default"
-    comp_store, ckpt_store = compaction_index.get(namespace), checkpoint_index.get(namespace)
-    comp = state.parsed.parse_all(comp_store, CompactionPolicy.from_manifest)
-    ckpt = state.parsed.parse_all(ckpt_store, CheckpointPolicy.from_manifest)
-    invalid = {
-        "compaction": state.parsed.invalid(comp_store, CompactionPolicy.from_manifest),
-        "checkpoint": state.parsed.invalid(ckpt_store, CheckpointPolicy.from_manifest),
-    }
-    others = sum(d.active_runs for k, d in state.memories.each(Driven) if k != key)
-    failure = None
-    try:
-        options = _secret_options(state, key, table)
-    except SecretUnavailable as exc:  # reported on the table, asked for again after a back-off
-        options = {}
-        reason = Reason.SECRET_NOT_FOUND if exc.missing else Reason.SECRET_UNREADABLE
-        failure = Failure(reason, str(exc))
-    state.liveness.begin(key, time.monotonic())
-    try:
-        with state.metrics.timed("table") if state.metrics else nullcontext():
-            tick = state.operator.reconcile(
-                table,
-                comp,
-                ckpt,
-                storage_options=options,
-                active_total=others,
-                failure=failure,
-                invalid_policies=invalid,
-            )
-    finally:
-        state.liveness.end(key, time.monotonic())
-    ref = table.spec.storage.secret_ref
-    if ref is not None and state.secrets is not None and _storage_failed(tick.status):
-        state.secrets.invalidate(namespace, ref.name)  # re-read credentials at the next tick
-    driven.active_runs = tick.active_runs
-    for event in tick.events:
-        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-    status = tick.status
-    if state.events is not None:
-        notifications = table.spec.notifications
-        state.events.watch(
-            key,
-            table.spec.location,
-            version=status.version,
-            sqs_queue_url=notifications.sqs_queue_url if notifications else None,
-            storage_options=dict(table.spec.storage.options) | options,
-        )
-        status = replace(status, observation=state.events.status(key))
-        if state.metrics is not None:
-            state.metrics.observation_mode(namespace, table.metadata.name, status.observation)
-    new = _merge_patch(body.get("status") or {}, status.to_status())
-    log.debug("reconciled %s in %.3fs (%s)", key, time.monotonic() - started, woken)
-    return new if _changed(body.get("status") or {}, new) else None
+    comp_store = kwargs["compaction_policies"].get(namespace)
+    ckpt_store = kwargs["checkpoint_policies"].get(namespace)
+    parse_comp, parse_ckpt = CompactionPolicy.from_manifest, CheckpointPolicy.from_manifest
+    policies = Policies(
+        state.parsed.parse_all(comp_store, parse_comp),
+        state.parsed.parse_all(ckpt_store, parse_ckpt),
+        {
+            "compaction": state.parsed.invalid(comp_store, parse_comp),
+            "checkpoint": state.parsed.invalid(ckpt_store, parse_ckpt),
+        },
+    )
+
+    def post(event: Event) -> None:
+        kopf.event(live, type=event.type, reason=event.reason, message=event.message)
+
+    interval = table.spec.observe_interval
+    state.driver.tick(table, policies, current, interval=interval, woken=woken, sink=post)
 
 
-def _changed(current: Any, new: dict[str, Any]) -> bool:
-    return any(current.get(k) != v for k, v in new.items())
-
-
-def _merge_patch(current: Any, new: dict[str, Any]) -> dict[str, Any]:
-    """``new`` as a JSON merge patch over ``current`` (how status is patched): a field the new
-    status no longer has (``status.plan`` once no policy applies, ``backOffUntil`` once a
-    back-off ended, a finished run's message) is sent as null, which deletes it; else the
-    patch would keep it."""
-    if not isinstance(current, dict):
-        return new
-    out: dict[str, Any] = dict(new)
-    for k, old in current.items():
-        if k not in new:
-            out[k] = None
-        elif isinstance(old, dict) and isinstance(new[k], dict):
-            out[k] = _merge_patch(old, new[k])
-    return out
+def _write_invalid(
+    state: State, body: dict[str, Any], current: Current, exc: InvalidSpecError
+) -> None:
+    """An invalid spec's status (its conditions; the rest stays), through the status writer."""
+    meta = body.get("metadata") or {}
+    namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
+    key = resource_key(namespace, name, meta.get("uid"))
+    new = _invalid_status(body, exc)
+    state.driver.writer.write(key, namespace, name, current, new, whole=False)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")

@@ -11,6 +11,7 @@ from typing import Any
 from txntable.api.types import TxnTable
 from txntable.cli.local_manifests import load_manifests
 from txntable.cli.run_cmd import reconcile_loop
+from txntable.handlers.memory import TableMemories
 
 MANIFESTS = """
 apiVersion: txntable.io/v1alpha1
@@ -38,8 +39,10 @@ spec: {}
 class _Recorder:
     def __init__(self) -> None:
         self.seen: dict[str, tuple[list[str], list[str]]] = {}
+        self.memories = TableMemories()  # what the driver keeps per table
+        self.metrics = None
 
-    def reconcile(self, table: TxnTable, compaction: Any, checkpoint: Any) -> Any:
+    def reconcile(self, table: TxnTable, compaction: Any, checkpoint: Any, **_: Any) -> Any:
         key = f"{table.metadata.namespace}/{table.metadata.name}"
         self.seen[key] = (
             [f"{p.metadata.namespace}/{p.metadata.name}" for p in compaction],

@@ -6,7 +6,8 @@ from typing import Any
 
 from txntable.api.errors import InvalidSpecError
 from txntable.api.policies import CompactionPolicy
-from txntable.handlers.kopf_handlers import ParsedResources, compaction_policies
+from txntable.handlers.kopf_handlers import compaction_policies
+from txntable.handlers.parsed_resources import ParsedResources
 
 
 def policy(name: str, version: str | None, **spec: Any) -> dict[str, Any]:

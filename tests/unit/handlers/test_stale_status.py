@@ -184,8 +184,8 @@ def test_a_storage_error_does_not_make_the_controller_forget_its_runs(
 def test_a_changed_secret_does_not_make_the_controller_forget_its_runs(tmp_path: Path) -> None:
     """A rotated storage Secret makes the controller open the table again with it, and only
     that (the next tick still reads a status that lags behind)."""
-    from txntable.handlers.kopf_handlers import State, _secret_options
     from txntable.handlers.secret_cache import SecretCache, SecretData
+    from txntable.handlers.secret_source import SecretCredentials
 
     fragmented(tmp_path / "t")
     s = Stale(tmp_path / "t", {"triggers": {"smallFiles": 4, "cooldown": "1h"}})
@@ -195,14 +195,14 @@ def test_a_changed_secret_does_not_make_the_controller_forget_its_runs(tmp_path:
     s.tick(T0 + timedelta(seconds=6))
     assert first not in s.launcher.runs
     versions = iter(["1", "2"])
-    state = State(s.operator.config, s.operator)
-    state.secrets = SecretCache(lambda ns, name: SecretData({}, next(versions)), max_age=0)
+    cache = SecretCache(lambda ns, name: SecretData({}, next(versions)), max_age=0)
+    credentials = SecretCredentials(cache, s.operator.memories, s.operator.reopen)
     key = s.table.metadata.key
     observed = s.operator.memories.of(key, Observed)
     handle = observed.table
     assert handle is not None
-    _secret_options(state, key, s.table)
-    _secret_options(state, key, s.table)  # rotated: version 2
+    credentials.options(key, s.table)
+    credentials.options(key, s.table)  # rotated: version 2
     assert observed.table is None  # opened again at the next tick, with the new Secret
     tick = s.tick(T0 + timedelta(seconds=10))
     assert observed.table is not None and observed.table is not handle

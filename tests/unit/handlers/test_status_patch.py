@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from txntable.handlers.kopf_handlers import _changed, _merge_patch
+from txntable.handlers.status_writer import changed as _changed
+from txntable.handlers.status_writer import merge_patch as _merge_patch
 
 
 def _apply(target: Any, patch: Any) -> Any:

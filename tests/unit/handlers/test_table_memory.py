@@ -99,9 +99,13 @@ def test_a_storage_failure_reopens_the_table_but_keeps_what_was_learnt(tmp_path:
 NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
-    ("handlers/kopf_handlers.py", "ParsedResources", "_parsed"),  # by resourceVersion
+    ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resourceVersion
     ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
     ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
+    # local mode's stand-in for the API server's statuses, dropped through on_forget
+    ("handlers/status_writer.py", "MemoryStatus", "statuses"),
+    ("handlers/status_writer.py", "Written", "status"),  # one table's status document
+    ("handlers/status_writer.py", "Stored", "status"),  # a status document, not kept
     ("handlers/liveness.py", "Liveness", "_in_flight"),  # reconciles in flight, ended by end()
     ("handlers/run_records.py", "Recorded", "by_run"),  # one table's runs, by run name
     ("handlers/holds.py", "HeldSteps", "refused"),  # one table's, by run kind

@@ -1,0 +1,196 @@
+"""One table's tick, for every caller: the Kopf timer, the commit-events daemon, local mode.
+
+``Operator.reconcile`` (``handlers.operate``) is the tick itself; around it every caller needs
+the same things, and two copies of them (the Kopf handlers' and ``txntable run --local``'s) had
+already drifted apart (local mode watched commit events with other storage options, and left
+the other tables' runs out of the concurrency limit). ``Driver.tick`` does them once:
+
+1. the gate: a table ticks once per ``interval`` unless commit events woke it;
+2. the table's lock (the timer and the daemon of one table never tick it at once);
+3. the table's credentials from an injected source (``handlers.secret_source`` in the cluster;
+   none in local mode), a source that fails being reported on the table;
+4. the tick, registered with the liveness check (``handlers.liveness``) and timed by the
+   metrics, with the other tables' runs in flight counted toward the concurrency limit;
+5. after a storage failure, the credentials read again at the next tick;
+6. the commit-events watch (``handlers.commit_events``), with the storage options the tick used,
+   and the observation mode it reports put in the status;
+7. the tick's Events handed to the caller's sink (``kopf.event`` in the cluster, the printer in
+   local mode), and its status to the one status writer (``handlers.status_writer``).
+
+Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in ``handlers.kopf_handlers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from txntable.api.conditions import ConditionStatus, ConditionType, Reason
+from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable, TxnTableStatus
+from txntable.handlers.commit_events import CommitEvents
+from txntable.handlers.liveness import Liveness
+from txntable.handlers.operate import Event, Operator, Tick
+from txntable.handlers.secret_cache import SecretUnavailable
+from txntable.handlers.status_writer import Current, StatusWriter
+from txntable.reconcile.status import Failure
+
+log = logging.getLogger(__name__)
+
+#: Where a tick's Events go (``kopf.event`` on the object, or local mode's printer).
+EventSink = Callable[[Event], None]
+
+
+@dataclass
+class Driven:
+    """One table's sub-record of the driver (``handlers.memory``)."""
+
+    #: held while the table is ticked (the timer and the commit-events daemon)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: when it last ticked (monotonic seconds)
+    last_tick: float = -1e9
+    #: its runs in flight after its last tick (the others' count toward the concurrency limit)
+    active_runs: int = 0
+    #: how its commit-events daemon is woken (the Kopf daemon's loop and event)
+    waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """The policies of the table's namespace, and those that do not validate (per kind,
+    ``compaction``/``checkpoint``: name -> why)."""
+
+    compaction: Sequence[CompactionPolicy]
+    checkpoint: Sequence[CheckpointPolicy]
+    invalid: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+class Credentials(Protocol):
+    """A source of tables' storage credentials (``handlers.secret_source``)."""
+
+    def options(self, key: str, table: TxnTable) -> dict[str, str]:
+        """The table's storage options from its credentials; raises ``SecretUnavailable``."""
+        ...
+
+    def storage_failed(self, table: TxnTable) -> None:
+        """The table's storage failed: its credentials may be stale."""
+        ...
+
+
+@dataclass
+class Driver:
+    """Ticks tables for the Kopf handlers and for local mode, the same way."""
+
+    operator: Operator
+    writer: StatusWriter
+    credentials: Credentials | None = None
+    events: CommitEvents | None = None
+    liveness: Liveness | None = None
+
+    def due(self, key: str, interval: float) -> bool:
+        """Whether ``key`` would tick now without being woken."""
+        driven = self.operator.memories.peek(key, Driven)
+        last = driven.last_tick if driven is not None else -1e9
+        return time.monotonic() - last >= max(interval, 0)
+
+    def last_tick(self, key: str) -> float | None:
+        """When ``key`` last ticked (monotonic seconds), None if never."""
+        driven = self.operator.memories.peek(key, Driven)
+        return driven.last_tick if driven is not None and driven.last_tick > -1e9 else None
+
+    def tick(
+        self,
+        table: TxnTable,
+        policies: Policies,
+        current: Current,
+        *,
+        interval: float,
+        woken: bool,
+        sink: EventSink,
+    ) -> Tick | None:
+        """Tick ``table`` unless it ticked less than ``interval`` seconds ago and was not
+        ``woken``; write its status if it changed (``current``: what the caller read of it).
+        Returns the tick (its status with the observation mode), None when the gate held."""
+        started = time.monotonic()
+        key = table.metadata.key
+        driven = self.operator.memories.of(key, Driven)
+        with driven.lock:
+            if not woken and time.monotonic() - driven.last_tick < max(interval, 0):
+                return None
+            driven.last_tick = time.monotonic()
+            tick = self._tick(table, policies, key)
+            driven.active_runs = tick.active_runs
+            for event in tick.events:
+                sink(event)
+            meta = table.metadata
+            namespace = meta.namespace or "default"
+            self.writer.write(key, namespace, meta.name, current, tick.status.to_status())
+        log.debug("ticked %s in %.3fs (woken: %s)", key, time.monotonic() - started, woken)
+        return tick
+
+    def _tick(self, table: TxnTable, policies: Policies, key: str) -> Tick:
+        operator = self.operator
+        others = sum(d.active_runs for k, d in operator.memories.each(Driven) if k != key)
+        failure, options = None, {}
+        if self.credentials is not None:
+            try:
+                options = self.credentials.options(key, table)
+            except SecretUnavailable as exc:  # reported on the table, asked for after a back-off
+                reason = Reason.SECRET_NOT_FOUND if exc.missing else Reason.SECRET_UNREADABLE
+                failure = Failure(reason, str(exc))
+        if self.liveness is not None:
+            self.liveness.begin(key, time.monotonic())
+        try:
+            with operator.metrics.timed("table") if operator.metrics else nullcontext():
+                tick = operator.reconcile(
+                    table,
+                    policies.compaction,
+                    policies.checkpoint,
+                    storage_options=options,
+                    active_total=others,
+                    failure=failure,
+                    invalid_policies=policies.invalid,
+                )
+        finally:
+            if self.liveness is not None:
+                self.liveness.end(key, time.monotonic())
+        if self.credentials is not None and _storage_failed(tick.status):
+            self.credentials.storage_failed(table)  # re-read credentials at the next tick
+        if self.events is None:
+            return tick
+        return replace(tick, status=self._observed(table, key, tick.status, options))
+
+    def _observed(
+        self, table: TxnTable, key: str, status: TxnTableStatus, options: Mapping[str, str]
+    ) -> TxnTableStatus:
+        """``status`` with its observation mode, after telling the commit events the version."""
+        assert self.events is not None
+        notifications = table.spec.notifications
+        self.events.watch(
+            key,
+            table.spec.location,
+            version=status.version,
+            sqs_queue_url=notifications.sqs_queue_url if notifications else None,
+            storage_options=dict(table.spec.storage.options) | dict(options),
+        )
+        observed = replace(status, observation=self.events.status(key))
+        metrics = self.operator.metrics
+        if metrics is not None:
+            namespace = table.metadata.namespace or "default"
+            metrics.observation_mode(namespace, table.metadata.name, observed.observation)
+        return observed
+
+
+def _storage_failed(status: TxnTableStatus) -> bool:
+    """Whether the tick could not reach the table's storage (maybe stale credentials)."""
+    return any(
+        c.type == ConditionType.REACHABLE
+        and c.reason == Reason.STORAGE_UNREACHABLE
+        and c.status == ConditionStatus.FALSE
+        for c in status.conditions
+    )

@@ -1,0 +1,54 @@
+"""Policies and tables parsed once per resourceVersion, for the Kopf handlers.
+
+Kopf's indexes hand every table tick the raw bodies of its namespace's policies, and every
+policy tick those of its namespace's tables. Parsing them again at each tick was most of the
+controller's steady CPU at 1,000 tables (bench/scale.py's profile); ``ParsedResources`` keeps
+each parse by (parser, uid, resourceVersion). Kopf-free: it reads plain bodies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txntable.api.errors import InvalidSpecError
+
+
+class ParsedResources:
+    """Resources parsed once per resourceVersion. Every table tick reads every policy of its
+    namespace and every policy tick every table: at 1,000 tables, parsing them again each time
+    was most of the controller's steady CPU (bench/scale.py's profile)."""
+
+    #: entries kept before the cache starts again (deleted resources' entries go with it)
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[Any, str, str], Any] = {}
+
+    def parse_all(self, store: Any, parse: Any) -> list[Any]:
+        """``parse`` applied to each body of ``store``, skipping invalid ones (each reports
+        its own error on itself, through its own handler; ``invalid`` lists them)."""
+        return [found for _, found in self._each(store, parse) if not isinstance(found, str)]
+
+    def invalid(self, store: Any, parse: Any) -> dict[str, str]:
+        """The bodies of ``store`` that ``parse`` refuses: name -> why."""
+        return {name: found for name, found in self._each(store, parse) if isinstance(found, str)}
+
+    def _each(self, store: Any, parse: Any) -> list[tuple[str, Any]]:
+        out = []
+        for body in store or ():
+            meta = body.get("metadata") or {}
+            version = meta.get("resourceVersion")
+            key = (parse, str(meta.get("uid") or meta.get("name")), str(version))
+            if version is not None and key in self._parsed:
+                found = self._parsed[key]
+            else:
+                try:
+                    found = parse(body)
+                except InvalidSpecError as exc:
+                    found = str(exc)
+                if version is not None:
+                    if len(self._parsed) >= self.LIMIT:
+                        self._parsed.clear()
+                    self._parsed[key] = found
+            out.append((str(meta.get("name")), found))
+        return out
