@@ -1,0 +1,123 @@
+"""The one status writer computes its merge patch and "changed?" against the newest status
+known for the table, not against whatever body Kopf handed the caller.
+
+Kopf hands the timer and the commit-events daemon the object as the last watch event showed
+it, which may be older than what this process has just written (a watch event arrives late,
+for several ticks under load). Patching against such a body went wrong two ways, both seen
+with main's ``_merge_patch``/``_changed`` and the same bodies: a field the newest status had
+and the stale body lacked (the daemon had written ``plan``) was not sent as null and stayed on
+the server beside a status that no longer had it; a status equal to the stale body was judged
+unchanged and not written, leaving the newer one, now wrong, on the server. The server here
+applies RFC 7386 as the API server does and bumps a resourceVersion per write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txntable.handlers.memory import TableMemories
+from txntable.handlers.status_writer import (
+    Current,
+    Outcome,
+    StatusNotWritten,
+    StatusWriter,
+    Stored,
+    apply_merge_patch,
+)
+
+KEY = "default/events/uid-1"
+S0 = {"phase": "Ready", "version": 3, "conditions": [{"type": "Ready", "status": "True"}]}
+WITH_PLAN = {**S0, "phase": "Pending", "version": 4, "plan": {"planId": "aaa", "bins": 2}}
+
+
+class Server:
+    """One object's status as the API server keeps it."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status, self.version, self.refuse = status, 1, False
+        self.patches: list[dict[str, Any]] = []
+
+    def body(self) -> Current:
+        return Current(self.status, str(self.version))
+
+    def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored:
+        if self.refuse:
+            raise StatusNotWritten("HTTP 503 Service Unavailable")
+        self.patches.append(patch)
+        self.status, self.version = apply_merge_patch(self.status, patch), self.version + 1
+        return Stored(self.status, str(self.version))
+
+
+def _write(writer: StatusWriter, body: Current, status: dict[str, Any]) -> Outcome:
+    return writer.write(KEY, "default", "events", body, status)
+
+
+def test_a_field_written_since_the_stale_body_is_deleted() -> None:
+    server = Server(dict(S0))
+    writer = StatusWriter(TableMemories(), server)
+    stale = server.body()  # the watch event of the next write arrives late
+    assert _write(writer, stale, WITH_PLAN) is Outcome.WRITTEN  # the daemon's tick
+    new = {**S0, "version": 5}  # the policy went away: no plan now
+    assert _write(writer, stale, new) is Outcome.WRITTEN  # the timer's tick, on the stale body
+    assert server.status == new
+
+
+def test_a_status_equal_to_the_stale_body_is_written_over_the_newer_one() -> None:
+    server = Server(dict(S0))
+    writer = StatusWriter(TableMemories(), server)
+    stale = server.body()
+    _write(writer, stale, WITH_PLAN)
+    assert _write(writer, stale, S0) is Outcome.WRITTEN
+    assert server.status == S0
+
+
+def test_a_status_already_written_is_not_written_again() -> None:
+    server = Server(dict(S0))
+    writer = StatusWriter(TableMemories(), server)
+    stale = server.body()
+    _write(writer, stale, WITH_PLAN)
+    assert _write(writer, stale, WITH_PLAN) is Outcome.UNCHANGED  # the stale body says S0
+    assert _write(writer, server.body(), WITH_PLAN) is Outcome.UNCHANGED  # caught up
+    assert len(server.patches) == 1
+
+
+def test_a_body_newer_than_the_last_write_is_the_base() -> None:
+    """Someone else wrote after this process (an invalid spec's condition, kubectl): the body
+    that shows it is newer than what this process remembers, and the patch is made on it."""
+    server = Server(dict(S0))
+    writer = StatusWriter(TableMemories(), server)
+    _write(writer, server.body(), WITH_PLAN)
+    server.patch(KEY, "default", "events", {"conflicts": {"percent": 10}})
+    assert _write(writer, server.body(), WITH_PLAN) is Outcome.WRITTEN
+    assert server.status == WITH_PLAN
+
+
+def test_a_refused_write_is_not_taken_as_written() -> None:
+    server = Server(dict(S0))
+    writer = StatusWriter(TableMemories(), server)
+    body = server.body()
+    server.refuse = True
+    assert _write(writer, body, WITH_PLAN) is Outcome.REFUSED
+    assert server.status == S0
+    server.refuse = False  # the next tick writes it
+    assert _write(writer, body, WITH_PLAN) is Outcome.WRITTEN
+    assert server.status == WITH_PLAN
+
+
+def test_a_partial_status_keeps_the_other_fields() -> None:
+    """An invalid spec's status sets its own fields only (as Kopf's patch.status did)."""
+    server = Server(dict(WITH_PLAN))
+    writer = StatusWriter(TableMemories(), server)
+    invalid = {"phase": "Invalid", "conditions": [{"type": "Ready", "status": "False"}]}
+    writer.write(KEY, "default", "events", server.body(), invalid, whole=False)
+    assert server.status == {**WITH_PLAN, **invalid}
+
+
+def test_forgetting_the_table_forgets_what_was_written() -> None:
+    server = Server(dict(S0))
+    memories = TableMemories()
+    writer = StatusWriter(memories, server)
+    stale = server.body()
+    _write(writer, stale, WITH_PLAN)
+    memories.forget(KEY)
+    assert writer.newest(KEY, stale) == S0
