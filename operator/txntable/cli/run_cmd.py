@@ -1,11 +1,12 @@
 """``txntable run --local PATH``: the controller's loop without a cluster.
 
 Reads the TxnTable / CompactionPolicy / CheckpointPolicy manifests in PATH (a directory, or one
-file; ``cli.local_manifests``), then reconciles every table on a timer exactly as the Kopf
-handlers do (``handlers.operate``), launching Spark in local mode through the local launcher.
-Statuses live in memory, keyed as the controller keys them (by namespace/name here), and are
-printed when they change; ``--json`` prints JSON lines only. ``--once`` stops when the work has
-converged: no run in flight and nothing started in a tick. An invalid manifest stops the command
+file; ``cli.local_manifests``), then ticks every table on a timer through the driver the Kopf
+handlers use (``handlers.driver``), launching Spark in local mode through the local launcher.
+Statuses live in memory (the status writer's ``MemoryStatus``), keyed as the controller keys
+them (by namespace/name here), and are printed when they change; ``--json`` prints JSON lines
+only. ``--once`` stops when the work has converged: no run in flight and nothing started in a
+tick. An invalid manifest stops the command
 before anything runs: every error of every manifest on stderr, one line each, then exit status
 2, as the API server would refuse the object. While it runs, changed manifests are re-read (an
 approval annotation added, a policy edited); an invalid edit is reported and the manifests

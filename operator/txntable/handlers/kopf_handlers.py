@@ -465,7 +465,8 @@ def _write_invalid(
     namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
     key = resource_key(namespace, name, meta.get("uid"))
     new = _invalid_status(body, exc)
-    state.driver.writer.write(key, namespace, name, current, new, whole=False)
+    with state.memories.of(key, Driven).lock:  # one write at a time per table
+        state.driver.writer.write(key, namespace, name, current, new, whole=False)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")

@@ -5,7 +5,8 @@ Reconciles run in Kopf's worker threads, though: one that hangs (a storage call 
 returns) leaves the loop free while that table is never observed again. Each reconcile is
 registered here while it runs; the probe handler reports them and fails once one has run
 longer than ``stuck_after`` seconds, so the kubelet restarts the controller. Pure and
-thread-safe; no Kopf import (the handler that exposes it lives in ``kopf_handlers``).
+thread-safe; no Kopf import (the driver registers each tick; the probe handler that exposes it
+lives in ``kopf_handlers``).
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ log summary (``handlers.observe``), the next run's plan and the learnt throughpu
 (``handlers.foresight``), what sizes its runs (``handlers.run_sizing``), the finished runs
 already recorded (``handlers.run_records``), the steps held and changes announced
 (``handlers.holds``), its runs in flight, which the other tables' ticks count toward the
-controller-wide limit (``handlers.operate``), and what the Kopf driver needs
-(``handlers.kopf_handlers``: its lock, its commit-events waker, its last tick, its active runs,
-its Secret's version). Each of them was a dict keyed by the table in its own module, each with
-its own ``forget``, and a table was forgotten from four places; a leak waited for whoever added
-the next dict.
+controller-wide limit (``handlers.operate``), what the driver needs (``handlers.driver``: its
+lock, its commit-events waker, its last tick), its Secret's version (``handlers.secret_source``)
+and the status last written (``handlers.status_writer``). Each of them was a dict keyed by the
+table in its own module, each with its own ``forget``, and a table was forgotten from four
+places; a leak waited for whoever added the next dict.
 
 So, in the spirit of Kopf's ``ResourceMemory``: a ``TableMemory`` per table holds sub-records,
 one per owner type, each defined and used by the module that owns it (``memory.of(key,
@@ -19,8 +19,7 @@ Components whose per-table state lives with their own threads or registry (commi
 metrics) are told through ``on_forget``, from the same call.
 
 Thread-safety: the container's lock guards finding and creating records. A sub-record is used
-by the tick of its table, which runs one at a time per table (the Kopf driver's lock; local mode
-ticks tables in turn).
+by the tick of its table, which runs one at a time per table (the driver's lock).
 """
 
 from __future__ import annotations
