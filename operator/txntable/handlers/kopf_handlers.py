@@ -23,7 +23,7 @@ from typing import Any, cast
 import kopf
 from prometheus_client import CollectorRegistry
 
-from txntable.api.conditions import ConditionType, EventReason, Reason, set_condition
+from txntable.api.conditions import ConditionType, EventReason, Reason
 from txntable.api.constants import (
     FINALIZER,
     GROUP,
@@ -34,7 +34,7 @@ from txntable.api.constants import (
 )
 from txntable.api.errors import InvalidSpecError
 from txntable.api.meta import resource_key
-from txntable.api.types import CheckpointPolicy, CompactionPolicy, TablePhase, TxnTable
+from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.driver import Driven, Driver, Policies
@@ -58,6 +58,7 @@ from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
 from txntable.reconcile.policy_status import policy_status
+from txntable.reconcile.status import invalid_spec_status
 
 log = logging.getLogger(__name__)
 
@@ -345,31 +346,8 @@ def checkpoint_policy_status(*, body: kopf.Body, patch: kopf.Patch, **kwargs: An
 
 
 def _invalid_status(body: Mapping[str, Any], exc: InvalidSpecError) -> dict[str, Any]:
-    now = datetime.now(UTC)
     generation = body.get("metadata", {}).get("generation")
-    conds = set_condition(
-        (),
-        ConditionType.SPEC_VALID,
-        False,
-        Reason.INVALID_SPEC,
-        str(exc),
-        observed_generation=generation,
-        now=now,
-    )
-    conds = set_condition(
-        conds,
-        ConditionType.READY,
-        False,
-        Reason.INVALID_SPEC,
-        str(exc),
-        observed_generation=generation,
-        now=now,
-    )
-    return {
-        "observedGeneration": generation,
-        "phase": TablePhase.INVALID.value,
-        "conditions": [c.to_dict() for c in conds],
-    }
+    return invalid_spec_status(generation, str(exc), datetime.now(UTC))
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL_TABLE, id="validate")

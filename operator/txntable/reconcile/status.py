@@ -370,3 +370,31 @@ def _with_health(status: TxnTableStatus, health: TableHealth) -> TxnTableStatus:
 def _latest(*moments: datetime | None) -> datetime | None:
     known = [m for m in moments if m is not None]
     return max(known) if known else None
+
+
+def invalid_spec_status(generation: int | None, message: str, now: datetime) -> dict[str, Any]:
+    """The status fields of a resource whose spec does not validate (the rest of its status
+    stays): SpecValid and Ready False with the reason, phase Invalid."""
+    conds = set_condition(
+        (),
+        ConditionType.SPEC_VALID,
+        False,
+        Reason.INVALID_SPEC,
+        message,
+        observed_generation=generation,
+        now=now,
+    )
+    conds = set_condition(
+        conds,
+        ConditionType.READY,
+        False,
+        Reason.INVALID_SPEC,
+        message,
+        observed_generation=generation,
+        now=now,
+    )
+    return {
+        "observedGeneration": generation,
+        "phase": TablePhase.INVALID.value,
+        "conditions": [c.to_dict() for c in conds],
+    }
