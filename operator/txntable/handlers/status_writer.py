@@ -57,7 +57,7 @@ class StatusTransport(Protocol):
     def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored: ...
 
 
-class Outcome(enum.Enum):
+class WriteResult(enum.Enum):
     WRITTEN = "written"
     UNCHANGED = "unchanged"
     REFUSED = "refused"
@@ -113,26 +113,26 @@ class StatusWriter:
         status: dict[str, Any],
         *,
         whole: bool = True,
-    ) -> Outcome:
+    ) -> WriteResult:
         """Write ``status`` unless the newest known status already says it. ``whole``: it is
         the whole status, so fields it lacks are deleted; else only its fields are set (an
         invalid spec's condition keeps the rest)."""
         base = self.newest(key, current)
         patch = merge_patch(base, status) if whole else dict(status)
         if not changed(base, patch):
-            return Outcome.UNCHANGED
+            return WriteResult.UNCHANGED
         try:
             stored = self.transport.patch(key, namespace, name, patch)
         except StatusNotWritten as exc:
             why = f"status of {namespace}/{name} not written ({exc}): the next tick tries again"
             log.warning(why)
-            return Outcome.REFUSED
+            return WriteResult.REFUSED
         written = self.memories.of(key, Written)
         older = [v for v in (current.resource_version, written.resource_version) if v]
         written.older = [v for v in [*written.older, *older] if v != stored.resource_version]
         written.older = list(dict.fromkeys(written.older))[-_OLDER_KEPT:]
         written.status, written.resource_version = stored.status, stored.resource_version
-        return Outcome.WRITTEN
+        return WriteResult.WRITTEN
 
 
 def changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

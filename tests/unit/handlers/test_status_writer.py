@@ -18,10 +18,10 @@ from typing import Any
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.status_writer import (
     Current,
-    Outcome,
     StatusNotWritten,
     StatusWriter,
     Stored,
+    WriteResult,
     apply_merge_patch,
 )
 
@@ -48,7 +48,7 @@ class Server:
         return Stored(self.status, str(self.version))
 
 
-def _write(writer: StatusWriter, body: Current, status: dict[str, Any]) -> Outcome:
+def _write(writer: StatusWriter, body: Current, status: dict[str, Any]) -> WriteResult:
     return writer.write(KEY, "default", "events", body, status)
 
 
@@ -56,9 +56,9 @@ def test_a_field_written_since_the_stale_body_is_deleted() -> None:
     server = Server(dict(S0))
     writer = StatusWriter(TableMemories(), server)
     stale = server.body()  # the watch event of the next write arrives late
-    assert _write(writer, stale, WITH_PLAN) is Outcome.WRITTEN  # the daemon's tick
+    assert _write(writer, stale, WITH_PLAN) is WriteResult.WRITTEN  # the daemon's tick
     new = {**S0, "version": 5}  # the policy went away: no plan now
-    assert _write(writer, stale, new) is Outcome.WRITTEN  # the timer's tick, on the stale body
+    assert _write(writer, stale, new) is WriteResult.WRITTEN  # the timer's tick, on the stale body
     assert server.status == new
 
 
@@ -67,7 +67,7 @@ def test_a_status_equal_to_the_stale_body_is_written_over_the_newer_one() -> Non
     writer = StatusWriter(TableMemories(), server)
     stale = server.body()
     _write(writer, stale, WITH_PLAN)
-    assert _write(writer, stale, S0) is Outcome.WRITTEN
+    assert _write(writer, stale, S0) is WriteResult.WRITTEN
     assert server.status == S0
 
 
@@ -76,8 +76,8 @@ def test_a_status_already_written_is_not_written_again() -> None:
     writer = StatusWriter(TableMemories(), server)
     stale = server.body()
     _write(writer, stale, WITH_PLAN)
-    assert _write(writer, stale, WITH_PLAN) is Outcome.UNCHANGED  # the stale body says S0
-    assert _write(writer, server.body(), WITH_PLAN) is Outcome.UNCHANGED  # caught up
+    assert _write(writer, stale, WITH_PLAN) is WriteResult.UNCHANGED  # the stale body says S0
+    assert _write(writer, server.body(), WITH_PLAN) is WriteResult.UNCHANGED  # caught up
     assert len(server.patches) == 1
 
 
@@ -88,7 +88,7 @@ def test_a_body_newer_than_the_last_write_is_the_base() -> None:
     writer = StatusWriter(TableMemories(), server)
     _write(writer, server.body(), WITH_PLAN)
     server.patch(KEY, "default", "events", {"conflicts": {"percent": 10}})
-    assert _write(writer, server.body(), WITH_PLAN) is Outcome.WRITTEN
+    assert _write(writer, server.body(), WITH_PLAN) is WriteResult.WRITTEN
     assert server.status == WITH_PLAN
 
 
@@ -97,10 +97,10 @@ def test_a_refused_write_is_not_taken_as_written() -> None:
     writer = StatusWriter(TableMemories(), server)
     body = server.body()
     server.refuse = True
-    assert _write(writer, body, WITH_PLAN) is Outcome.REFUSED
+    assert _write(writer, body, WITH_PLAN) is WriteResult.REFUSED
     assert server.status == S0
     server.refuse = False  # the next tick writes it
-    assert _write(writer, body, WITH_PLAN) is Outcome.WRITTEN
+    assert _write(writer, body, WITH_PLAN) is WriteResult.WRITTEN
     assert server.status == WITH_PLAN
 
 
