@@ -1,0 +1,75 @@
+"""The Kopf timer and the commit-events daemon write a table's status through one writer.
+
+Both handlers tick through ``kopf_handlers._tick`` (the driver), each with the body Kopf
+handed it, which lags behind what the other has just written until its watch event arrives.
+Here neither body ever catches up: the daemon's tick writes a plan (a compaction policy
+applies), the policy goes away, and the timer's tick, on the body from before the plan, must
+still leave a status without it. Main's two writers (Kopf's ``patch.status`` for the timer, a
+direct call for the daemon) each patched against their own body, and the plan stayed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+
+from tests.unit.handlers.test_failed_runs import MemoryLauncher, fragmented
+from tests.unit.handlers.test_stale_status import T0
+from tests.unit.handlers.test_status_writer import Server
+from txntable.config import Config
+from txntable.handlers import kopf_handlers
+from txntable.handlers.driver import Driver
+from txntable.handlers.operate import Operator
+from txntable.handlers.status_writer import StatusWriter
+
+POLICY = {
+    "apiVersion": "txntable.io/v1alpha1",
+    "kind": "CompactionPolicy",
+    "metadata": {"name": "compact", "namespace": "default", "uid": "p1", "resourceVersion": "1"},
+    # never due: the tick shows the plan and launches nothing
+    "spec": {"triggers": {"smallFiles": 100000}},
+}
+
+
+def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kopf, "event", lambda *args, **kwargs: None)  # no Kopf loop here
+    fragmented(tmp_path / "t")
+    launcher = MemoryLauncher([T0])
+    operator = Operator(
+        config=Config(default_backend="local"),
+        launchers=lambda _backend: launcher,
+        clock=lambda: T0,
+    )
+    server = Server({})
+    state = kopf_handlers.State(
+        operator.config, Driver(operator, StatusWriter(operator.memories, server))
+    )
+    stale: dict[str, Any] = {
+        "apiVersion": "txntable.io/v1alpha1",
+        "kind": "TxnTable",
+        "metadata": {
+            "name": "events",
+            "namespace": "default",
+            "uid": "uid-1",
+            "resourceVersion": str(server.version),
+        },
+        "spec": {"location": str(tmp_path / "t"), "compactionPolicyRef": {"name": "compact"}},
+    }
+    body = kopf.Body(stale)  # type: ignore[arg-type]
+    kopf_handlers._tick(
+        state,
+        body,
+        {"compaction_policies": {"default": [POLICY]}, "checkpoint_policies": {}},
+        woken=True,
+    )
+    assert "plan" in server.status  # the daemon's write
+    kopf_handlers._tick(
+        state, body, {"compaction_policies": {}, "checkpoint_policies": {}}, woken=True
+    )
+    assert "plan" not in server.status, server.status["plan"]
+    assert server.status["phase"] != "" and len(server.patches) == 2
