@@ -2,15 +2,15 @@
 
 ``Operator.reconcile`` (``handlers.operate``) is the tick itself; around it every caller needs
 the same things, and two copies of them (the Kopf handlers' and ``txntable run --local``'s) had
-already drifted apart (local mode watched commit events with other storage options, and left
-the other tables' runs out of the concurrency limit). ``Driver.tick`` does them once:
+already drifted apart (local mode watched commit events with other storage options, gated
+ticks its own way and kept statuses its own way). ``Driver.tick`` does them once:
 
 1. the gate: a table ticks once per ``interval`` unless commit events woke it;
 2. the table's lock (the timer and the daemon of one table never tick it at once);
 3. the table's credentials from an injected source (``handlers.secret_source`` in the cluster;
    none in local mode), a source that fails being reported on the table;
 4. the tick, registered with the liveness check (``handlers.liveness``) and timed by the
-   metrics, with the other tables' runs in flight counted toward the concurrency limit;
+   metrics (the operator counts the other tables' runs toward the limit itself: ``InFlight``);
 5. after a storage failure, the credentials read again at the next tick;
 6. the commit-events watch (``handlers.commit_events``), with the storage options the tick used,
    and the observation mode it reports put in the status;
@@ -54,8 +54,6 @@ class Driven:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: when it last ticked (monotonic seconds)
     last_tick: float = -1e9
-    #: its runs in flight after its last tick (the others' count toward the concurrency limit)
-    active_runs: int = 0
     #: how its commit-events daemon is woken (the Kopf daemon's loop and event)
     waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
@@ -124,7 +122,6 @@ class Driver:
                 return None
             driven.last_tick = time.monotonic()
             tick = self._tick(table, policies, key)
-            driven.active_runs = tick.active_runs
             for event in tick.events:
                 sink(event)
             meta = table.metadata
@@ -135,7 +132,6 @@ class Driver:
 
     def _tick(self, table: TxnTable, policies: Policies, key: str) -> Tick:
         operator = self.operator
-        others = sum(d.active_runs for k, d in operator.memories.each(Driven) if k != key)
         failure, options = None, {}
         if self.credentials is not None:
             try:
@@ -152,7 +148,6 @@ class Driver:
                     policies.compaction,
                     policies.checkpoint,
                     storage_options=options,
-                    active_total=others,
                     failure=failure,
                     invalid_policies=policies.invalid,
                 )

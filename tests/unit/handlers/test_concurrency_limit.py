@@ -10,9 +10,9 @@ Three ways it used to leak, each a test here:
 * local mode (``txntable run --local``) passes no count of the other tables' runs, so each
   table had the whole limit to itself.
 
-Both drivers are played: ``kopf`` passes ``active_total`` as ``handlers.kopf_handlers`` does
+Both ways of driving it are played: ``kopf`` passes ``active_total`` as the Kopf handlers did
 (the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
-``cli.run_cmd.reconcile_loop`` does. The tables are real; the launcher is the in-memory one of
+``handlers.driver`` now does for every caller (the operator counts them: ``InFlight``). The tables are real; the launcher is the in-memory one of
 test_failed_runs, listing each table's runs by its label.
 """
 
