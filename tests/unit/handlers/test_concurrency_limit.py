@@ -12,8 +12,9 @@ Three ways it used to leak, each a test here:
 
 Both ways of driving it are played: ``kopf`` passes ``active_total`` as the Kopf handlers did
 (the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
-``handlers.driver`` now does for every caller (the operator counts them: ``InFlight``). The tables are real; the launcher is the in-memory one of
-test_failed_runs, listing each table's runs by its label.
+``handlers.driver`` now does for every caller (the operator counts them: ``InFlight``). The
+tables are real; the launcher is the in-memory one of test_failed_runs, listing each table's
+runs by its label.
 """
 
 from __future__ import annotations
