@@ -110,9 +110,12 @@ class Driver:
         interval: float,
         woken: bool,
         sink: EventSink,
+        wanted: Callable[[], bool] | None = None,
     ) -> Tick | None:
         """Tick ``table`` unless it ticked less than ``interval`` seconds ago and was not
-        ``woken``; write its status if it changed (``current``: what the caller read of it).
+        ``woken``; write its status if it changed (``current``: what the caller read of it)
+        and the caller still ``wanted`` it (a Kopf daemon told to stop while the tick ran:
+        its table is being deleted or the controller is stopping, and the timer writes).
         Returns the tick (its status with the observation mode), None when the gate held."""
         started = time.monotonic()
         key = table.metadata.key
@@ -126,6 +129,8 @@ class Driver:
                 sink(event)
             meta = table.metadata
             namespace = meta.namespace or "default"
+            if wanted is not None and not wanted():
+                return tick
             self.writer.write(key, namespace, meta.name, current, tick.status.to_status())
         log.debug("ticked %s in %.3fs (woken: %s)", key, time.monotonic() - started, woken)
         return tick

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -389,6 +389,10 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     key = resource_key(meta.get("namespace", "default"), meta.get("name"), meta.get("uid"))
     wake = asyncio.Event()
     state.memories.of(key, Driven).waker = (asyncio.get_running_loop(), wake)
+
+    def wanted() -> bool:  # a daemon told to stop writes no status: the timer does
+        return not stopped
+
     try:
         while not stopped:
             try:
@@ -398,14 +402,21 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
             except TimeoutError:
                 continue  # look at ``stopped`` again
             wake.clear()
-            await asyncio.to_thread(_tick, state, body, kwargs, woken=True)
+            await asyncio.to_thread(_tick, state, body, kwargs, woken=True, wanted=wanted)
     finally:
         driven = state.memories.peek(key, Driven)
         if driven is not None:
             driven.waker = None
 
 
-def _tick(state: State, live: kopf.Body, kwargs: dict[str, Any], *, woken: bool) -> None:
+def _tick(
+    state: State,
+    live: kopf.Body,
+    kwargs: dict[str, Any],
+    *,
+    woken: bool,
+    wanted: Callable[[], bool] | None = None,
+) -> None:
     """One tick of the table (``Driver.tick``) from one reading of the object: Kopf replaces
     a live body when a watch event arrives, so the tick judges and patches one version."""
     body = dict(live)
@@ -432,7 +443,9 @@ def _tick(state: State, live: kopf.Body, kwargs: dict[str, Any], *, woken: bool)
         kopf.event(live, type=event.type, reason=event.reason, message=event.message)
 
     interval = table.spec.observe_interval
-    state.driver.tick(table, policies, current, interval=interval, woken=woken, sink=post)
+    state.driver.tick(
+        table, policies, current, interval=interval, woken=woken, sink=post, wanted=wanted
+    )
 
 
 def _write_invalid(

@@ -73,3 +73,36 @@ def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
     )
     assert "plan" not in server.status, server.status["plan"]
     assert server.status["phase"] != "" and len(server.patches) == 2
+
+
+def test_a_daemon_told_to_stop_writes_no_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tick the daemon started before Kopf told it to stop (its table is being deleted, or
+    the controller is stopping) still ticks but writes nothing: the timer writes, and a write
+    onto an object being deleted would only wake its watchers again."""
+    monkeypatch.setattr(kopf, "event", lambda *args, **kwargs: None)
+    fragmented(tmp_path / "t")
+    launcher = MemoryLauncher([T0])
+    operator = Operator(
+        config=Config(default_backend="local"),
+        launchers=lambda _backend: launcher,
+        clock=lambda: T0,
+    )
+    server = Server({})
+    state = kopf_handlers.State(
+        operator.config, Driver(operator, StatusWriter(operator.memories, server))
+    )
+    body = kopf.Body(  # type: ignore[arg-type]
+        {
+            "apiVersion": "txntable.io/v1alpha1",
+            "kind": "TxnTable",
+            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
+            "spec": {"location": str(tmp_path / "t"), "compactionPolicyRef": {"name": "compact"}},
+        }
+    )
+    indexes = {"compaction_policies": {"default": [POLICY]}, "checkpoint_policies": {}}
+    kopf_handlers._tick(state, body, indexes, woken=True, wanted=lambda: False)
+    assert server.patches == []
+    kopf_handlers._tick(state, body, indexes, woken=True, wanted=lambda: True)
+    assert len(server.patches) == 1 and "plan" in server.status
