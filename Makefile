@@ -8,8 +8,8 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha1sum | 
 PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
-.PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench soak soak-deltaspark \
-	clean sysdeps controlplane cluster
+.PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench bench-ab soak \
+	soak-deltaspark clean sysdeps controlplane cluster
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -86,6 +86,15 @@ demo: setup
 
 bench: setup deltaspark
 	$(PY) -m bench.run
+
+# The same benchmarks on two checkouts, interleaved (bench/ab.py, docs/benchmarks.md "Comparing
+# two commits"): make bench-ab A=../other-checkout [B=.] [AB_ARGS="--rounds 6 bench.scale:full"].
+# Each checkout needs its own .venv (make setup there).
+B ?= .
+AB_ARGS ?=
+bench-ab: setup
+	@test -n "$(A)" || { echo "usage: make bench-ab A=<checkout> [B=<checkout>] [AB_ARGS=...]"; exit 2; }
+	$(PY) -m bench.ab $(A) $(B) $(AB_ARGS)
 
 # Seeded torture runs (writers of both engines, SIGKILLed maintenance, aged logs, clock skew);
 # SOAK_ARGS e.g. "--seeds 1,2,3,4,5 --steps 120"; then the delta-spark races below.
