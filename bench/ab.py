@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -59,8 +60,9 @@ class Run:
     error: str = ""
 
 
-#: Result keys that describe the machine, not the code: left out of the figures.
-NOT_FIGURES = frozenset({"machine", "load", "load_before", "load_after", "load_average"})
+#: Result keys that describe the machine or the benchmark's input, not the code: not figures
+#: (nor is any key starting with ``load``: the load average, which the summary shows apart).
+NOT_FIGURES = frozenset({"machine", "spec", "specs"})
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, float]:
@@ -69,7 +71,9 @@ def flatten(value: Any, prefix: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     if isinstance(value, dict):
         items: list[tuple[str, Any]] = [
-            (str(k), v) for k, v in value.items() if k not in NOT_FIGURES
+            (str(k), v)
+            for k, v in value.items()
+            if k not in NOT_FIGURES and not str(k).startswith("load")
         ]
     elif isinstance(value, list | tuple):
         items = [(str(i), v) for i, v in enumerate(value)]
@@ -80,6 +84,11 @@ def flatten(value: Any, prefix: str = "") -> dict[str, float]:
     for key, item in items:
         out.update(flatten(item, f"{prefix}.{key}" if prefix else key))
     return out
+
+
+def _is_figure(path: str) -> bool:
+    """False for a path ``flatten`` leaves out now (runs saved by an older runner keep them)."""
+    return not any(p in NOT_FIGURES or p.startswith("load") for p in path.split("."))
 
 
 def has_module(checkout: Path, module: str) -> bool:
@@ -181,8 +190,14 @@ def _fmt(x: float) -> str:
     return f"{x:.2e}"
 
 
-def report(runs: list[Run], sides: dict[str, Path], modules: list[tuple[str, bool]]) -> str:
-    """The Markdown summary: per module, each figure's medians, B/A and both spreads."""
+def report(
+    runs: list[Run],
+    sides: dict[str, Path],
+    modules: list[tuple[str, bool]],
+    figures: re.Pattern[str] | None = None,
+) -> str:
+    """The Markdown summary: per module, each figure's medians, B/A and both spreads
+    (only the figures whose path ``figures`` matches, when given)."""
     a, b = list(sides)
     lines = [f"A = {sides[a]}, B = {sides[b]}", ""]
     for module, quick in modules:
@@ -203,12 +218,13 @@ def report(runs: list[Run], sides: dict[str, Path], modules: list[tuple[str, boo
             for r in per[s]:
                 r.figures["process_wall_s"] = r.wall_s
         keys = sorted({k for s in (a, b) for r in per[s] for k in r.figures})
+        keys = [k for k in keys if _is_figure(k) and (figures is None or figures.search(k))]
         same, rows = [], []
         for key in keys:
             va = [r.figures[key] for r in per[a] if key in r.figures]
             vb = [r.figures[key] for r in per[b] if key in r.figures]
             if not va or not vb:
-                rows.append(f"| {key} | {_vals(va)} | {_vals(vb)} | | | |")
+                rows.append(f"| {key} | {_vals(va)} | {_vals(vb)} | | | | |")
                 continue
             if len(set(va) | set(vb)) == 1:
                 same.append(f"{key}={_fmt(va[0])}")
@@ -246,10 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--json", type=Path, help="write every run's figures here, as they come")
     parser.add_argument("--report", type=Path, help="only print the summary of a --json file")
+    parser.add_argument("--figures", type=re.compile, help="show only figures matching this regex")
     args = parser.parse_intermixed_args(argv)  # options may come between the positionals
     if args.report:
         sides, modules, runs = load(args.report)
-        print(report(runs, sides, modules))
+        print(report(runs, sides, modules, args.figures))
         return 0
     if args.a is None or args.b is None:
         parser.error("two checkouts are needed")
@@ -260,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     modules = [parse_module(m, args.quick) for m in args.modules or DEFAULT_MODULES]
     started = time.time()
     runs = measure(sides, modules, args.rounds, args.timeout, args.json)
-    print(report(runs, sides, modules))
+    print(report(runs, sides, modules, args.figures))
     print(f"{args.rounds} rounds, {(time.time() - started) / 60:.0f} min in all.")
     return 0
 
