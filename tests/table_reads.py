@@ -14,7 +14,7 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,17 +160,35 @@ for line in sys.stdin:
 def deltalake_reads(pairs: Sequence[tuple[str, int | None]]) -> list[dict[str, Any]]:
     """deltalake's reading of each (table path, version) pair: ``{"rows", "digest",
     "version"}`` or ``{"error"}``; one child process for all of them."""
+    return start_deltalake_reads(pairs)()
+
+
+def start_deltalake_reads(
+    pairs: Sequence[tuple[str, int | None]],
+) -> Callable[[], list[dict[str, Any]]]:
+    """``deltalake_reads`` started in the background: the child process reads while the caller
+    does other work; calling the returned function waits for its answers."""
     if not pairs:
-        return []
-    done = subprocess.run(
+        return list
+    proc = subprocess.Popen(
         [sys.executable, "-c", _SCRIPT],
-        input="".join(json.dumps([str(p), v]) + "\n" for p, v in pairs),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
-        check=False,
     )
-    lines = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if len(lines) != len(pairs):
-        raise AssertionError(f"deltalake read {len(lines)} of {len(pairs)}: {done.stderr[-800:]}")
-    return lines
+    request = "".join(json.dumps([str(p), v]) + "\n" for p, v in pairs)
+
+    def answers() -> list[dict[str, Any]]:
+        try:  # the child imported deltalake meanwhile, the slow part
+            out, err = proc.communicate(request, timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        if len(lines) != len(pairs):
+            raise AssertionError(f"deltalake read {len(lines)} of {len(pairs)}: {err[-800:]}")
+        return lines
+
+    return answers

@@ -178,6 +178,14 @@ class Server:
             )
         }
 
+    def op_register_gate(self) -> dict[str, Any]:
+        """Register the SQL function ``txn_gate(dir, column)`` (``_gate``): a statement that
+        calls it blocks, inside its transaction, until the test opens the gate. The column is
+        only there to tie the call to the rows of one side of the plan (Spark refuses a Python
+        function over literals alone inside a DELETE's join)."""
+        self.spark.udf.register("txn_gate", _gate, st.BooleanType())
+        return {}
+
     def op_stream_start(
         self,
         path: str,
@@ -212,6 +220,26 @@ class Server:
             "batches": self.progress.get(query, []),
             "error": None if error is None else str(error)[:2000],
         }
+
+
+def _gate(directory: str, _value: Any) -> bool:
+    """Evaluated in a Python worker, row by row: the first call writes ``DIR/reached``; every
+    call waits until ``DIR/open`` exists (at most five minutes), then answers true. A statement
+    whose read set is fixed before it evaluates the function (Delta starts its transaction
+    first) thus holds between its read and its commit for as long as the test wants."""
+    import os as _os
+    import time as _time
+
+    reached = _os.path.join(directory, "reached")
+    if not _os.path.exists(reached):
+        with open(reached, "a", encoding="utf-8"):
+            pass
+    deadline = _time.monotonic() + 300
+    while not _os.path.exists(_os.path.join(directory, "open")):
+        if _time.monotonic() > deadline:
+            raise TimeoutError(f"txn_gate: {directory}/open never appeared")
+        _time.sleep(0.02)
+    return True
 
 
 class _Progress(StreamingQueryListener):

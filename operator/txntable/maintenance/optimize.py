@@ -539,6 +539,9 @@ class _Run:
         txn.add(*removes, *adds)
         removed_bytes = sum(r.size or 0 for r in removes)
         added_bytes = sum(a.size for a in adds)
+        # tests: another writer commits between this transaction's snapshot and its commit, so
+        # the engine's conflict checker (not the input check above) must judge that commit
+        pause_point("optimize:committing")
         try:
             committed = txn.commit(
                 "OPTIMIZE",
