@@ -24,9 +24,11 @@ commits) is at the end of the file.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.deltaspark.client import DeltaSpark, DeltaSparkError
@@ -44,6 +46,10 @@ from tests.integration.deltaspark_interleave import (
     sql_table,
 )
 from tests.table_reads import load, rows
+from txntable.api.optimize_options import OptimizeOptions
+from txntable.engine.table import Table
+from txntable.maintenance.optimize import plan
+from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.deltaspark, pytest.mark.timeout(600)]
 
@@ -221,6 +227,34 @@ def test_writer_removing_a_file_of_one_bin(
     expected = Rows()
     change(expected)
     check_table(delta_spark, path, expected, f"{case} at {point}")
+
+
+def test_delete_in_another_bins_file_while_a_batch_commits_is_no_conflict(
+    delta_spark: DeltaSpark, templates: dict[str, Path], tmp_path: Path
+) -> None:
+    """One bin per batch: delta-spark deletes a row of the second bin's file while the first
+    batch commits. Delta's OPTIMIZE records as read only the files it compacts
+    (``trackFilesRead``), so the first batch has no conflict and commits in its own transaction;
+    the second bin is dropped by the input check."""
+    path = copy_table(templates["flat"], tmp_path / "t")
+    options = replace(OptimizeOptions(), max_files_per_bin=2, commit_every=1)
+    _first, second = plan(Table.open(str(path)), OptimizePolicy.from_options(options)).batches()
+    victim = pq.read_table(path / second[0].paths[0], columns=["id"]).column("id")[0].as_py()
+    with paused_optimize(
+        path, "optimize:committing", tmp_path, "--max-files-per-bin", "2", "--commit-every", "1"
+    ) as job:
+        delta_spark.sql(f"DELETE FROM {sql_table(path)} WHERE id = {victim}")
+        result = job.resume()
+    doc = result.doc
+    assert result.code == 0 and doc["binsCommitted"] == 1 and doc["binsSkipped"] == 1, doc
+    assert doc["skipped"][0]["reason"] == "inputs removed concurrently", doc
+    assert conflicts(result) == {}, doc
+    (info,) = ours(path, result)
+    assert info["readVersion"] == 0 and info["txntableAttempt"] == 2, info
+    assert result.pauses == 1  # the second batch never got as far as committing
+    expected = Rows()
+    expected.delete(victim)
+    check_table(delta_spark, path, expected, "delete in the other bin's file")
 
 
 # -- metadata: a new column stops the run, a property change is absorbed ------------------------

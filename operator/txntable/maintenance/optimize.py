@@ -524,7 +524,12 @@ class _Run:
         out: OptimizeResult,
     ) -> None:
         txn = Transaction(self.table, latest, self.commit_options)
-        txn.scan(read_predicate(self.policy.where, latest.partition_columns, bins))
+        # read: the batch's partitions, and of their files only the ones it compacts (Spark's
+        # trackFilesRead), so a writer that removes another file there is no conflict
+        txn.scan(
+            read_predicate(self.policy.where, latest.partition_columns, bins), track_files=False
+        )
+        txn.track_read_files([p for b in bins for p in b.paths])
         removes: list[RemoveFile] = [
             live[p].to_remove(deletion_timestamp=self.start_ms, data_change=False)
             for b in bins
