@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -277,3 +278,35 @@ def test_delete_in_an_untouched_partition_is_no_conflict(
     )
     assert first["txntableAttempt"] == 2
     assert "part2" not in DeltaTable(str(path)).to_pyarrow_table().column("p").to_pylist()
+
+
+def test_delete_of_a_later_batchs_file_is_no_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch records as read only the files it compacts (Spark's trackFilesRead), not every
+    file of the table: a DELETE that rewrites a file of the next batch's bin, landing while the
+    first batch commits, costs the first batch no conflict (the engine retries the same
+    transaction), and the next bin is dropped by the input check."""
+    path = fragmented_table(tmp_path / "t", commits=4, rows=30, partitioned=False)
+    policy = OptimizePolicy(max_files_per_bin=2, commit_batch_bytes=1)
+    _first, second = optimize_module.plan(Table.open(str(path)), policy).batches()
+    victim = pq.read_table(path / second[0].paths[0], columns=["id"]).column("id")[0].as_py()
+    real_live_rows = optimize_module._live_rows
+    fired: list[bool] = []
+
+    def live_rows_then_delete(snapshot, paths):
+        out = real_live_rows(snapshot, paths)
+        if not fired:
+            fired.append(True)
+            DeltaTable(str(path)).delete(f"id = {victim}")
+        return out
+
+    monkeypatch.setattr(optimize_module, "_live_rows", live_rows_then_delete)
+    result = optimize(Table.open(str(path)), policy, ArrowExecutor())
+    assert result.error is None and result.bins_committed == 1 and result.bins_skipped == 1
+    assert result.skipped[0]["reason"] == "inputs removed concurrently"
+    first = next(
+        h for h in reversed(DeltaTable(str(path)).history()) if h["operation"] == "OPTIMIZE"
+    )
+    assert first["txntableAttempt"] == 2
+    assert victim not in ids(path)
