@@ -64,8 +64,8 @@ VARIANTS = {
 #: judges what lands here
 COMMITTING = "optimize:committing"
 #: after the rewrite, before the job checks its inputs against the latest version: the job's own
-#: check judges what lands here (the deltalake interleavings in test_optimize_concurrency.py
-#: cover it for removed files and schema changes; here: a deletion vector delta-spark replaced)
+#: check judges what lands here (test_optimize_concurrency.py lands deltalake's schema and
+#: property changes there; here: a deletion vector delta-spark replaced, which deltalake cannot)
 REWRITTEN = "optimize:rewritten"
 
 
