@@ -61,6 +61,7 @@ import itertools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,23 +107,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-@pytest.fixture(scope="session")
-def control_plane(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControlPlane]:
+@contextmanager
+def started_plane(logdir: Path) -> Iterator[ControlPlane]:
+    """A control plane of the built binaries, logging into ``logdir``; stopped and its data
+    removed on the way out. Missing binaries fail the test with the command that builds them."""
     try:
         bin_dir = binaries.find()
     except binaries.MissingBinariesError as exc:
         pytest.fail(str(exc), pytrace=False)
-    logdir = tmp_path_factory.mktemp("controlplane-logs")  # kept by pytest (last 3 runs)
     workdir = Path(tempfile.mkdtemp(prefix="txntable-controlplane-"))
     plane = ControlPlane.start(bin_dir, workdir, logdir)
-    request.session.stash[_PLANE_KEY] = plane
     try:
         yield plane
     finally:
         plane.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    # its logs are kept by pytest (last 3 runs)
+    with started_plane(tmp_path_factory.mktemp("controlplane-logs")) as plane:
+        request.session.stash[_PLANE_KEY] = plane
+        yield plane
 
 
 @pytest.fixture(scope="session")

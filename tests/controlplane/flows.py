@@ -1,8 +1,10 @@
-"""What the lifecycle tests share: manifests, reading runs, Events and status, the audit trail.
+"""What the lifecycle tests share: manifests, reading runs, Events and status, waiting for
+them, the audit trail.
 
 The lifecycle tests (``test_run_lifecycle``, ``test_controller_faults``, ``test_run_gates``,
-``test_status_pruning``) drive one controller process per test through a flow on the real API
-server, each with its own tables (names unique in the session) in a watched namespace.
+``test_rbac``) drive one controller process per test through a flow on the real API server,
+each with its own tables (names unique in the session) in a watched namespace. Each helper here
+waits for or asserts one thing, so that the tests say what they check and not how to read it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.kube import condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
+from tests.integration.test_controller_kmock import fragmented_table
 from txntable.api.common import RunKind
 from txntable.launch.names import NAME_HASH_LEN, short_hash
 from txntable.launch.run import last_json_line
@@ -23,6 +26,12 @@ from txntable.launch.run import last_json_line
 GROUP, VERSION = "txntable.io", "v1alpha1"
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 TABLE_LABEL = "txntable.io/table"
+#: the plural of each of our kinds, as the API server serves them
+PLURALS = {
+    "TxnTable": "txntables",
+    "CompactionPolicy": "compactionpolicies",
+    "CheckpointPolicy": "checkpointpolicies",
+}
 #: the policy of the lifecycle tests: a fragmented table (24 files of a few KB in two
 #: partitions, tests.integration.test_controller_kmock.fragmented_table) is due at once
 SMALL_FILES_POLICY: dict[str, Any] = {
@@ -33,6 +42,7 @@ SMALL_FILES_POLICY: dict[str, Any] = {
 
 
 def policy(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    """A CompactionPolicy: ``SMALL_FILES_POLICY`` with ``spec`` on top."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "CompactionPolicy",
@@ -42,6 +52,7 @@ def policy(ns: str, name: str, **spec: Any) -> dict[str, Any]:
 
 
 def table(ns: str, name: str, location: Path, policy_name: str, **spec: Any) -> dict[str, Any]:
+    """A TxnTable at ``location`` under CompactionPolicy ``policy_name``, observed every second."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TxnTable",
@@ -56,11 +67,21 @@ def table(ns: str, name: str, location: Path, policy_name: str, **spec: Any) -> 
 
 
 def create(api: Any, *objects: dict[str, Any]) -> None:
-    plurals = {"TxnTable": "txntables", "CompactionPolicy": "compactionpolicies"}
+    """Create our custom objects, in the order given."""
     custom = client.CustomObjectsApi(api)
     for obj in objects:
         ns = obj["metadata"]["namespace"]
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, plurals[obj["kind"]], obj)
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[obj["kind"]], obj)
+
+
+def fragmented(api: Any, ns: str, name: str, root: Path, **policy_spec: Any) -> Path:
+    """A fragmented table at ``root/name`` (``fragmented_table``: version 12, 24 files), and
+    CompactionPolicy (``policy_spec`` on top of ``SMALL_FILES_POLICY``) and TxnTable ``name`` for
+    it; the table's location."""
+    location = root / name
+    fragmented_table(location)
+    create(api, policy(ns, name, **policy_spec), table(ns, name, location, name))
+    return location
 
 
 def jobs_of(api: Any, ns: str, name: str) -> list[dict[str, Any]]:
@@ -78,7 +99,13 @@ def apps_of(api: Any, ns: str, name: str) -> list[dict[str, Any]]:
 
 
 def runs_of(api: Any, ns: str, name: str, backend: str) -> list[dict[str, Any]]:
+    """The runs of TxnTable ``name`` on ``backend`` (``job`` or ``sparkapplication``)."""
     return jobs_of(api, ns, name) if backend == "job" else apps_of(api, ns, name)
+
+
+def run_names(api: Any, ns: str, name: str, backend: str) -> list[str]:
+    """The names of the runs of TxnTable ``name`` on ``backend``."""
+    return [r["metadata"]["name"] for r in runs_of(api, ns, name, backend)]
 
 
 def the_run(api: Any, ns: str, name: str, backend: str, timeout: float = 90) -> dict[str, Any]:
@@ -97,11 +124,26 @@ def events_of(api: Any, ns: str, name: str, kind: str = "TxnTable") -> list[Any]
 
 
 def reasons(events: Iterable[Any]) -> list[str]:
+    """The reasons of ``events``, in their order."""
     return [e.reason for e in events]
 
 
+def wait_event(api: Any, ns: str, name: str, reason: str) -> None:
+    """Wait until an Event with ``reason`` about TxnTable ``name`` is posted."""
+    wait_for(f"{name}: {reason} posted", lambda: reason in reasons(events_of(api, ns, name)))
+
+
 def status(api: Any, ns: str, name: str) -> dict[str, Any]:
+    """TxnTable ``name``'s status (empty before the controller writes one)."""
     return dict(get_table(api, ns, name).get("status") or {})
+
+
+def wait_plan(api: Any, ns: str, name: str) -> dict[str, Any]:
+    """``status.plan`` of TxnTable ``name``, once the controller has observed and planned it."""
+    found: dict[str, Any] = wait_for(
+        f"{name}: status.plan", lambda: status(api, ns, name).get("plan")
+    )
+    return found
 
 
 def figures(api: Any, ns: str, name: str, *keys: str) -> tuple[Any, ...]:
@@ -111,7 +153,18 @@ def figures(api: Any, ns: str, name: str, *keys: str) -> tuple[Any, ...]:
 
 
 def compaction(api: Any, ns: str, name: str) -> dict[str, Any]:
+    """``status.lastCompaction`` of TxnTable ``name`` (empty when it has none)."""
     return dict(status(api, ns, name).get("lastCompaction") or {})
+
+
+def wait_running(api: Any, ns: str, name: str, run: str) -> None:
+    """Wait until ``status.lastCompaction`` records run ``run`` as Running."""
+
+    def running() -> bool:
+        found = compaction(api, ns, name)
+        return (found.get("runName"), found.get("outcome")) == (run, "Running")
+
+    wait_for(f"{name}: run {run} in status as Running", running)
 
 
 def wait_recorded(api: Any, ns: str, name: str, run: str, timeout: float = 90) -> dict[str, Any]:
@@ -125,8 +178,19 @@ def wait_recorded(api: Any, ns: str, name: str, run: str, timeout: float = 90) -
     return wait_for(f"{name}: run {run} recorded as finished", done, timeout)
 
 
-def compacting(api: Any, ns: str, name: str) -> dict[str, Any] | None:
-    return condition(get_table(api, ns, name), "Compacting")
+def compacting(api: Any, ns: str, name: str) -> dict[str, Any]:
+    """TxnTable ``name``'s Compacting condition (empty when it has none)."""
+    return dict(condition(get_table(api, ns, name), "Compacting") or {})
+
+
+def wait_compacting(api: Any, ns: str, name: str, reason: str) -> dict[str, Any]:
+    """The Compacting condition of TxnTable ``name``, once its reason is ``reason``."""
+
+    def said() -> dict[str, Any] | None:
+        found = compacting(api, ns, name)
+        return found if found.get("reason") == reason else None
+
+    return wait_for(f"{name}: Compacting says {reason}", said)
 
 
 def delete_table(api: Any, ns: str, name: str, timeout: float = 60) -> None:

@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.controller import Install
+from tests.controlplane.flows import GROUP, VERSION
 from tests.controlplane.kube import apply
 from tests.unit.api.test_crds import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
 from tests.unit.api.test_invalid_manifests import (
@@ -48,7 +49,6 @@ from tests.unit.crdtools import (
 )
 from txntable.api.common import is_reserved_spark_conf
 
-GROUP, VERSION = "txntable.io", "v1alpha1"
 CRDS = load_crds()
 PLURALS = {kind: crd["spec"]["names"]["plural"] for kind, crd in CRDS.items()}
 
@@ -91,6 +91,19 @@ def _replace(api: Any, doc: dict[str, Any], namespace: str) -> dict[str, Any]:
         GROUP, VERSION, namespace, plural, name, doc, field_validation="Strict"
     )
     return out
+
+
+def _submit(api: Any, case: Case, doc: dict[str, Any], old: Any, name: str, ns: str) -> None:
+    """Send ``doc`` as ``case`` says: created, or (an update case) replacing ``old``, created
+    first; both named ``name``. The API server's refusal is raised."""
+    doc["metadata"]["name"] = name
+    if case.update:
+        old = copy.deepcopy(old)
+        old["metadata"]["name"] = name
+        _create(api, old, ns)
+        _replace(api, doc, ns)
+    else:
+        _create(api, doc, ns)
 
 
 def _refusal(exc: ApiException) -> tuple[int, list[tuple[str, str]], str]:
@@ -157,15 +170,8 @@ def test_the_real_api_server_refuses_at_the_models_field_path(
     installed: Install, admin: Any, namespace: str, case: Case
 ) -> None:
     doc, old = _build(case)
-    doc["metadata"]["name"] = "case"
     try:
-        if case.update:
-            old = copy.deepcopy(old)
-            old["metadata"]["name"] = "case"
-            _create(admin, old, namespace)
-            _replace(admin, doc, namespace)
-        else:
-            _create(admin, doc, namespace)
+        _submit(admin, case, doc, old, "case", namespace)
     except ApiException as exc:
         status, causes, message = _refusal(exc)
     else:
@@ -241,14 +247,7 @@ def test_what_the_emulation_accepts_the_real_api_server_accepts(
     doc, old = _build(case)
     crd = CRDS[doc["kind"]]
     assert validate(crd, doc, old) == [], "the emulation refuses it: not an edge case"
-    doc["metadata"]["name"] = "edge"
-    if case.update:
-        old = copy.deepcopy(old)
-        old["metadata"]["name"] = "edge"
-        _create(admin, old, namespace)
-        _replace(admin, doc, namespace)
-    else:
-        _create(admin, doc, namespace)
+    _submit(admin, case, doc, old, "edge", namespace)
 
 
 @pytest.mark.parametrize("key", SECRET_KEYS + HARMLESS_KEYS)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,35 +26,22 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.controlplane import binaries
+from tests.controlplane.conftest import started_plane
 from tests.controlplane.controller import REPO, install_chart, uninstall_chart, upgrade_chart
+from tests.controlplane.flows import GROUP, PLURALS, VERSION
 from tests.controlplane.plane import ControlPlane
 from tests.unit.crdtools import load_examples
 
 #: the last commit of main before issue 20: the chart as it was released
 PREVIOUS = "00049f3"
 RELEASE, SYSTEM, TABLES = "txntable", "txntable-system", "analytics"
-GROUP, VERSION = "txntable.io", "v1alpha1"
-PLURALS = {
-    "TxnTable": "txntables",
-    "CompactionPolicy": "compactionpolicies",
-    "CheckpointPolicy": "checkpointpolicies",
-}
 INSTANCE = "app.kubernetes.io/instance"
 
 
 @pytest.fixture(scope="module")
 def own_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        bin_dir = binaries.find()
-    except binaries.MissingBinariesError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    workdir = Path(tempfile.mkdtemp(prefix="txntable-controlplane-"))
-    plane = ControlPlane.start(bin_dir, workdir, tmp_path_factory.mktemp("lifecycle-logs"))
-    try:
+    with started_plane(tmp_path_factory.mktemp("lifecycle-logs")) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 def previous_chart(dest: Path) -> Path:

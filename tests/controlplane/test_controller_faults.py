@@ -25,7 +25,6 @@ from tests.controlplane.controller import Install
 from tests.controlplane.kube import wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import JobController
-from tests.integration.test_controller_kmock import fragmented_table
 from txntable.engine import Table
 
 NS = TABLES_NAMESPACE
@@ -50,21 +49,13 @@ def _append(location: Path) -> int:
 
 
 def _a_run_in_flight(
-    admin: Any, job_controller: JobController, name: str, location: Path
+    admin: Any, job_controller: JobController, name: str, root: Path
 ) -> dict[str, Any]:
     """Table ``name`` created, its compaction launched as a Job and in status as Running, the
     Job's pod created (the Job active): the run as the API server returns it."""
-    fragmented_table(location)
-    flows.create(admin, flows.policy(NS, name), flows.table(NS, name, location, name))
+    flows.fragmented(admin, NS, name, root)
     run = flows.the_run(admin, NS, name, "job")
-    run_name = run["metadata"]["name"]
-    wait_for(
-        f"{name}: run {run_name} in status as Running",
-        lambda: (
-            flows.compaction(admin, NS, name).get("runName") == run_name
-            and flows.compaction(admin, NS, name).get("outcome") == "Running"
-        ),
-    )
+    flows.wait_running(admin, NS, name, run["metadata"]["name"])
     job_controller.create_pod(run, node=None)
     return run
 
@@ -87,18 +78,15 @@ def _ends_once(
 ) -> None:
     """The Job ends (succeeded); the table records that one run once, and it was created once."""
     run_name = run["metadata"]["name"]
-    assert [r["metadata"]["name"] for r in flows.runs_of(admin, NS, name, "job")] == [run_name]
+    assert flows.run_names(admin, NS, name, "job") == [run_name]
     job_controller.finish(run, 0)
     record = flows.wait_recorded(admin, NS, name, run_name)
     assert record["outcome"] == "Succeeded", record
-    wait_for(
-        f"{name}: RunSucceeded posted",
-        lambda: "RunSucceeded" in flows.reasons(flows.events_of(admin, NS, name)),
-    )
+    flows.wait_event(admin, NS, name, "RunSucceeded")
     found = flows.reasons(flows.events_of(admin, NS, name))
     assert found.count("RunSucceeded") == 1, found
     assert flows.created_runs(plane, install.user, "job", NS, name, name) == [run_name]
-    assert [r["metadata"]["name"] for r in flows.runs_of(admin, NS, name, "job")] == [run_name]
+    assert flows.run_names(admin, NS, name, "job") == [run_name]
 
 
 def test_a_controller_killed_mid_run_adopts_the_run_after_restart(
@@ -110,12 +98,11 @@ def test_a_controller_killed_mid_run_adopts_the_run_after_restart(
     tmp_path: Path,
 ) -> None:
     name = "killed-mid-run"
-    location = tmp_path / name
     proc = start_controller()
-    run = _a_run_in_flight(admin, job_controller, name, location)
+    run = _a_run_in_flight(admin, job_controller, name, tmp_path)
 
     proc.kill()  # SIGKILL: no cleanup, no goodbye to the peering object
-    version = _append(location)
+    version = _append(tmp_path / name)
     proc.restart()  # in the same pod (its name is Kopf's peering identity, POD_ID)
     _caught_up(admin, name, version)
     # it took the dead process's peering entry for its own: no pause for a peer (before the
@@ -141,18 +128,16 @@ def test_the_api_server_restarted_under_a_running_controller(
     """Same port, same etcd: the controller's watches break and its requests fail while the
     server is down; it reconnects, sees what changed meanwhile and what comes after."""
     name = "apiserver-restart"
-    location = tmp_path / name
     proc = start_controller()
-    run = _a_run_in_flight(admin, job_controller, name, location)
+    run = _a_run_in_flight(admin, job_controller, name, tmp_path)
 
     control_plane.restart_apiserver()
-    version = _append(location)
+    version = _append(tmp_path / name)
     _caught_up(admin, name, version)
     # a table created after the restart is seen (the watch is back) and planned
     later = "after-restart"
-    fragmented_table(tmp_path / later)
-    flows.create(admin, flows.policy(NS, later), flows.table(NS, later, tmp_path / later, later))
-    wait_for(f"{later}: status.plan", lambda: flows.status(admin, NS, later).get("plan"))
+    flows.fragmented(admin, NS, later, tmp_path)
+    flows.wait_plan(admin, NS, later)
     assert proc.proc.poll() is None and proc.healthy()
 
     _ends_once(control_plane, admin, installed, job_controller, name, run)
@@ -180,9 +165,7 @@ def test_two_replicas_pause_each_other_and_the_survivor_launches_once(
             lambda p=proc: SAME_PRIORITY in p.log.read_text(errors="replace"),
         )
     name = "two-replicas"
-    location = tmp_path / name
-    fragmented_table(location)
-    flows.create(admin, flows.policy(NS, name), flows.table(NS, name, location, name))
+    flows.fragmented(admin, NS, name, tmp_path)
     # both paused: over ten observe intervals (1 s), neither observes the table (no status
     # at all) nor launches; a controller that acted would have done both in that time
     time.sleep(10)

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.controlplane import rbac
+from tests.controlplane import flows, rbac
 from tests.controlplane.conftest import INSTALL_VALUES, TABLES_NAMESPACE
 from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.kube import apply, apply_all, condition, get_table, wait_for
@@ -32,13 +32,6 @@ from tests.controlplane.plane import ControlPlane
 from tests.integration.test_controller_kmock import fragmented_table
 
 SPARK_CRD = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
-GROUP, VERSION = "txntable.io", "v1alpha1"
-RUN_LABEL = "txntable.io/table"
-PLURALS = {
-    "TxnTable": "txntables",
-    "CompactionPolicy": "compactionpolicies",
-    "CheckpointPolicy": "checkpointpolicies",
-}
 
 #: grants no request shows, each with the reason it is needed
 NOT_REQUESTS = {
@@ -88,12 +81,12 @@ def _pod(name: str, labels: dict[str, str], container: str) -> client.V1Pod:
     )
 
 
-def _finish_job(api: Any, ns: str, job: Any) -> None:
+def _finish_job(api: Any, ns: str, job: dict[str, Any]) -> None:
     """What the Job controller (and a kubelet) would do: a pod, then a completed status that
     passes the API server's Job status validation."""
-    name = job.metadata.name
+    name = job["metadata"]["name"]
     labels = {"batch.kubernetes.io/job-name": name, "job-name": name}
-    container = job.spec.template.spec.containers[0].name
+    container = job["spec"]["template"]["spec"]["containers"][0]["name"]
     client.CoreV1Api(api).create_namespaced_pod(ns, _pod(f"{name}-pod", labels, container))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cond = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
@@ -125,11 +118,6 @@ def _finish_app(api: Any, ns: str, app: dict[str, Any]) -> None:
     client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
         "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications", name, {"status": status}
     )
-
-
-def _compaction_outcome(api: Any, ns: str, name: str) -> str | None:
-    found = (get_table(api, ns, name).get("status") or {}).get("lastCompaction") or {}
-    return found.get("outcome")
 
 
 @pytest.fixture(scope="module")
@@ -179,55 +167,39 @@ def test_the_chart_grants_exactly_what_the_controller_uses(
     for doc in docs:
         apply(admin, doc)
 
-    batch, custom = client.BatchV1Api(admin), client.CustomObjectsApi(admin)
-    job = wait_for(
-        "the compaction Job",
-        lambda: batch.list_namespaced_job(ns, label_selector=f"{RUN_LABEL}=rbac-job").items,
-        timeout=120,
-    )[0]
-    app = wait_for(
-        "the compaction SparkApplication",
-        lambda: custom.list_namespaced_custom_object(
-            "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications",
-            label_selector=f"{RUN_LABEL}=rbac-spark",
-        )["items"],
-        timeout=120,
-    )[0]  # fmt: skip
+    job = flows.the_run(admin, ns, "rbac-job", "job", timeout=120)
+    app = flows.the_run(admin, ns, "rbac-spark", "sparkapplication", timeout=120)
     _finish_job(admin, ns, job)
     _finish_app(admin, ns, app)
     # both runs followed to the end, read in detail and deleted by the history limit of 0
     for name in ("rbac-job", "rbac-spark"):
         wait_for(
             f"{name}'s run finished in status",
-            lambda n=name: _compaction_outcome(admin, ns, n) not in (None, "Running"),  # type: ignore[misc]
+            lambda n=name: flows.compaction(admin, ns, n).get("outcome") not in (None, "Running"),  # type: ignore[misc]
             timeout=120,
         )
     wait_for(
-        "the finished Job deleted",
-        lambda: not batch.list_namespaced_job(ns, label_selector=f"{RUN_LABEL}=rbac-job").items,
-        timeout=120,
+        "the finished Job deleted", lambda: not flows.jobs_of(admin, ns, "rbac-job"), timeout=120
     )
     wait_for(
         "the finished SparkApplication deleted",
-        lambda: not custom.list_namespaced_custom_object(
-            "sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications",
-            label_selector=f"{RUN_LABEL}=rbac-spark",
-        )["items"],
+        lambda: not flows.apps_of(admin, ns, "rbac-spark"),
         timeout=120,
-    )  # fmt: skip
+    )
     assert condition(get_table(admin, ns, "rbac-job"), "Ready") is not None
+    custom = client.CustomObjectsApi(admin)
     for doc in reversed(docs):  # the controller removes its finalizer from the tables
         custom.delete_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURALS[doc["kind"]], doc["metadata"]["name"]
+            flows.GROUP, flows.VERSION, ns, flows.PLURALS[doc["kind"]], doc["metadata"]["name"]
         )
     wait_for(
         "the tables deleted",
         lambda: (
             not [
                 t
-                for t in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "txntables")[
-                    "items"
-                ]
+                for t in custom.list_namespaced_custom_object(
+                    flows.GROUP, flows.VERSION, ns, "txntables"
+                )["items"]
                 if t["metadata"]["name"].startswith("rbac-")
             ]
         ),

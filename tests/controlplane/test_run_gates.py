@@ -22,20 +22,16 @@ from kubernetes import client
 from tests.controlplane import flows
 from tests.controlplane.conftest import INSTALL_VALUES, TABLES_NAMESPACE
 from tests.controlplane.controller import Install, install_chart
-from tests.controlplane.kube import apply, condition, get_table, wait_for
+from tests.controlplane.kube import apply, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import JobController
-from tests.integration.test_controller_kmock import data_and_commits, fragmented_table
+from tests.integration.test_controller_kmock import data_and_commits
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.engine import Table, testhooks
 from txntable.engine.commit.transaction import CommitOptions, Transaction
 
 NS = TABLES_NAMESPACE
 RBAC_NAMESPACE = "txntable-rbac-tables"
-
-
-def _compacting(admin: Any, ns: str, name: str) -> dict[str, Any]:
-    return dict(condition(get_table(admin, ns, name), "Compacting") or {})
 
 
 def _approve(admin: Any, name: str, plan_id: str) -> None:
@@ -55,32 +51,19 @@ def test_a_plan_that_needs_approval_runs_once_annotated_with_its_id(
     tmp_path: Path,
 ) -> None:
     name = "approval"
-    location = tmp_path / name
-    fragmented_table(location)
     start_controller()
-    flows.create(
-        admin,
-        flows.policy(NS, name, requireApproval=True),
-        flows.table(NS, name, location, name),
-    )
-    plan = wait_for(f"{name}: status.plan", lambda: flows.status(admin, NS, name).get("plan"))
-    plan_id = plan["planId"]
-    held = wait_for(
-        f"{name}: Compacting says the plan awaits approval",
-        lambda: (c := _compacting(admin, NS, name)).get("reason") == "AwaitingApproval" and c,
-    )
+    flows.fragmented(admin, NS, name, tmp_path, requireApproval=True)
+    plan_id = flows.wait_plan(admin, NS, name)["planId"]
+    held = flows.wait_compacting(admin, NS, name, "AwaitingApproval")
     assert f"{ANNOTATION_APPROVE_PLAN}={plan_id}" in held["message"], held
-    wait_for(
-        f"{name}: AwaitingApproval posted",
-        lambda: "AwaitingApproval" in flows.reasons(flows.events_of(admin, NS, name)),
-    )
+    flows.wait_event(admin, NS, name, "AwaitingApproval")
     assert flows.runs_of(admin, NS, name, "job") == []
 
     # an id that is not the plan's approves nothing
     _approve(admin, name, "not-the-plan")
     wait_for(
         f"{name}: the wrong id named in Compacting",
-        lambda: "not-the-plan" in _compacting(admin, NS, name).get("message", ""),
+        lambda: "not-the-plan" in flows.compacting(admin, NS, name).get("message", ""),
     )
     assert flows.runs_of(admin, NS, name, "job") == []
 
@@ -107,11 +90,9 @@ def test_deleting_a_table_while_its_run_is_active_stops_the_run_and_keeps_the_da
     """Kopf's finalizer holds the TxnTable until the controller has deleted its runs (no
     garbage collector runs here: what is deleted, the controller deleted)."""
     name = "deleted-mid-run"
-    location = tmp_path / name
-    fragmented_table(location)
-    files = data_and_commits(location)
     start_controller()
-    flows.create(admin, flows.policy(NS, name), flows.table(NS, name, location, name))
+    location = flows.fragmented(admin, NS, name, tmp_path)
+    files = data_and_commits(location)
     run = flows.the_run(admin, NS, name, "job")
     job_controller.create_pod(run, node=None)
     assert "txntable.io/finalizer" in get_table(admin, NS, name)["metadata"]["finalizers"]
@@ -156,6 +137,15 @@ def _without_create_jobs(role: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _refused_creates(plane: ControlPlane, user: str, ns: str) -> list[dict[str, Any]]:
+    """The audit events of ``user``'s creates of Jobs in ``ns`` that the authorizer refused."""
+    return [
+        e
+        for e in flows.requests_by(plane, user, "create", "jobs", ns)
+        if e["responseStatus"]["code"] == 403
+    ]
+
+
 def test_a_lost_permission_is_a_condition_and_an_event_not_a_crash(
     control_plane: ControlPlane,
     admin: Any,
@@ -172,10 +162,8 @@ def test_a_lost_permission_is_a_condition_and_an_event_not_a_crash(
     ns, name = RBAC_NAMESPACE, "no-create-jobs"
     role = _tables_role(rbac_install)
     apply(admin, _without_create_jobs(role))
-    location = tmp_path / name
-    fragmented_table(location)
     proc = start_controller(rbac_install, env={"TXNTABLE_PERMISSION_RETRY_SECONDS": "1"})
-    flows.create(admin, flows.policy(ns, name), flows.table(ns, name, location, name))
+    flows.fragmented(admin, ns, name, tmp_path)
 
     rejected = wait_for(
         f"{name}: a Warning Event about the refused run",
@@ -186,16 +174,12 @@ def test_a_lost_permission_is_a_condition_and_an_event_not_a_crash(
     # the status says no run started, and why (not Compacting, no run recorded as running)
     held = wait_for(
         f"{name}: Compacting says why no run started",
-        lambda: (c := _compacting(admin, ns, name)) and "403" in c.get("message", "") and c,
+        lambda: (c := flows.compacting(admin, ns, name)) and "403" in c.get("message", "") and c,
         timeout=30,
     )
     assert held["status"] == "False", held
     assert flows.compaction(admin, ns, name).get("outcome") != "Running"
-    refused = [
-        e
-        for e in flows.requests_by(control_plane, rbac_install.user, "create", "jobs", ns)
-        if e["responseStatus"]["code"] == 403
-    ]
+    refused = _refused_creates(control_plane, rbac_install.user, ns)
     assert refused, "no refused create in the audit log"
     # still serving: alive, healthy, and the table observed (its plan in status)
     assert proc.proc.poll() is None and proc.healthy()
@@ -204,18 +188,7 @@ def test_a_lost_permission_is_a_condition_and_an_event_not_a_crash(
     # tried again by itself (the audit log shows more refused creates), said once
     wait_for(
         f"{name}: the refused create tried again",
-        lambda: (
-            len(
-                [
-                    e
-                    for e in flows.requests_by(
-                        control_plane, rbac_install.user, "create", "jobs", ns
-                    )
-                    if e["responseStatus"]["code"] == 403
-                ]
-            )
-            > len(refused)
-        ),
+        lambda: len(_refused_creates(control_plane, rbac_install.user, ns)) > len(refused),
     )
     # the verb given back (as an RBAC fix does), the same process (no restart): one run
     apply(admin, role)
@@ -255,15 +228,9 @@ def test_a_run_that_loses_to_another_writer_backs_the_next_one_off(
     Its result line, read through the API server, says 1 of 2 bins dropped: over the policy's
     50 %, so the table backs off, in status (kept whole by the server) and an Event."""
     name = "conflicting"
-    location = tmp_path / name
-    fragmented_table(location)
     start_controller()
     back_off = {"conflictPercent": 50, "runs": 1, "initialDelay": "1h", "maxDelay": "2h"}
-    flows.create(
-        admin,
-        flows.policy(NS, name, avoidRecentWrites={"backOff": back_off}),
-        flows.table(NS, name, location, name),
-    )
+    location = flows.fragmented(admin, NS, name, tmp_path, avoidRecentWrites={"backOff": back_off})
     run = flows.the_run(admin, NS, name, "job")
     run_name = run["metadata"]["name"]
     marker = tmp_path / "rewritten"
@@ -311,15 +278,9 @@ def test_a_run_that_loses_to_another_writer_backs_the_next_one_off(
                 }
             )
         )
-    held = wait_for(
-        f"{name}: Compacting says ConflictBackOff",
-        lambda: (c := _compacting(admin, NS, name)).get("reason") == "ConflictBackOff" and c,
-    )
+    held = flows.wait_compacting(admin, NS, name, "ConflictBackOff")
     assert held["status"] == "False", held
-    wait_for(
-        f"{name}: ConflictBackOff posted",
-        lambda: "ConflictBackOff" in flows.reasons(flows.events_of(admin, NS, name)),
-    )
-    assert [r["metadata"]["name"] for r in flows.runs_of(admin, NS, name, "job")] == [run_name]
+    flows.wait_event(admin, NS, name, "ConflictBackOff")
+    assert flows.run_names(admin, NS, name, "job") == [run_name]
     flows.assert_status_kept(control_plane, installed.user, NS, name)
     flows.delete_table(admin, NS, name)

@@ -24,13 +24,12 @@ from tests import oracle_read
 from tests.controlplane import flows
 from tests.controlplane.conftest import SPARK_NAMESPACE, TABLES_NAMESPACE
 from tests.controlplane.controller import Install
-from tests.controlplane.kube import condition, get_table, wait_for
+from tests.controlplane.kube import get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import JobController, Kubelet
-from tests.integration.test_controller_kmock import fragmented_table
 from txntable.engine import Table
 
-ROWS = 120  # fragmented_table: 12 appends of 10 rows, 24 files in partitions a and b
+ROWS = 120  # flows.fragmented: 12 appends of 10 rows, 24 files in partitions a and b
 
 
 def _backend(request: pytest.FixtureRequest, backend: str) -> tuple[Install, str, Any]:
@@ -58,14 +57,12 @@ def test_a_table_is_planned_compacted_by_its_run_and_read_back(
 ) -> None:
     install, ns, standin = _backend(request, backend)
     name = f"lifecycle-{backend}"
-    location = tmp_path / name
-    fragmented_table(location)
-    before = oracle_read.read(location)
     start_controller(install)
-    flows.create(admin, flows.policy(ns, name), flows.table(ns, name, location, name))
+    location = flows.fragmented(admin, ns, name, tmp_path)
+    before = oracle_read.read(location)
 
     # observed, then planned: the plan in status is the run's work (2 bins of 12 files)
-    plan = wait_for(f"{name}: status.plan", lambda: flows.status(admin, ns, name).get("plan"))
+    plan = flows.wait_plan(admin, ns, name)
     assert (plan["bins"], plan["files"]) == (2, 24), plan
     st = flows.status(admin, ns, name)
     assert (st["version"], st["files"]) == (12, 24), st
@@ -75,13 +72,7 @@ def test_a_table_is_planned_compacted_by_its_run_and_read_back(
     uid = get_table(admin, ns, name)["metadata"]["uid"]
     (owner,) = run["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("TxnTable", name, uid)
-    wait_for(
-        f"{name}: the run in status as Running",
-        lambda: (
-            flows.compaction(admin, ns, name).get("outcome") == "Running"
-            and flows.compaction(admin, ns, name).get("runName") == run_name
-        ),
-    )
+    flows.wait_running(admin, ns, name, run_name)
 
     local = standin.run(run)
     assert local.wait() == 0, local.text()[-3000:]
@@ -116,7 +107,7 @@ def test_a_table_is_planned_compacted_by_its_run_and_read_back(
     (succeeded,) = [e for e in events if e.reason == "RunSucceeded"]
     assert run_name in succeeded.message
     # one run: on the server, and created once according to the audit log
-    assert [r["metadata"]["name"] for r in flows.runs_of(admin, ns, name, backend)] == [run_name]
+    assert flows.run_names(admin, ns, name, backend) == [run_name]
     assert flows.created_runs(control_plane, install.user, backend, ns, name, name) == [run_name]
     # the run's conflict figures (from its result line) are kept for the back-off
     conflicts = wait_for(
@@ -145,14 +136,8 @@ def test_a_failed_run_says_the_jobs_own_error(
     unchanged), the backend reports a failure, and the table's status says the job's reason."""
     install, ns, standin = _backend(request, backend)
     name = f"failing-{backend}"
-    location = tmp_path / name
-    fragmented_table(location)
     start_controller(install)
-    flows.create(
-        admin,
-        flows.policy(ns, name, zOrderBy=["no_such_column"]),
-        flows.table(ns, name, location, name),
-    )
+    location = flows.fragmented(admin, ns, name, tmp_path, zOrderBy=["no_such_column"])
     run = flows.the_run(admin, ns, name, backend)
     run_name = run["metadata"]["name"]
     local = standin.run(run)
@@ -164,8 +149,7 @@ def test_a_failed_run_says_the_jobs_own_error(
     assert "Z-order column 'no_such_column' is not in the table schema" in record["message"], record
     (failed,) = [e for e in flows.events_of(admin, ns, name) if e.reason == "RunFailed"]
     assert failed.type == "Warning" and "no_such_column" in failed.message, failed.message
-    cond = condition(get_table(admin, ns, name), "Compacting")
-    assert cond is not None, flows.status(admin, ns, name)
+    assert flows.compacting(admin, ns, name), flows.status(admin, ns, name)
     assert Table.open(str(location)).version() == 12  # nothing committed
     flows.assert_status_kept(control_plane, install.user, ns, name)
     flows.delete_table(admin, ns, name)
@@ -183,10 +167,8 @@ def test_without_a_kubelet_the_log_is_empty_and_the_status_says_only_what_is_kno
     their log with 204 No Content. The run is still recorded from the Job's conditions and the
     table's log, and says nothing it cannot know."""
     ns, name = TABLES_NAMESPACE, "no-kubelet"
-    location = tmp_path / name
-    fragmented_table(location)
     start_controller(installed)
-    flows.create(admin, flows.policy(ns, name), flows.table(ns, name, location, name))
+    flows.fragmented(admin, ns, name, tmp_path)
     run = flows.the_run(admin, ns, name, "job")
     run_name = run["metadata"]["name"]
     pod = job_controller.create_pod(run, node=None)  # no scheduler, no kubelet
