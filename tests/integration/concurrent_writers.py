@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -137,6 +139,34 @@ def race_one_commit(path: str, options_json: str, go_file: str) -> None:
             "ids": batch.column("id").to_pylist(),
         }
     )
+
+
+def race_two_processes(
+    uri: str, options: dict[str, str], go: Path, timeout: float
+) -> list[dict[str, Any]]:
+    """For a test: two processes ``race_one_commit`` on table ``uri``, let go at once (the file
+    ``go`` created) once both are ready; their result lines. Each must exit 0."""
+    command = [sys.executable, "-m", "tests.integration.concurrent_writers", "race", uri]
+    procs = [
+        subprocess.Popen(
+            [*command, json.dumps(options), str(go)],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline() or "{}").get("ready"), proc.stderr
+    go.touch()
+    results: list[dict[str, Any]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ import pyarrow as pa
 import pytest
 
 from tests import oracle_read
-from tests.integration.concurrent_writers import SCHEMA
+from tests.integration.concurrent_writers import SCHEMA, race_two_processes
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.azure import AzureStorage
 from txntable.engine.storage.base import FileExistsInStoreError
@@ -163,34 +162,7 @@ def test_put_if_absent_and_a_lost_answer(blob_url: str) -> None:
 def test_two_processes_racing_for_one_version(blob_url: str, tmp_path: Path) -> None:
     uri, table = _new_table(blob_url)
     table.append(_batch([0]))
-    go = tmp_path / "go"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.concurrent_writers",
-                "race",
-                uri,
-                json.dumps(_options(blob_url)),
-                str(go),
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert json.loads(proc.stdout.readline() or "{}").get("ready"), proc.stderr
-    go.touch()
-    results: list[dict[str, Any]] = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = race_two_processes(uri, _options(blob_url), tmp_path / "go", timeout=120)
     assert sorted(r["version"] for r in results) == [2, 3]
     assert sorted(r["attempts"] for r in results) == [1, 2]  # the loser retried once
     assert _commit_names(table) == [f"{v:020d}.json" for v in range(4)]

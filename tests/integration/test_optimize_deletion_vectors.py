@@ -7,16 +7,15 @@ table before and after: same rows, byte for byte.
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyroaring import BitMap
 
 from tests import oracle_read
+from tests.row_tracking_support import inline_dv
 from txntable.engine.model.actions import AddFile, Protocol
 from txntable.engine.model.deletion_vectors import deleted_rows
 from txntable.engine.table import Table
@@ -26,26 +25,6 @@ from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import Bin, OptimizePolicy
 
 pytestmark = pytest.mark.integration
-
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def _z85(data: bytes) -> str:
-    data += b"\x00" * (-len(data) % 4)
-    out = []
-    for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i : i + 4], "big")
-        chunk = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            chunk.append(_Z85[digit])
-        out.append("".join(reversed(chunk)))
-    return "".join(out)
-
-
-def _portable(rows: list[int]) -> bytes:
-    bitmap = BitMap(rows).serialize()
-    return struct.pack("<IQI", 1681511377, 1, 0) + bitmap
 
 
 def _files(path: Path) -> set[str]:
@@ -89,13 +68,7 @@ def test_an_inline_deletion_vector_is_applied(tmp_path: Path) -> None:
     for start in (0, 10):
         table.append(pa.table({"id": list(range(start, start + 10))}))
     first = next(Table.open(str(path)).snapshot().add_actions())
-    data = _portable([1, 3, 8])
-    dv = {
-        "storageType": "i",
-        "pathOrInlineDv": _z85(data),
-        "sizeInBytes": len(data),
-        "cardinality": 3,
-    }
+    dv = inline_dv([1, 3, 8])
     txn = Table.open(str(path)).transaction()
     txn.add(first.to_remove(deletion_timestamp=1, data_change=True))
     txn.add(AddFile.from_json({**first.to_json(), "deletionVector": dv, "dataChange": True}))

@@ -8,9 +8,6 @@ conditional writes, and delta-rs reading what we wrote there.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +19,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from deltalake import DeltaTable
 
 from tests.faults import LANDED_EXISTS, FaultyStorage
-from tests.integration.concurrent_writers import SCHEMA
+from tests.integration.concurrent_writers import SCHEMA, race_two_processes
 from tests.integration.moto_support import moto_server
 from txntable.engine.errors import UnsafeCommitStorageError
 from txntable.engine.storage.base import FileExistsInStoreError
@@ -31,7 +28,6 @@ from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 BUCKET = "txntable-tests"
 
 
@@ -85,34 +81,7 @@ def test_commits_on_s3_are_read_by_deltalake(endpoint: str) -> None:
 def test_two_processes_racing_for_one_version(endpoint: str, tmp_path: Path) -> None:
     uri, table = _new_table(endpoint)
     table.append(_batch([0]))
-    go = tmp_path / "go"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.integration.concurrent_writers",
-                "race",
-                uri,
-                json.dumps(_options(endpoint)),
-                str(go),
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert json.loads(proc.stdout.readline() or "{}").get("ready"), proc.stderr
-    go.touch()
-    results: list[dict[str, Any]] = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = race_two_processes(uri, _options(endpoint), tmp_path / "go", timeout=60)
     assert {r["read_version"] for r in results} == {1}
     assert sorted(r["version"] for r in results) == [2, 3]
     assert sorted(r["attempts"] for r in results) == [1, 2]  # the loser retried once
