@@ -106,7 +106,9 @@ soak: setup deltaspark
 
 # Races of delta-spark's writers (INSERT, DELETE, UPDATE, MERGE, a streaming query) against our
 # OPTIMIZE/checkpoint/VACUUM and, as the reference, against delta-spark's own; one round per seed
-# and maintainer. Figures: docs/reliability.md.
+# and maintainer, each held to Delta's conflict rules. make test runs one round of ours only
+# (tests/integration/test_deltaspark_races.py); the reference rounds run here. Figures:
+# docs/reliability.md.
 DS_SOAK_ARGS ?= --seeds 1,2,3,4,5,6,7,8 --ops 4
 soak-deltaspark: setup deltaspark
 	$(PY) -m tests.deltaspark.race $(DS_SOAK_ARGS)
