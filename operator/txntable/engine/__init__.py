@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from txntable.engine.storage.paths import LOG_DIR
     from txntable.engine.storage.s3 import parse_s3_uri
     from txntable.engine.table import Table
+    from txntable.engine.testhooks import pause_point
     from txntable.engine.vacuum import VacuumResult
     from txntable.engine.vacuum import vacuum as vacuum_table
     from txntable.engine.write.parquet_options import ParquetSettings
@@ -109,6 +110,7 @@ __all__ = [
     "parse_s3_uri",
     "parse_schema",
     "partition_physical_names",
+    "pause_point",
     "read_recent_activity",
     "retention",
     "s3_options_with_environment",
@@ -165,6 +167,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "CommitEvent": ("txntable.engine.observer", "CommitEvent"),
     "CommitObserver": ("txntable.engine.observer", "CommitObserver"),
     "OUTCOMES": ("txntable.engine.observer", "OUTCOMES"),
+    # named pause points for tests (inert unless TXNTABLE_TEST_PAUSE_AT names one)
+    "pause_point": ("txntable.engine.testhooks", "pause_point"),
     # errors (errors.py draws the hierarchy)
     "EngineError": ("txntable.engine.errors", "EngineError"),
     "InvalidActionError": ("txntable.engine.errors", "InvalidActionError"),

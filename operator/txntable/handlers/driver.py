@@ -33,6 +33,7 @@ from typing import Protocol
 
 from txntable.api.conditions import ConditionStatus, ConditionType, Reason
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable, TxnTableStatus
+from txntable.engine import pause_point
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.operate import Event, Operator, Tick
@@ -124,6 +125,7 @@ class Driver:
             if not woken and time.monotonic() - driven.last_tick < max(interval, 0):
                 return None
             driven.last_tick = time.monotonic()
+            pause_point("controller:tick")  # tests: the table is deleted while it ticks
             tick = self._tick(table, policies, key)
             for event in tick.events:
                 sink(event)

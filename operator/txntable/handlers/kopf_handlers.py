@@ -68,6 +68,8 @@ CONFIG = Config.from_env()  # read once; kopf decorators below need the interval
 LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 #: A reconcile running longer than this is stuck: the liveness probe fails, the pod restarts.
 STUCK_RECONCILE_SECONDS = max(900.0, 30 * CONFIG.observe_interval_seconds)
+#: how often Kopf looks again whether a deleted table's timer has exited (see ``startup``)
+DELETION_RECHECK_SECONDS = 2.0
 
 
 @dataclass
@@ -133,6 +135,11 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(4, config.max_concurrent_runs * 2)
     settings.watching.server_timeout = 300
+    # A table deleted while its timer ticks (a thread Kopf cannot cancel) keeps its finalizer
+    # until Kopf sees the timer has exited, and Kopf looks again only after this many seconds
+    # (60 by default) unless another event of the object comes first: deleting a TxnTable
+    # took a minute whenever it landed mid-tick, which is often on a loaded controller.
+    settings.background.cancellation_polling = DELETION_RECHECK_SECONDS
     # A namespaced controller serves exactly the namespaces it is given, so it does not watch
     # Namespaces (nor CRDs) to find more: that needs cluster-wide permissions the chart does not
     # grant it, and without them Kopf retried the refused listing for about a minute at every
