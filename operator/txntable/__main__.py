@@ -19,7 +19,24 @@ def liveness_endpoint(port: int) -> str:
     return f"http://0.0.0.0:{port}{HEALTH_PATH}"
 
 
-def main() -> int:
+USAGE = """usage: python -m txntable
+
+Runs the txntable controller (Kopf) against the cluster of the current kubeconfig or the pod's
+service account, configured by TXNTABLE_* environment variables (docs/configuration.md). It
+takes no arguments. The maintenance commands are the txntable command (txntable --help)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if args:  # a command meant for the txntable CLI must not start a controller instead
+        print(
+            f"error: python -m txntable takes no arguments (got {' '.join(args)})", file=sys.stderr
+        )
+        print(USAGE, file=sys.stderr)
+        return 2
     from txntable.config import Config, ConfigError
 
     try:
