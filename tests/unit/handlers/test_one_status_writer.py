@@ -34,10 +34,12 @@ POLICY = {
 }
 
 
-def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
+def _controller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(kopf, "event", lambda *args, **kwargs: None)  # no Kopf loop here
+) -> tuple[kopf_handlers.State, Server]:
+    """The Kopf glue's state over a fragmented table at ``tmp_path/t``, its status writes going
+    to an in-memory API server (``Server``), and no Kopf loop (Events are dropped)."""
+    monkeypatch.setattr(kopf, "event", lambda *args, **kwargs: None)
     fragmented(tmp_path / "t")
     launcher = MemoryLauncher([T0])
     operator = Operator(
@@ -46,9 +48,14 @@ def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
         clock=lambda: T0,
     )
     server = Server({})
-    state = kopf_handlers.State(
-        operator.config, Driver(operator, StatusWriter(operator.memories, server))
-    )
+    writer = StatusWriter(operator.memories, server)
+    return kopf_handlers.State(operator.config, Driver(operator, writer)), server
+
+
+def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, server = _controller(tmp_path, monkeypatch)
     stale: dict[str, Any] = {
         "apiVersion": "txntable.io/v1alpha1",
         "kind": "TxnTable",
@@ -81,18 +88,7 @@ def test_a_daemon_told_to_stop_writes_no_status(
     """A tick the daemon started before Kopf told it to stop (its table is being deleted, or
     the controller is stopping) still ticks but writes nothing: the timer writes, and a write
     onto an object being deleted would only wake its watchers again."""
-    monkeypatch.setattr(kopf, "event", lambda *args, **kwargs: None)
-    fragmented(tmp_path / "t")
-    launcher = MemoryLauncher([T0])
-    operator = Operator(
-        config=Config(default_backend="local"),
-        launchers=lambda _backend: launcher,
-        clock=lambda: T0,
-    )
-    server = Server({})
-    state = kopf_handlers.State(
-        operator.config, Driver(operator, StatusWriter(operator.memories, server))
-    )
+    state, server = _controller(tmp_path, monkeypatch)
     body = kopf.Body(  # type: ignore[arg-type]
         {
             "apiVersion": "txntable.io/v1alpha1",
