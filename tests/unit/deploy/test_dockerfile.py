@@ -11,13 +11,13 @@ import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.dockerfile import Dockerfile, Image, Stage, parse, resolve, words
 from txntable.launch import manifests
 from txntable.launch.run import RunKind
 
@@ -29,65 +29,9 @@ BUILD_TOOLS = re.compile(
 )
 
 
-@dataclass
-class Stage:
-    base: str
-    name: str
-    instructions: list[tuple[str, str]] = field(default_factory=list)
-
-    def args(self, keyword: str) -> list[str]:
-        return [a for k, a in self.instructions if k == keyword]
-
-
-@dataclass
-class Dockerfile:
-    global_args: dict[str, str]
-    stages: dict[str, Stage]
-
-
-def parse(text: str) -> Dockerfile:
-    """Instructions with line continuations joined and comments dropped, grouped by stage."""
-    logical: list[str] = []
-    current = ""
-    for line in text.splitlines():
-        if line.lstrip().startswith("#") and not current:
-            continue
-        if line.lstrip().startswith("#"):
-            continue  # a comment inside a continued instruction
-        if line.rstrip().endswith("\\"):
-            current += line.rstrip()[:-1] + " "
-            continue
-        current += line
-        if current.strip():
-            logical.append(current.strip())
-        current = ""
-    global_args: dict[str, str] = {}
-    stages: dict[str, Stage] = {}
-    stage: Stage | None = None
-    for item in logical:
-        keyword, _, rest = item.partition(" ")
-        keyword = keyword.upper()
-        if keyword == "FROM":
-            parts = rest.split()
-            assert len(parts) == 3 and parts[1].upper() == "AS", f"unnamed stage: {item}"
-            stage = Stage(base=parts[0], name=parts[2])
-            stages[stage.name] = stage
-        elif stage is None:
-            assert keyword == "ARG", f"{keyword} before the first FROM"
-            name, _, default = rest.partition("=")
-            global_args[name] = default
-        else:
-            stage.instructions.append((keyword, rest.strip()))
-    return Dockerfile(global_args, stages)
-
-
 @pytest.fixture(scope="module")
 def dockerfile() -> Dockerfile:
     return parse(DOCKERFILE.read_text())
-
-
-def resolve(ref: str, args: dict[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], ref)
 
 
 def pinned(image: str) -> bool:
@@ -294,6 +238,78 @@ def test_dockerignore_keeps_only_build_inputs(dockerfile: Dockerfile) -> None:
         top = src.split("/")[0]
         assert top in allowed, f"{src} is excluded by .dockerignore"
         assert (REPO / src).exists(), src
+
+
+def _stage_text(name: str) -> str:
+    """The raw text of stage ``name`` (from its FROM line to the next one)."""
+    text = DOCKERFILE.read_text()
+    start = re.search(rf"^FROM \S+ AS {name}$", text, re.MULTILINE)
+    assert start, name
+    end = re.compile(r"^FROM ", re.MULTILINE).search(text, start.end())
+    return text[start.end() : end.start() if end else len(text)]
+
+
+def test_the_controller_images_environment_is_what_the_dockerfile_says(
+    dockerfile: Dockerfile,
+) -> None:
+    """The control-plane tests start the controller with exactly this environment, working
+    directory and command (tests/controlplane/controller.py, ``image_process``): the parser's
+    reading is held here to the Dockerfile's own text, read another way (every ``NAME=`` word
+    of the stage's ENV lines, and the values as written)."""
+    base = {"PATH": "/base/bin"}
+    image = dockerfile.environment("controller", base)
+    raw = _stage_text("controller")
+    env_lines = re.findall(r"^ENV (.*?)(?<!\\)$", raw, re.MULTILINE | re.DOTALL)
+    written = dict(re.findall(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=(\S+)", " ".join(env_lines)))
+    assert written, "the controller stage sets no ENV"
+    assert set(image.env) == set(written) | set(base)
+    for key, value in written.items():
+        if "$" not in value and '"' not in value and "'" not in value:
+            assert image.env[key] == value, key
+    # the one substitution: the image's python first, then the base image's PATH
+    assert image.env["PATH"] == "/opt/venv/bin:/base/bin"
+    assert image.workdir == "/tmp" == image.env["HOME"]
+    assert image.entrypoint == ["python", "-m", "txntable"]
+    # the controller stage starts at the external base image, so nothing else comes in
+    assert resolve(dockerfile.stages["controller"].base, dockerfile.global_args) not in (
+        dockerfile.stages
+    )
+
+
+def test_env_is_read_as_docker_reads_it() -> None:
+    parsed = parse(
+        "FROM base:1.2.3 AS a\n"
+        "ENV A=1\n"
+        "ENV B=\"two words\" C='$A' D=$A E=${A}x F=${UNSET:-dflt} G=${A:+set} J=a\\ b\n"
+        "ENV A=2 H=$A\n"  # within one instruction a variable has its value from before it
+        "ENV I stays as written $A\n"  # the legacy form: one variable, the rest of the line
+        "WORKDIR /srv\nWORKDIR app/../app\n"
+        'ENTRYPOINT ["python", "-m", "x"]\n'
+        'FROM a AS b\nENV PATH=/opt/bin:$PATH K="$UNSET"\n'
+    )
+    image = parsed.environment("b", {"PATH": "/usr/bin"})
+    assert image.env == {
+        "PATH": "/opt/bin:/usr/bin",
+        "A": "2",
+        "B": "two words",
+        "C": "$A",
+        "D": "1",
+        "E": "1x",
+        "F": "dflt",
+        "G": "set",
+        "J": "a b",
+        "H": "1",
+        "I": "stays as written 2",
+        "K": "",
+    }
+    assert image.workdir == "/srv/app"
+    assert image.entrypoint == ["python", "-m", "x"]
+    assert parsed.environment("a").workdir == "/srv/app"
+    assert parse("FROM x:1.0.0 AS s\n").environment("s") == Image({}, "/", [])
+    assert words('a\\ b \'c d\' "e\\"f"', {}) == ["a b", "c d", 'e"f']
+    for bad in ("A=${B:?x}", "A='open", 'A="open', "A=${open", "=x"):
+        with pytest.raises(ValueError):
+            parse(f"FROM x:1.0.0 AS s\nENV {bad}\n").environment("s")
 
 
 def test_parser_reads_continuations_and_comments() -> None:
