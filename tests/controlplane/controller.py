@@ -93,11 +93,13 @@ def install_chart(
     chart: Path = CHART,
 ) -> Install:
     """``helm install`` the chart (release ``release`` in ``namespace``) as the admin; the
-    watched namespaces are created first (the chart puts Roles and peering objects there)."""
+    watched namespaces and those of ``spark.namespaces`` are created first (the chart puts
+    Roles, peering objects and the Spark drivers' ServiceAccount there)."""
     values = dict(values or {})
     watch = list((values.get("watch") or {}).get("namespaces") or [namespace])
+    spark = list((values.get("spark") or {}).get("namespaces") or [])
     api = plane.client()
-    for ns in {namespace, *watch}:
+    for ns in sorted({namespace, *watch, *spark}):
         ensure_namespace(api, ns)
     kubeconfig = plane.kubeconfig(workdir / f"admin-{release}.kubeconfig", namespace=namespace)
     cfg = helm_config(plane, kubeconfig, namespace)

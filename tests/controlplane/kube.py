@@ -1,5 +1,8 @@
 """Small client helpers for the control-plane tests: apply, wait, token, namespace.
 
+Namespaces are made by ``ensure_namespace`` only: each enforces the restricted Pod Security
+level and gets its ``default`` ServiceAccount (the part of the absent controller-manager).
+
 Objects are applied with server-side apply (one field manager, conflicts forced), which is what
 ``kubectl apply --server-side`` does and what large CRDs need: a client-side apply stores the
 whole object in an annotation, and the Spark Operator's 836 KB CRD is past its 256 KiB limit.
@@ -94,11 +97,38 @@ def wait_established(api: client.ApiClient, names: Iterable[str], timeout: float
         wait_for(f"CRD {name} Established", lambda n=name: established(n), timeout)  # type: ignore[misc]
 
 
+#: the labels of every namespace the tests make: PodSecurity admission (on by default in
+#: kube-apiserver) enforces the restricted level there, so a pod that breaks it is refused
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+#: the ServiceAccount a pod runs as when it names none
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+
 def ensure_namespace(api: client.ApiClient, name: str) -> None:
+    """Namespace ``name``, enforcing the restricted Pod Security level (``RESTRICTED``), with
+    its ``default`` ServiceAccount (``ensure_default_service_account``)."""
     try:
         client.CoreV1Api(api).create_namespace(
-            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=RESTRICTED))
         )
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    ensure_default_service_account(api, name)
+
+
+def ensure_default_service_account(api: client.ApiClient, namespace: str) -> None:
+    """The ``default`` ServiceAccount of ``namespace``: a stand-in for the controller-manager's
+    ServiceAccount controller, which makes it in every namespace, and which does not run here.
+    The API server's ServiceAccount admission plugin is on: it refuses a pod whose account does
+    not exist (``error looking up service account <ns>/default``), and mounts the account's
+    token into the pods it admits, as in a cluster."""
+    body = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=DEFAULT_SERVICE_ACCOUNT))
+    try:
+        client.CoreV1Api(api).create_namespaced_service_account(namespace, body)
     except ApiException as exc:
         if exc.status != 409:
             raise

@@ -5,12 +5,17 @@ Why: kmock emulates the API; this is the API. The processes are the mains built 
 127.0.0.1 with free ports, with what a cluster's API server has that the controller meets:
 TLS with its own CA, RBAC authorization, bearer tokens (a static admin in ``system:masters``
 and ServiceAccount tokens from the TokenRequest API, signed by a key made here), audit logging
-of every request (the RBAC analysis reads it), admission (CEL, schema validation and pruning).
+of every request (the RBAC analysis reads it), admission (CEL, schema validation and pruning,
+and the default admission plugins, ServiceAccount and PodSecurity among them, plus
+OwnerReferencesPermissionEnforcement). Unlike envtest, nothing is turned off to make the tests
+easier: a pod naming a ServiceAccount that does not exist is refused, and every namespace the
+tests make enforces the restricted Pod Security level (``kube.ensure_namespace``).
 
 What is absent, as with envtest: kubelet, scheduler and controller-manager. Pods stay Pending,
-nothing garbage-collects owned objects, namespaces never finish deleting, no Job controller
-and no default ServiceAccount (the ServiceAccount admission plugin is off so pods can be created
-without one). Tests play those parts.
+nothing garbage-collects owned objects, namespaces never finish deleting, no Job controller,
+and no ServiceAccount controller: whatever makes a namespace also makes its ``default``
+ServiceAccount (``kube.ensure_default_service_account``; ``start`` does it for the namespaces
+the API server makes itself). Tests play those parts.
 
 ``ControlPlane.start(bin_dir, workdir, logdir)`` starts both and waits for ``/readyz``;
 ``stop()`` sends SIGTERM, then SIGKILL after a grace period, and removes ``workdir`` (etcd's
@@ -39,10 +44,14 @@ from typing import Any
 import yaml
 
 from tests.controlplane.binaries import APISERVER, ETCD
+from tests.controlplane.kube import ensure_default_service_account, wait_for
 from tests.controlplane.pki import write_pki
 from tests.kubeconfig import write_kubeconfig
 
 ADMIN_USER = "txntable-admin"
+#: the namespaces the API server makes itself (the ServiceAccount controller would give each its
+#: ``default`` ServiceAccount; ``start`` does, in its stead)
+BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: seconds for /readyz (the API server installs its built-in objects and RBAC roles first)
 READY_TIMEOUT = 90.0
 #: seconds between SIGTERM and SIGKILL when stopping a process
@@ -147,10 +156,23 @@ class ControlPlane:
         try:
             plane._start_etcd()
             plane._start_apiserver(new_port=True)
+            plane._default_service_accounts()
         except BaseException:
             plane.stop()
             raise
         return plane
+
+    def _default_service_accounts(self) -> None:
+        """The ``default`` ServiceAccount of each namespace the API server makes itself (it
+        makes them just after /readyz), as the absent ServiceAccount controller would."""
+        api = self.client()
+        for namespace in BUILTIN_NAMESPACES:
+
+            def made(ns: str = namespace) -> bool:
+                ensure_default_service_account(api, ns)
+                return True
+
+            wait_for(f"the default ServiceAccount of {namespace}", made, timeout=30)
 
     def _start_etcd(self, attempts: int = 3) -> None:
         for attempt in range(attempts):
@@ -194,8 +216,8 @@ class ControlPlane:
             f"--service-account-signing-key-file={p['sa_key']}",
             f"--token-auth-file={w / 'tokens.csv'}",
             "--authorization-mode=RBAC",
-            # no controller-manager creates default ServiceAccounts (envtest does the same)
-            "--disable-admission-plugins=ServiceAccount",
+            # the default admission plugins stay on (ServiceAccount, PodSecurity, ...); the
+            # part of the absent controller-manager they need is played by kube.ensure_namespace
             # as OpenShift: creating an object with a blockOwnerDeletion owner reference needs
             # update on the owner's finalizers (the chart grants it for runs' TxnTables)
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",

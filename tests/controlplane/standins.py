@@ -52,6 +52,8 @@ from tests.controlplane.pod_runner import LocalPod, driver_process, job_process
 NODE = "standin-node"
 SPARK = ("sparkoperator.k8s.io", "v1beta2", "sparkapplications")
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+#: the driver container's name in the pods Spark's submission client makes (the Spark Operator's)
+DRIVER_CONTAINER = "spark-kubernetes-driver"
 
 
 def now() -> str:
@@ -147,6 +149,124 @@ class Kubelet:
             self._server = None
 
 
+def job_pod(job: Mapping[str, Any], node: str | None = NODE) -> dict[str, Any]:
+    """The pod the Job controller makes for ``job`` (as the API server returned it): the
+    template's spec as it is (service account, security contexts, volumes), ``generateName``,
+    the template's labels with the Job controller's, and the Job as controlling owner; bound
+    to ``node`` (the scheduler's part; None: left unscheduled)."""
+    meta, template = job["metadata"], job["spec"]["template"]
+    name, uid = meta["name"], meta["uid"]
+    labels = {
+        **(template.get("metadata") or {}).get("labels", {}),
+        "batch.kubernetes.io/controller-uid": uid,
+        JOB_NAME_LABEL: name,
+        "controller-uid": uid,
+        "job-name": name,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{name}-",
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": (template.get("metadata") or {}).get("annotations", {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {**template["spec"], **({"nodeName": node} if node else {})},
+    }
+
+
+def driver_pod(app: Mapping[str, Any], submission: str, node: str | None = NODE) -> dict[str, Any]:
+    """The driver pod of a SparkApplication, as Spark's submission client (run by the Spark
+    Operator) makes it from the spec: container ``spark-kubernetes-driver`` running the image's
+    entrypoint with the ``driver`` role, the run's properties from a ConfigMap at
+    ``/opt/spark/conf``, and what the operator takes from ``spec.driver``: service account,
+    labels, pod and container security contexts, environment, volumes and their mounts. The
+    SparkApplication is its controlling owner; bound to ``node`` (None: left unscheduled)."""
+    meta, spec = app["metadata"], app["spec"]
+    driver = spec["driver"]
+    name = f"{meta['name']}-driver"
+    labels = {
+        **(driver.get("labels") or {}),
+        "spark-role": "driver",
+        "spark-app-name": meta["name"],
+        "sparkoperator.k8s.io/app-name": meta["name"],
+        "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+        "sparkoperator.k8s.io/submission-id": submission,
+    }
+    conf = {"name": "spark-conf-volume-driver", "configMap": {"name": f"{name}-conf-map"}}
+    container: dict[str, Any] = {
+        "name": DRIVER_CONTAINER,
+        "image": spec["image"],
+        "args": [
+            "driver", "--properties-file", "/opt/spark/conf/spark.properties",
+            "--class", "org.apache.spark.deploy.PythonRunner",
+            str(spec["mainApplicationFile"]), *[str(a) for a in spec.get("arguments") or ()],
+        ],
+        "ports": [
+            {"name": "driver-rpc-port", "containerPort": 7078},
+            {"name": "blockmanager", "containerPort": 7079},
+            {"name": "spark-ui", "containerPort": 4040},
+        ],
+        "env": [
+            *(driver.get("env") or ()),
+            {"name": "SPARK_DRIVER_BIND_ADDRESS",
+             "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "SPARK_CONF_DIR", "value": "/opt/spark/conf"},
+        ],
+        "volumeMounts": [
+            *(driver.get("volumeMounts") or ()),
+            {"name": conf["name"], "mountPath": "/opt/spark/conf"},
+        ],
+    }  # fmt: skip
+    if "imagePullPolicy" in spec:
+        container["imagePullPolicy"] = spec["imagePullPolicy"]
+    if driver.get("envFrom"):
+        container["envFrom"] = driver["envFrom"]
+    if driver.get("securityContext"):
+        container["securityContext"] = driver["securityContext"]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [*(spec.get("volumes") or ()), conf],
+    }
+    if driver.get("serviceAccount"):
+        pod_spec["serviceAccountName"] = driver["serviceAccount"]
+    if driver.get("podSecurityContext"):
+        pod_spec["securityContext"] = driver["podSecurityContext"]
+    if node:
+        pod_spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": app["apiVersion"],
+                    "kind": "SparkApplication",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": pod_spec,
+    }
+
+
 def _secrets(api: Any, namespace: str, containers: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The Secrets a container's ``envFrom`` names, decoded (the kubelet reads them)."""
     out: dict[str, dict[str, str]] = {}
@@ -223,37 +343,8 @@ class JobController:
     def create_pod(self, job: Mapping[str, Any], node: str | None = NODE) -> dict[str, Any]:
         """The Job's pod, created as the Job controller does and bound to ``node`` (the
         scheduler's part; None: left unscheduled); the Job's status says it is active."""
-        meta, template = job["metadata"], job["spec"]["template"]
-        name, uid = meta["name"], meta["uid"]
-        labels = {
-            **(template.get("metadata") or {}).get("labels", {}),
-            "batch.kubernetes.io/controller-uid": uid,
-            JOB_NAME_LABEL: name,
-            "controller-uid": uid,
-            "job-name": name,
-        }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": f"{name}-",
-                "namespace": meta["namespace"],
-                "labels": labels,
-                "annotations": (template.get("metadata") or {}).get("annotations", {}),
-                "ownerReferences": [
-                    {
-                        "apiVersion": "batch/v1",
-                        "kind": "Job",
-                        "name": name,
-                        "uid": uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {**template["spec"], **({"nodeName": node} if node else {})},
-        }
-        created = client.CoreV1Api(self.api).create_namespaced_pod(meta["namespace"], pod)
+        core = client.CoreV1Api(self.api)
+        created = core.create_namespaced_pod(job["metadata"]["namespace"], job_pod(job, node))
         self._patch(job, {"startTime": now(), "active": 1, "ready": 0, "terminating": 0})
         return dict(self.api.sanitize_for_serialization(created))
 
@@ -328,39 +419,9 @@ class SparkOperator:
     def submit(self, app: Mapping[str, Any]) -> dict[str, Any]:
         """SUBMITTED, with the driver pod created (bound to the node)."""
         meta = app["metadata"]
-        driver = f"{meta['name']}-driver"
         submission = str(uuid.uuid4())
-        labels = {
-            **(app["spec"]["driver"].get("labels") or {}),
-            "spark-role": "driver",
-            "spark-app-name": meta["name"],
-            "sparkoperator.k8s.io/app-name": meta["name"],
-            "sparkoperator.k8s.io/launched-by-spark-operator": "true",
-            "sparkoperator.k8s.io/submission-id": submission,
-        }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": driver,
-                "namespace": meta["namespace"],
-                "labels": labels,
-                "ownerReferences": [
-                    {
-                        "apiVersion": app["apiVersion"],
-                        "kind": "SparkApplication",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "nodeName": NODE,
-                "restartPolicy": "Never",
-                "containers": [{"name": "spark-kubernetes-driver", "image": app["spec"]["image"]}],
-            },
-        }
+        pod = driver_pod(app, submission, NODE)
+        driver = pod["metadata"]["name"]
         client.CoreV1Api(self.api).create_namespaced_pod(meta["namespace"], pod)
         return self._status(
             app,
@@ -381,10 +442,8 @@ class SparkOperator:
         local = driver_process(app, self.workdir, secrets).start()
         self.drivers[meta["name"]] = local
         pod = client.CoreV1Api(self.api).read_namespaced_pod(local.name, meta["namespace"])
-        self.kubelet.serve(meta["namespace"], local.name, "spark-kubernetes-driver", local.log)
-        _pod_status(
-            self.api, self.api.sanitize_for_serialization(pod), "spark-kubernetes-driver", None
-        )
+        self.kubelet.serve(meta["namespace"], local.name, DRIVER_CONTAINER, local.log)
+        _pod_status(self.api, self.api.sanitize_for_serialization(pod), DRIVER_CONTAINER, None)
         self._status(
             app,
             {
@@ -400,9 +459,7 @@ class SparkOperator:
         meta = app["metadata"]
         driver = f"{meta['name']}-driver"
         pod = client.CoreV1Api(self.api).read_namespaced_pod(driver, meta["namespace"])
-        _pod_status(
-            self.api, self.api.sanitize_for_serialization(pod), "spark-kubernetes-driver", exit_code
-        )
+        _pod_status(self.api, self.api.sanitize_for_serialization(pod), DRIVER_CONTAINER, exit_code)
         if exit_code == 0:
             self._status(app, {"applicationState": {"state": "SUCCEEDING"}})
             return self._status(

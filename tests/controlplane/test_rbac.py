@@ -17,6 +17,7 @@ plugin allows only with ``update`` on ``txntables/finalizers``.
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.controlplane.conftest import INSTALL_VALUES, TABLES_NAMESPACE
 from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.kube import apply, apply_all, condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
+from tests.controlplane.standins import driver_pod, job_pod
 from tests.integration.test_controller_kmock import fragmented_table
 
 SPARK_CRD = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
@@ -74,20 +76,12 @@ def _docs(ns: str, location: Path, backend: str, name: str) -> list[dict[str, An
     ]
 
 
-def _pod(name: str, labels: dict[str, str], container: str) -> client.V1Pod:
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name, labels=labels),
-        spec=client.V1PodSpec(containers=[client.V1Container(name=container, image="spark")]),
-    )
-
-
 def _finish_job(api: Any, ns: str, job: dict[str, Any]) -> None:
-    """What the Job controller (and a kubelet) would do: a pod, then a completed status that
-    passes the API server's Job status validation."""
+    """What the Job controller (and a kubelet) would do: the Job's pod (left unscheduled: no
+    kubelet serves its log), then a completed status that passes the API server's Job status
+    validation."""
     name = job["metadata"]["name"]
-    labels = {"batch.kubernetes.io/job-name": name, "job-name": name}
-    container = job["spec"]["template"]["spec"]["containers"][0]["name"]
-    client.CoreV1Api(api).create_namespaced_pod(ns, _pod(f"{name}-pod", labels, container))
+    client.CoreV1Api(api).create_namespaced_pod(ns, job_pod(job, node=None))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cond = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now}
     status = {
@@ -103,11 +97,11 @@ def _finish_job(api: Any, ns: str, job: dict[str, Any]) -> None:
 
 
 def _finish_app(api: Any, ns: str, app: dict[str, Any]) -> None:
-    """What the Spark Operator would do: a driver pod, then COMPLETED."""
+    """What the Spark Operator would do: the driver pod (unscheduled), then COMPLETED."""
     name = app["metadata"]["name"]
-    driver = f"{name}-driver"
-    labels = {"spark-role": "driver", "sparkoperator.k8s.io/app-name": name}
-    client.CoreV1Api(api).create_namespaced_pod(ns, _pod(driver, labels, "spark-kubernetes-driver"))
+    pod = driver_pod(app, str(uuid.uuid4()), node=None)
+    driver = pod["metadata"]["name"]
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     status = {
         "applicationState": {"state": "COMPLETED"},
@@ -120,10 +114,22 @@ def _finish_app(api: Any, ns: str, app: dict[str, Any]) -> None:
     )
 
 
+#: where the cluster-wide release's tables and runs are (listed in its ``spark.namespaces``)
+CLUSTER_WIDE_TABLES = "txntable-cw-tables"
+
+
 @pytest.fixture(scope="module")
 def cluster_wide(control_plane: ControlPlane, installed: Install, tmp_path_factory: Any) -> Install:
-    """A second release, cluster-wide (the CRDs are the first release's)."""
-    values = {**INSTALL_VALUES, "watch": {"clusterWide": True}, "crds": {"create": False}}
+    """A second release, cluster-wide (the CRDs are the first release's), with the Spark
+    drivers' ServiceAccount in the namespace its runs execute in, as docs/chart-values.md says
+    a cluster-wide install needs (``spark.namespaces``): without it the Job controller's pod,
+    which runs as that account, is refused by the ServiceAccount admission plugin."""
+    values = {
+        **INSTALL_VALUES,
+        "watch": {"clusterWide": True},
+        "crds": {"create": False},
+        "spark": {"namespaces": [CLUSTER_WIDE_TABLES]},
+    }
     return install_chart(
         control_plane,
         tmp_path_factory.mktemp("cluster-wide"),
@@ -144,7 +150,7 @@ def test_the_chart_grants_exactly_what_the_controller_uses(
     mode: str,
 ) -> None:
     install = installed if mode == "namespaced" else request.getfixturevalue("cluster_wide")
-    ns = TABLES_NAMESPACE if mode == "namespaced" else request.getfixturevalue("namespace")
+    ns = TABLES_NAMESPACE if mode == "namespaced" else CLUSTER_WIDE_TABLES
     apply_all(admin, [yaml.safe_load(p.read_text()) for p in sorted(SPARK_CRD.glob("*.yaml"))])
     for name in ("rbac-job", "rbac-spark"):
         fragmented_table(tmp_path / name)
