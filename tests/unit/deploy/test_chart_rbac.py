@@ -5,7 +5,9 @@ RBAC: no wildcard anywhere, and what is bound to the controller's ServiceAccount
 the watched namespaces, or cluster-wide with CRD and ClusterKopfPeering access; Secrets only
 where and as narrowly as the values say): no verb more, none missing.
 Spark drivers' ServiceAccount gets exactly ``launch.permissions.SPARK_DRIVER``, in every
-namespace where runs execute. Every container meets the restricted Pod Security Standard.
+namespace where runs execute. Every container has a read-only root filesystem and a memory
+limit; the restricted Pod Security Standard is judged by the real API server
+(tests/controlplane/test_pod_security.py).
 """
 
 from __future__ import annotations
@@ -157,80 +159,57 @@ def test_bindings_name_existing_service_accounts(rendered: dict[str, Rendered]) 
                 assert (s["namespace"], s["name"]) in accounts
 
 
-# -- restricted Pod Security Standard --------------------------------------------------------
+# -- beyond the restricted Pod Security Standard --------------------------------------------
 
 
-def restricted_violations(pod: dict[str, Any]) -> list[str]:
-    """What breaks the restricted Pod Security Standard (v1.33) in a pod spec."""
+def beyond_restricted(pod: dict[str, Any]) -> list[str]:
+    """What a pod spec lacks of the chart's own rules beyond the restricted Pod Security
+    Standard: every container's root filesystem read-only (nothing writes to the image; the
+    chart mounts an emptyDir on /tmp) and a memory limit.
+
+    The standard itself is judged by the real API server's PodSecurity admission, for the
+    default values and every ci/ file (tests/controlplane/test_pod_security.py), not here: a
+    hand re-implementation of it (it lived here) can only drift from the real one. These two
+    rules are not part of the standard, so no server checks them; that is why this stays."""
     bad = []
-    psc = pod.get("securityContext", {})
-    for flag in ("hostNetwork", "hostPID", "hostIPC"):
-        if pod.get(flag):
-            bad.append(flag)
-    for volume in pod.get("volumes", []):
-        if set(volume) - {"name"} - {
-            "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
-            "persistentVolumeClaim", "projected", "secret",
-        }:  # fmt: skip
-            bad.append(f"volume {volume['name']} type")
-    if psc.get("runAsUser") == 0:
-        bad.append("pod runAsUser 0")
     for c in pod.get("containers", []) + pod.get("initContainers", []):
-        sc = c.get("securityContext", {})
         name = c["name"]
-        if sc.get("privileged"):
-            bad.append(f"{name}: privileged")
-        if sc.get("allowPrivilegeEscalation") is not False:
-            bad.append(f"{name}: allowPrivilegeEscalation")
-        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
-            bad.append(f"{name}: capabilities not dropped")
-        if set(sc.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"}:
-            bad.append(f"{name}: capabilities added")
-        if sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is not True:
-            bad.append(f"{name}: runAsNonRoot")
-        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
-            bad.append(f"{name}: runAsUser 0")
-        seccomp = sc.get("seccompProfile", psc.get("seccompProfile", {}))
-        if seccomp.get("type") not in ("RuntimeDefault", "Localhost"):
-            bad.append(f"{name}: seccompProfile")
-        # beyond the standard, as the issue asks: nothing writes to the image
-        if sc.get("readOnlyRootFilesystem") is not True:
+        if c.get("securityContext", {}).get("readOnlyRootFilesystem") is not True:
             bad.append(f"{name}: readOnlyRootFilesystem")
-        if any(p.get("hostPort") for p in c.get("ports", [])):
-            bad.append(f"{name}: hostPort")
+        if not c.get("resources", {}).get("limits", {}).get("memory"):
+            bad.append(f"{name}: no memory limit")
     return bad
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_container_is_restricted(rendered: dict[str, Rendered], case: str) -> None:
+def test_every_container_has_a_read_only_root_and_a_memory_limit(
+    rendered: dict[str, Rendered], case: str
+) -> None:
     pods = pod_specs(rendered[case])
     assert pods
     for name, pod in pods:
-        assert restricted_violations(pod) == [], name
-        assert all(
-            c.get("resources", {}).get("limits", {}).get("memory") for c in pod["containers"]
-        )
+        assert beyond_restricted(pod) == [], name
 
 
 def test_the_checker_catches_violations() -> None:
     pod = {
-        "hostNetwork": True,
-        "securityContext": {},
-        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
-        "containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}],
+        "containers": [
+            {"name": "c", "securityContext": {"readOnlyRootFilesystem": False}},
+            {"name": "d", "resources": {"limits": {"memory": "1Gi"}}},
+        ],
+        "initContainers": [
+            {
+                "name": "i",
+                "securityContext": {"readOnlyRootFilesystem": True},
+                "resources": {"limits": {"memory": "1Gi"}},
+            }
+        ],
     }
-    found = restricted_violations(pod)
-    for expected in (
-        "hostNetwork",
-        "volume h type",
-        "c: allowPrivilegeEscalation",
-        "c: capabilities not dropped",
-        "c: capabilities added",
-        "c: runAsNonRoot",
-        "c: seccompProfile",
+    assert beyond_restricted(pod) == [
         "c: readOnlyRootFilesystem",
-    ):
-        assert expected in found
+        "c: no memory limit",
+        "d: readOnlyRootFilesystem",
+    ]
 
 
 def test_cluster_wide_install_of_a_renamed_release(tmp_path: Path) -> None:
