@@ -8,8 +8,24 @@ the same: ``install_chart`` installs the chart with Helm's own Go SDK (helm-pyth
 environment, a kubeconfig holding a token for the chart's ServiceAccount obtained through the
 TokenRequest API, and nothing else: the production client path (kubeconfig), the chart's RBAC.
 
-No kubelet runs the Deployment's pod; the test process stands in for it. Ports the pod would
-own (metrics, health) are replaced by free ones so several controllers can run side by side.
+No kubelet runs the Deployment's pod; the test process stands in for it, and starts the
+controller as the kubelet starts the container: the controller image's environment, not the
+test's. The process gets only the ``ENV`` of the Dockerfile's ``controller`` stage (read by
+``tests.dockerfile``, over ``BASE_IMAGE_ENV``), then the rendered Deployment's ``env`` (which
+wins, as a pod's ``env`` wins over the image's), then the kubeconfig; its working directory is
+a fresh empty directory standing for the image's ``WORKDIR``, and its command is the image's
+``ENTRYPOINT`` (``python -m txntable``) found on that ``PATH``. Nothing of the test process is
+inherited (no ``PYTHONPATH``, not the checkout as working directory): what the image lacks, the
+controller lacks here too. What differs from the pod, and only that:
+
+* the image's paths: ``/opt/venv`` is this machine's virtual environment (its ``python``), and
+  each emptyDir the Deployment mounts (``/tmp``, also the ``WORKDIR`` and ``HOME``) is a
+  directory of this controller, which ``restart`` keeps, as the kubelet keeps a pod's emptyDir
+  across container restarts;
+* the pod's network: the metrics and health ports are free ports (several controllers run side
+  by side on this host), and the API server is reached through a kubeconfig holding a
+  TokenRequest token of the chart's ServiceAccount instead of the mounted token;
+* variables a test adds for itself (``env=``: test hooks, a shorter retry).
 """
 
 from __future__ import annotations
@@ -17,9 +33,11 @@ from __future__ import annotations
 import http.client
 import json
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -30,10 +48,24 @@ import helm_python
 import yaml
 
 from tests.controlplane.kube import ensure_namespace, service_account_token, wait_established
-from tests.controlplane.plane import ControlPlane, env_without_kube, free_port, stop_process, tail
+from tests.controlplane.plane import ControlPlane, free_port, stop_process, tail
+from tests.controlplane.pod_runner import Adaptation
+from tests.dockerfile import parse
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "txntable-operator"
+DOCKERFILE = REPO / "Dockerfile"
+#: the Dockerfile's stage the controller image is built from
+IMAGE_STAGE = "controller"
+#: where the controller image keeps its virtual environment (the Dockerfile's build stages)
+IMAGE_VENV = "/opt/venv"
+#: what the external base image (python:3.11-slim-bookworm) sets that the controller stage's
+#: ENV builds on: its PATH (Debian's, with the python image's /usr/local/bin first). The base's
+#: other variables (LANG=C.UTF-8, PYTHON_VERSION, GPG_KEY) are not set: Python coerces the C
+#: locale to UTF-8 by itself (PEP 538), and nothing of ours reads the others.
+BASE_IMAGE_ENV = {
+    "PATH": "/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+}
 #: seconds for the controller's liveness endpoint to answer after start (imports + startup)
 START_TIMEOUT = 60.0
 
@@ -77,6 +109,50 @@ class Install:
             ref = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             env[e["name"]] = fields[ref] if ref else str(e.get("value", ""))
         return env
+
+    def empty_dirs(self) -> list[str]:
+        """Where the controller container mounts the Deployment's emptyDir volumes."""
+        spec = self.deployment["spec"]["template"]["spec"]
+        empty = {v["name"] for v in spec.get("volumes") or () if "emptyDir" in v}
+        mounts = spec["containers"][0].get("volumeMounts") or ()
+        return [m["mountPath"] for m in mounts if m["name"] in empty]
+
+
+@dataclass
+class ImageProcess:
+    """How the controller container starts here: command, environment, working directory."""
+
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+def image_process(install: Install, pod_dir: Path, pod: str) -> ImageProcess:
+    """The controller container of ``install``'s Deployment, as pod ``pod`` would start it, its
+    image paths under ``pod_dir`` (see the module docstring): the image's ENV (Dockerfile), the
+    chart's env over it, the image's ENTRYPOINT found on the resulting PATH, in a fresh empty
+    directory standing for the image's WORKDIR."""
+    image = parse(DOCKERFILE.read_text()).environment(IMAGE_STAGE, BASE_IMAGE_ENV)
+    venv = Path(sys.prefix)
+    paths = {IMAGE_VENV: str(venv)}
+    for mount in install.empty_dirs():
+        paths[mount] = str(pod_dir / "volumes" / mount.strip("/").replace("/", "-"))
+    if image.workdir not in paths:
+        paths[image.workdir] = str(pod_dir / "workdir")
+    for path in paths.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    adapt = Adaptation(paths)
+    env = {k: adapt(v) for k, v in image.env.items()} | install.env(pod)
+    cwd = Path(adapt(image.workdir))
+    if any(cwd.iterdir()):
+        raise RuntimeError(f"{cwd} stands for the image's WORKDIR and must start empty")
+    program = shutil.which(image.entrypoint[0], path=env.get("PATH", ""))
+    if program is None or not Path(program).is_relative_to(venv):
+        raise RuntimeError(
+            f"the image's ENTRYPOINT {image.entrypoint} resolves to {program} on the image's "
+            f"PATH {env.get('PATH')!r}, not into this virtual environment {venv}"
+        )
+    return ImageProcess([program, *image.entrypoint[1:]], env, cwd)
 
 
 def helm_config(plane: ControlPlane, kubeconfig: Path, namespace: str) -> helm_python.Config:
@@ -137,9 +213,14 @@ class ControllerProcess:
     install: Install
     proc: subprocess.Popen[bytes]
     log: Path
+    #: the process's whole environment (``image_process``'s, ports, kubeconfig, test additions)
     env: dict[str, str]
     health_port: int
     metrics_port: int
+    #: the image's ENTRYPOINT, its program found on the image's PATH
+    command: list[str]
+    #: the directory standing for the image's WORKDIR
+    cwd: Path
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -166,34 +247,30 @@ class ControllerProcess:
         health, metrics = free_port(), free_port()
         # a pod of its own (its name is Kopf's peering identity); ``restart`` keeps it, as the
         # kubelet restarts a crashed container in the same pod
-        full = env_without_kube() | install.env(
-            pod=f"{install.release}-{name}-{secrets.token_hex(3)}"
-        )
-        full |= {
+        pod = f"{install.release}-{name}-{secrets.token_hex(3)}"
+        container = image_process(install, Path(tempfile.mkdtemp(prefix="pod-", dir=workdir)), pod)
+        full = container.env | {
             "KUBECONFIG": str(kubeconfig),
             "TXNTABLE_HEALTH_PORT": str(health),
             "TXNTABLE_METRICS_PORT": str(metrics),
-            "TXNTABLE_LOCAL_RUNS_DIR": str(workdir / "runs"),
-            "PYTHONUNBUFFERED": "1",
         }
         full |= env or {}
         log = workdir / f"{name}.log"
-        proc = cls._spawn(full, log)
-        started = cls(install, proc, log, full, health, metrics, dict(env or {}))
+        proc = cls._spawn(container.command, full, container.cwd, log)
+        started = cls(
+            install, proc, log, full, health, metrics, container.command, container.cwd,
+            dict(env or {}),
+        )  # fmt: skip
         if wait:
             started.wait_ready()
         return started
 
     @staticmethod
-    def _spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    def _spawn(
+        command: list[str], env: dict[str, str], cwd: Path, log: Path
+    ) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "txntable"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-            )
+            return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
 
     def healthy(self) -> bool:
         """Whether Kopf's liveness endpoint answers 200 with its JSON report (another process
@@ -230,7 +307,7 @@ class ControllerProcess:
         }
         with self.log.open("ab") as out:
             out.write(b"\n=== started again on new ports (one was taken)\n")
-        self.proc = self._spawn(self.env, self.log)
+        self.proc = self._spawn(self.command, self.env, self.cwd, self.log)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(
@@ -256,7 +333,7 @@ class ControllerProcess:
             self.stop()
         with self.log.open("ab") as out:
             out.write(b"\n=== restarted\n")
-        self.proc = self._spawn(self.env, self.log)
+        self.proc = self._spawn(self.command, self.env, self.cwd, self.log)
         if wait:
             self.wait_ready()
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import secrets
 import shutil
 import signal
@@ -333,9 +332,3 @@ class ControlPlane:
                 if line.strip():
                     out.append(json.loads(line))
         return out
-
-
-def env_without_kube() -> dict[str, str]:
-    """This process's environment less anything that would point a client elsewhere."""
-    drop = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
-    return {k: v for k, v in os.environ.items() if k not in drop}

@@ -8,15 +8,26 @@ handlers' client (the commit-events daemon) is refused without one.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from kubernetes import client
 
 from tests.controlplane.conftest import TABLES_NAMESPACE
-from tests.controlplane.controller import Install
+from tests.controlplane.controller import (
+    BASE_IMAGE_ENV,
+    DOCKERFILE,
+    IMAGE_STAGE,
+    REPO,
+    ControllerProcess,
+    Install,
+)
 from tests.controlplane.kube import condition, get_table, wait_for
+from tests.dockerfile import parse
 from txntable.engine import Table
 
 
@@ -70,3 +81,37 @@ def test_a_table_becomes_ready_and_a_commit_is_seen_through_the_production_clien
         )["items"],
         timeout=60,
     )  # fmt: skip
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` was started with (as the kernel keeps it)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode()
+    return dict(item.split("=", 1) for item in raw.split("\0") if item)
+
+
+def test_the_controller_runs_with_the_images_environment_not_the_tests(
+    installed: Install, start_controller: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the kubelet starts the container: the image's ENV (Dockerfile, ``controller``
+    stage) under the chart's env, and the kubeconfig standing for the mounted token; the
+    image's ENTRYPOINT on the image's PATH; a fresh empty directory for its WORKDIR. Nothing of
+    the test process: not its PYTHONPATH, its other variables, or the checkout as working
+    directory (what the image lacks, the controller must do without here too)."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("TXNTABLE_SET_BY_THE_TEST_PROCESS", "1")
+    controller: ControllerProcess = start_controller()
+    pid = controller.proc.pid
+    environ = _environ(pid)
+    image = parse(DOCKERFILE.read_text()).environment(IMAGE_STAGE, BASE_IMAGE_ENV)
+    chart = installed.env(pod="any")
+    assert set(environ) == set(image.env) | set(chart) | {"KUBECONFIG"}
+    for key, value in chart.items():  # the chart's env wins over the image's
+        if key not in ("POD_ID", "TXNTABLE_HEALTH_PORT", "TXNTABLE_METRICS_PORT"):
+            assert environ[key] == value, key
+    venv = Path(sys.prefix)
+    assert environ["PATH"].split(":")[0] == str(venv / "bin")
+    cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    assert cwd == controller.cwd and environ["HOME"] == str(cwd)  # WORKDIR and HOME are /tmp
+    assert not cwd.is_relative_to(REPO) and not REPO.is_relative_to(cwd)
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    assert argv == [str(venv / "bin" / "python"), "-m", "txntable"]
