@@ -15,8 +15,10 @@ Fixtures (all building blocks are plain classes, usable outside pytest too: ``ma
 
 ``admin`` (session) -> ``kubernetes.client.ApiClient`` as the admin.
 
-``namespace`` (function) -> a fresh namespace name (created; never deleted: no
-    controller-manager finishes namespace deletion, and the server is per session anyway).
+``namespace`` (function) -> a fresh namespace name (created by ``kube.ensure_namespace``, as
+    every namespace of these tests: enforcing the restricted Pod Security level, with its
+    ``default`` ServiceAccount; never deleted: no controller-manager finishes namespace
+    deletion, and the server is per session anyway).
 
 ``installed`` (session) -> ``controller.Install``: the chart installed once by Helm's SDK as
     release ``txntable`` in ``txntable-system``, watching ``TABLES_NAMESPACE``
@@ -25,7 +27,8 @@ Fixtures (all building blocks are plain classes, usable outside pytest too: ``ma
     and namespaces.
 
 ``start_controller`` (function) -> ``start(install=None, name="controller", env=None, wait=True)``
-    runs ``python -m txntable`` as a real process with the chart's environment and a
+    runs ``python -m txntable`` as a real process with the controller image's environment
+    (the Dockerfile's ENV, the chart's env over it, an empty directory for its WORKDIR) and a
     TokenRequest token of the chart's ServiceAccount (``controller.ControllerProcess``:
     ``.stop()`` SIGTERM, ``.kill()`` SIGKILL, ``.restart()``, ``.metrics()``, ``.logs()``).
     Every process started is stopped at teardown; its log is attached to a failed test.
@@ -49,7 +52,9 @@ Fixtures (all building blocks are plain classes, usable outside pytest too: ``ma
 ``apply_all`` (CRDs first, waits for Established), ``wait_for``, ``ensure_namespace``,
 ``service_account_token``, ``get_table``, ``condition``.
 
-Known facts of this server (no kubelet, scheduler or controller-manager): pods stay Pending;
+Known facts of this server (no kubelet, scheduler or controller-manager; the default admission
+plugins on, ServiceAccount and PodSecurity among them): pods stay Pending; a pod must name an
+existing ServiceAccount and meet the restricted level of its namespace;
 no garbage collection of owned objects; no Job controller (a test writes Job status as the
 Job controller would, and it must pass the server's validation); Kopf with a peering name waits
 until the peering CRDs and the named peering object exist (the chart installs both).
