@@ -11,6 +11,15 @@
 # Both start from the same pinned Python base (tag and digest; override with
 # --build-arg PYTHON_IMAGE=...). Wheels are built in `build-*` stages; the final stages get a
 # finished virtual environment and keep no pip, setuptools or compilers.
+#
+# Another base works when it is what this file relies on, as the official image is: Debian
+# bookworm (apt-get, the JRE package, groupadd/useradd), a `python` that is CPython 3.11 with
+# venv, pip and setuptools importable and uninstallable by pip (not marked externally managed,
+# PEP 668), and CA certificates. `make images` (tests/node/images.py, no registry reachable)
+# builds with such a base made from Debian's own packages by mmdebstrap: Debian's Python 3.11,
+# pip and setuptools from Debian's wheels under /usr/local, no documentation or locales, the
+# machine's CA certificates (so the RUN steps reach PyPI through its TLS proxy). The images
+# then differ from release builds only in the patch release of Python 3.11 and in that CA file.
 # Extras (pyproject.toml): both images install `s3` (boto3) and `azure` (azure-storage-blob,
 # azure-identity): object-store tables are unreachable without them; only the Spark image
 # installs `spark` (pyspark); neither installs `demo`.

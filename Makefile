@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
 .PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench bench-ab soak \
-	soak-deltaspark clean sysdeps controlplane cluster
+	soak-deltaspark clean sysdeps controlplane cluster nodesysdeps node images node-up e2e
 
 $(STAMP): pyproject.toml | sysdeps
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,43 @@ controlplane: setup
 CLUSTER_ARGS ?=
 cluster: controlplane
 	$(PY) -m tests.controlplane.cluster $(CLUSTER_ARGS)
+
+# The real node of the e2e tier (docs/testing-real-node.md): kubelet, kube-controller-manager,
+# kube-scheduler, kube-proxy and kubectl from the API server's Kubernetes release, containerd 2.x
+# with Debian's runc, CNI plugins, CoreDNS, BuildKit, Helm and the Spark Operator, each built with
+# Go from its pinned tools module (tools/<name>/go.mod) once per machine into
+# ~/.cache/txntable/<name>-<version>-<hash>/bin; the pause program from the Kubernetes module's C
+# source. Needs root (containers, mounts, networking).
+nodesysdeps: sysdeps
+	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	pkgs=""; \
+	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
+	command -v mmdebstrap >/dev/null 2>&1 || pkgs="$$pkgs mmdebstrap"; \
+	command -v nft >/dev/null 2>&1 || pkgs="$$pkgs nftables"; \
+	command -v conntrack >/dev/null 2>&1 || pkgs="$$pkgs conntrack"; \
+	command -v gcc >/dev/null 2>&1 || pkgs="$$pkgs gcc"; \
+	test -f /usr/lib/x86_64-linux-gnu/libc.a || pkgs="$$pkgs libc6-dev"; \
+	if [ -n "$$pkgs" ]; then \
+		$$SUDO apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$pkgs; \
+	fi
+
+node: setup controlplane nodesysdeps
+	$(PY) -m tests.node.binaries
+
+# The images of the e2e tier, built by BuildKit from the Dockerfile as it is (controller and
+# spark, on a Python base made from Debian's packages), plus pause, CoreDNS, moto's S3 server and
+# the Spark Operator, as OCI archives in ~/.cache/txntable/images.
+images: node
+	$(PY) -m tests.node.images
+
+# Start the single-node cluster by hand (prints a kubeconfig; Ctrl-C stops everything).
+node-up: images
+	$(PY) -m tests.node.cluster
+
+# The e2e tier on the real node: the chart by helm, runs as real pods (docs/testing-real-node.md).
+e2e: testdeps images
+	$(PY) -m pytest tests/e2e --e2e $(PYTEST_ARGS)
 
 unit: testdeps
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -41,3 +41,12 @@ def kmock_options(kmock_options: dict[str, Any]) -> dict[str, Any]:
     from tests.kmock_emulator import ApiServerEmulator
 
     return {**kmock_options, "cls": ApiServerEmulator}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--e2e",
+        action="store_true",
+        default=False,
+        help="run the e2e tier on the real single-node cluster (make e2e; tests/e2e)",
+    )

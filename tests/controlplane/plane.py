@@ -75,6 +75,21 @@ AUDIT_POLICY = {
 }
 
 
+@dataclass(frozen=True)
+class NodeAccess:
+    """What the API server needs when a real node joins it (``tests.node``).
+
+    ``ip`` is the node's address, which the server advertises as the ``kubernetes`` Service's
+    endpoint; ``tokens`` are (token, user, groups) rows of the node's components (the kubelet
+    as ``system:node:<name>``, the controller-manager, the scheduler, kube-proxy), which the
+    default RBAC and the Node authorizer know by those names.
+    """
+
+    ip: str
+    tokens: tuple[tuple[str, str, tuple[str, ...]], ...]
+    service_cidr: str = "10.0.0.0/24"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nobody listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -117,6 +132,8 @@ class ControlPlane:
     apiserver: subprocess.Popen[bytes] | None = None
     #: (began, ready again) of each ``restart_apiserver``, UTC
     restarts: list[tuple[dt.datetime, dt.datetime]] = field(default_factory=list)
+    #: set when a real node joins (``tests.node``): see ``NodeAccess``
+    node: NodeAccess | None = None
 
     # -- addresses and files ---------------------------------------------------------------
 
@@ -143,13 +160,17 @@ class ControlPlane:
     # -- start and stop --------------------------------------------------------------------
 
     @classmethod
-    def start(cls, bin_dir: Path, workdir: Path, logdir: Path) -> ControlPlane:
+    def start(
+        cls, bin_dir: Path, workdir: Path, logdir: Path, node: NodeAccess | None = None
+    ) -> ControlPlane:
         workdir.mkdir(parents=True, exist_ok=True)
         logdir.mkdir(parents=True, exist_ok=True)
-        plane = cls(bin_dir=bin_dir, workdir=workdir, logdir=logdir)
-        plane.pki = write_pki(workdir / "pki")
+        plane = cls(bin_dir=bin_dir, workdir=workdir, logdir=logdir, node=node)
+        plane.pki = write_pki(workdir / "pki", node_ip=node.ip if node else None)
+        rows = [(plane.admin_token, ADMIN_USER, ("system:masters",))]
+        rows += list(node.tokens) if node else []
         (workdir / "tokens.csv").write_text(
-            f'{plane.admin_token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n'
+            "".join(f'{token},{user},{user},"{",".join(groups)}"\n' for token, user, groups in rows)
         )
         (workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         try:
@@ -198,6 +219,8 @@ class ControlPlane:
 
     def _apiserver_args(self) -> list[str]:
         w, p = self.workdir, self.pki
+        if self.node is not None:
+            return self._node_apiserver_args()
         return [
             str(self.bin_dir / APISERVER),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
@@ -227,6 +250,41 @@ class ControlPlane:
             f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",  # every request is in the file once it is answered
+            "--profiling=false",
+        ]
+
+    def _node_apiserver_args(self) -> list[str]:
+        """The API server of a cluster with a real node: it listens on every address and
+        advertises the node's (pods reach it through the ``kubernetes`` Service, whose
+        endpoint the server keeps), authorizes kubelets with the Node authorizer and
+        NodeRestriction, and calls them with a client certificate of its own."""
+        assert self.node is not None
+        w, p = self.workdir, self.pki
+        return [
+            str(self.bin_dir / APISERVER),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={self.node.ip}",
+            f"--secure-port={self.port}",
+            f"--cert-dir={w / 'certs'}",
+            f"--tls-cert-file={p['cert']}",
+            f"--tls-private-key-file={p['key']}",
+            f"--client-ca-file={p['ca']}",
+            f"--service-cluster-ip-range={self.node.service_cidr}",
+            f"--service-account-issuer={self.url}",
+            f"--service-account-key-file={p['sa_pub']}",
+            f"--service-account-signing-key-file={p['sa_key']}",
+            f"--token-auth-file={w / 'tokens.csv'}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
+            f"--kubelet-certificate-authority={p['ca']}",
+            f"--kubelet-client-certificate={p['kubelet_client_cert']}",
+            f"--kubelet-client-key={p['kubelet_client_key']}",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--audit-policy-file={w / 'audit-policy.yaml'}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
             "--profiling=false",
         ]
 

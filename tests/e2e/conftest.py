@@ -1,19 +1,31 @@
-"""Opt-in gate of the e2e tier: these tests need a real Kubernetes cluster.
+"""Fixtures of the e2e tier: the real single-node cluster, helm and kubectl, pods to look with.
 
-They run only with ``--e2e`` (when the root conftest defines it) or ``TXNTABLE_E2E=1``, against
-the current kubectl context, with ``helm`` and ``kubectl`` on PATH and the images named by
-``TXNTABLE_E2E_IMAGE`` / ``TXNTABLE_E2E_SPARK_IMAGE`` pullable by the cluster. Otherwise every
-test here is skipped with this reason, visibly (``-ra``), never silently passed.
+The tier runs only with ``--e2e`` (``make e2e``, which builds the node's binaries and the images
+first) or ``TXNTABLE_E2E=1``; otherwise every test here is skipped with this reason, visibly
+(``-ra``), never silently passed. It needs root (the node runs containers).
+
+``real_cluster`` (session) -> ``tests.node.cluster.RealCluster``: etcd and kube-apiserver with a
+real node (containerd, kubelet, kube-proxy, scheduler, controller-manager, CoreDNS) and every
+image of ``make images`` imported under the names the chart uses. Stopped at the end of the
+session: every pod removed, every process stopped.
+
+``kube`` (session) -> ``Kube``: ``kubectl`` and ``helm`` (built from their Go modules) with an
+admin kubeconfig, and the API client; ``namespace(name)`` creates a namespace that enforces the
+restricted Pod Security level, as a careful platform team's namespaces do.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from tests.e2e.support import Kube
+
 REASON = (
-    "e2e: needs a real Kubernetes cluster (kubectl context, helm, pushed images); "
+    "e2e: needs the real single-node cluster (make e2e builds it; root); "
     "opt in with --e2e or TXNTABLE_E2E=1"
 )
 
@@ -26,3 +38,36 @@ def enabled(config: pytest.Config) -> bool:
 def _require_opt_in(request: pytest.FixtureRequest) -> None:
     if not enabled(request.config):
         pytest.skip(REASON)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tests.node.cluster import RealCluster
+
+    logdir = tmp_path_factory.mktemp("real-cluster-logs")
+    cluster = RealCluster.start(logdir)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(real_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Kube:
+    from tests.node import binaries
+
+    kubeconfig = real_cluster.plane.kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
+    bin_path = ":".join(
+        [str(binaries.KUBERNETES.find()), str(binaries.HELM.find()), os.environ.get("PATH", "")]
+    )
+    return Kube(kubeconfig=kubeconfig, bin_path=bin_path, api=real_cluster.plane.client())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "real_cluster" in getattr(item, "fixturenames", ()):
+        cluster = item.funcargs.get("real_cluster") if hasattr(item, "funcargs") else None
+        if cluster is not None:
+            report.sections.append(("real cluster logs", cluster.logs()))

@@ -1,0 +1,1 @@
+"""The real node: kubelet, containerd, CNI, CoreDNS and the images, for the e2e tier."""
