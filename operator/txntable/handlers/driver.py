@@ -5,7 +5,9 @@ the same things, and two copies of them (the Kopf handlers' and ``txntable run -
 already drifted apart (local mode watched commit events with other storage options, gated
 ticks its own way and kept statuses its own way). ``Driver.tick`` does them once:
 
-1. the gate: a table ticks once per ``interval`` unless commit events woke it;
+1. the gate: a table ticks when its next observation is due (``interval`` after the start of
+   its last tick, whoever made it) or when it was woken (a commit, a changed spec); when the
+   next observation is due is the commit-events daemon's schedule (``until_due``);
 2. the table's lock (the timer and the daemon of one table never tick it at once);
 3. the table's credentials from an injected source (``handlers.secret_source`` in the cluster;
    none in local mode), a source that fails being reported on the table;
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: Where a tick's Events go (``kopf.event`` on the object, or local mode's printer).
 EventSink = Callable[[Event], None]
+#: an observation this close to its due time counts as due (see ``_due``)
+EARLY_SECONDS = 0.001
 
 
 @dataclass
@@ -53,8 +57,12 @@ class Driven:
 
     #: held while the table is ticked (the timer and the commit-events daemon)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: when it last ticked (monotonic seconds)
-    last_tick: float = -1e9
+    #: when its last tick started (monotonic seconds), None before the first: an observation
+    #: is due ``interval`` after it, whatever made it (a timer firing, a commit, a due time)
+    last_tick: float | None = None
+    #: the observe interval the table was last asked to tick with (its spec.observeInterval):
+    #: the daemon reads the next due time without parsing the table again
+    interval: float = 0.0
     #: how its commit-events daemon is woken (the Kopf daemon's loop and event)
     waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
@@ -91,16 +99,26 @@ class Driver:
     events: CommitEvents | None = None
     liveness: Liveness | None = None
 
-    def due(self, key: str, interval: float) -> bool:
-        """Whether ``key`` would tick now without being woken."""
+    def due(self, key: str, interval: float | None = None) -> bool:
+        """Whether ``key`` would tick now without being woken: it never ticked, or ``interval``
+        (by default the one it was last asked to tick with) has passed since its last tick."""
         driven = self.operator.memories.peek(key, Driven)
-        last = driven.last_tick if driven is not None else -1e9
-        return time.monotonic() - last >= max(interval, 0)
+        if driven is None:
+            return True
+        return _due(driven, driven.interval if interval is None else interval, time.monotonic())
+
+    def until_due(self, key: str) -> float | None:
+        """Seconds until ``key``'s next observation is due (0 when it is): its last tick's start
+        plus the interval it was last asked to tick with. None before its first tick."""
+        driven = self.operator.memories.peek(key, Driven)
+        if driven is None or driven.last_tick is None:
+            return None
+        return max(0.0, driven.last_tick + max(driven.interval, 0) - time.monotonic())
 
     def last_tick(self, key: str) -> float | None:
         """When ``key`` last ticked (monotonic seconds), None if never."""
         driven = self.operator.memories.peek(key, Driven)
-        return driven.last_tick if driven is not None and driven.last_tick > -1e9 else None
+        return driven.last_tick if driven is not None else None
 
     def tick(
         self,
@@ -121,10 +139,16 @@ class Driver:
         started = time.monotonic()
         key = table.metadata.key
         driven = self.operator.memories.of(key, Driven)
+        # the interval is remembered even when the gate holds: the daemon's next due time
+        # follows a changed spec.observeInterval at once (and it never waits on a stale one)
+        driven.interval = interval
+        if not woken and not _due(driven, interval, started):
+            return None  # at once: a timer firing during the daemon's tick holds no thread
         with driven.lock:
-            if not woken and time.monotonic() - driven.last_tick < max(interval, 0):
+            now = time.monotonic()
+            if not woken and not _due(driven, interval, now):
                 return None
-            driven.last_tick = time.monotonic()
+            driven.last_tick = now
             pause_point("controller:tick")  # tests: the table is deleted while it ticks
             tick = self._tick(table, policies, key)
             for event in tick.events:
@@ -186,6 +210,16 @@ class Driver:
             namespace = table.metadata.namespace or "default"
             metrics.observation_mode(namespace, table.metadata.name, observed.observation)
         return observed
+
+
+def _due(driven: Driven, interval: float, now: float) -> bool:
+    """Whether the table's next observation is due at ``now``: ``interval`` after its last,
+    give or take ``EARLY_SECONDS``. The daemon sleeps until then on asyncio's clock, which
+    fires a timer up to its resolution early; without the allowance it would find the table
+    not yet due by a hair and go round again, in a loop of zero-second waits."""
+    if driven.last_tick is None:
+        return True
+    return driven.last_tick + max(interval, 0) - now <= EARLY_SECONDS
 
 
 def _storage_failed(status: TxnTableStatus) -> bool:
