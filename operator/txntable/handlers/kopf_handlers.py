@@ -70,6 +70,9 @@ LEGACY_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 STUCK_RECONCILE_SECONDS = max(900.0, 30 * CONFIG.observe_interval_seconds)
 #: how often Kopf looks again whether a deleted table's timer has exited (see ``startup``)
 DELETION_RECHECK_SECONDS = 2.0
+#: the longest a table's commit-events daemon sleeps before it looks at ``stopped`` and at the
+#: table's next due time again (a thousand idle daemons wake ~17 times a second in all)
+DAEMON_IDLE_SECONDS = 60.0
 
 
 @dataclass
@@ -361,14 +364,18 @@ def _invalid_status(body: Mapping[str, Any], exc: InvalidSpecError) -> dict[str,
 @kopf.on.update(GROUP, VERSION, PLURAL_TABLE, id="validate-update", field="spec")
 def validate(*, body: kopf.Body, old: Any, memo: kopf.Memo, **_: Any) -> None:
     """Reject an invalid spec once, as a condition, instead of failing every timer tick. The
-    condition goes through the status writer, so the timer's next tick knows it is written."""
+    condition goes through the status writer, so the timer's next tick knows it is written.
+    A valid changed spec wakes the table's daemon: the table is observed under it at once
+    (a shorter observeInterval included), not at the due time the old spec set."""
     raw = dict(body)
     old_body = {**raw, "spec": old} if isinstance(old, dict) else None
     try:
-        TxnTable.from_manifest(raw, old=old_body)
+        table = TxnTable.from_manifest(raw, old=old_body)
     except InvalidSpecError as exc:
         _write_invalid(_state(memo), raw, Current.of(raw), exc)
         raise kopf.PermanentError(f"invalid TxnTable: {exc}") from exc
+    if old_body is not None:  # an update; a new table's daemon observes it as it starts
+        _state(memo).wake(table.metadata.key)
 
 
 @kopf.timer(
@@ -389,8 +396,11 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
 
 @kopf.daemon(GROUP, VERSION, PLURAL_TABLE, id="commit-events", cancellation_timeout=10.0)
 async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwargs: Any) -> None:
-    """Reconcile the table as soon as its commits are announced (handlers.commit_events),
-    debounced; the ``reconcile`` timer stays the fallback. Both tick through the driver."""
+    """Observe the table when it starts, whenever its next observation is due (its
+    spec.observeInterval after the last one, whatever made that one) and as soon as its
+    commits are announced (handlers.commit_events, debounced) or its spec changes. The
+    ``reconcile`` timer is the safety net (docs/adr/0009-observation-schedule.md). Both tick
+    through the driver, whose gate lets one of them through per due time."""
     state = _state(memo)
     meta = body.get("metadata", {})
     key = resource_key(meta.get("namespace", "default"), meta.get("name"), meta.get("uid"))
@@ -400,20 +410,35 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     def wanted() -> bool:  # a daemon told to stop writes no status: the timer does
         return not stopped
 
+    tried = False
     try:
         while not stopped:
             try:
-                # a thousand idle daemons wake ~17 times a second in all; a stopping one is
-                # cancelled by Kopf after cancellation_timeout if it sleeps here
-                await asyncio.wait_for(wake.wait(), timeout=60.0)
+                # a stopping daemon is cancelled by Kopf after cancellation_timeout if it sleeps
+                timeout = _daemon_sleep(state.driver.until_due(key), tried=tried)
+                await asyncio.wait_for(wake.wait(), timeout=timeout)
+                woken = True
             except TimeoutError:
-                continue  # look at ``stopped`` again
+                woken = False
+            tried = woken or (not stopped and state.driver.due(key))
+            if not tried:
+                continue  # look at ``stopped`` and the due time again
             wake.clear()
-            await asyncio.to_thread(_tick, state, body, kwargs, woken=True, wanted=wanted)
+            await asyncio.to_thread(_tick, state, body, kwargs, woken=woken, wanted=wanted)
     finally:
         driven = state.memories.peek(key, Driven)
         if driven is not None:
             driven.waker = None
+
+
+def _daemon_sleep(until_due: float | None, *, tried: bool) -> float:
+    """How long the daemon waits for a wake-up before it observes the table anyway: until its
+    next observation is due (``until_due``; at once before its first), at most
+    ``DAEMON_IDLE_SECONDS``. A table its last attempt left due (a spec that does not parse
+    ticks nothing) waits the whole idle time, lest the daemon spin."""
+    if until_due is not None and until_due > 0:
+        return min(until_due, DAEMON_IDLE_SECONDS)
+    return DAEMON_IDLE_SECONDS if tried else 0.0
 
 
 def _tick(
