@@ -242,7 +242,7 @@ class Operator:
                 table.metadata.name,
                 ready.is_true,
                 str(ready.reason),
-                max(table.spec.observe_interval, self.config.observe_interval_seconds),
+                table.spec.observe_interval,  # the daemon observes it that often (driver)
             )
         memory.get(InFlight).runs = len(acts.work.active)
         return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))

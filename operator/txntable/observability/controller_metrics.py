@@ -152,8 +152,7 @@ METRICS: Final[tuple[Metric, ...]] = (
     Metric("observed", Gauge, "txntable_table_observed_timestamp_seconds",
            "Unix time of the last observation.", TABLE),
     Metric("observe_interval", Gauge, "txntable_table_observe_interval_seconds",
-           "How often the table is observed (spec.observeInterval, at least the controller's "
-           "TXNTABLE_OBSERVE_INTERVAL_SECONDS).", TABLE),
+           "How often the table is observed (its spec.observeInterval).", TABLE),
     Metric("ready", Gauge, "txntable_table_ready",
            "1 when the table's Ready condition is True, else 0; reason is Ready's reason "
            "(docs/operations.md, the table of phases).", (*TABLE, "reason")),

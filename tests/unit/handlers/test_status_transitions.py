@@ -95,3 +95,14 @@ def test_failures_in_a_row_survive_a_restart_of_a_table_held_after_ooms(tmp_path
     assert conditions(tick)["Ready"] == ("False", Reason.RUN_FAILED)
     assert restarted.sample("txntable_table_ready", reason="RunFailed") == 0
     assert restarted.sample("txntable_table_observe_interval_seconds") == 60
+
+
+def test_the_observe_interval_metric_is_the_tables_own(tmp_path: Path) -> None:
+    """``txntable_table_observe_interval_seconds`` is the interval the table is observed at,
+    its spec.observeInterval, also below the controller's 30 s (the Kopf timer's interval,
+    which no longer raises it: docs/adr/0009). The "not observed" alert compares with it."""
+    fragmented(tmp_path / "t")
+    c = Controller(txntable(tmp_path / "t", observeInterval="10s"))
+    c.tick(compaction=[POLICY])
+    assert c.operator.config.observe_interval_seconds == 30
+    assert c.sample("txntable_table_observe_interval_seconds") == 10
