@@ -31,7 +31,10 @@ class Config:
 
     #: Namespaces to watch, comma-separated; empty = all namespaces (cluster-wide install).
     watch_namespaces: str = ""
-    #: Seconds between observations of a table's log (each tick lists only new commits).
+    #: Seconds between the Kopf timer's firings for each TxnTable and policy: the timer
+    #: observes a table whose observation is due and was not made (each table's daemon
+    #: observes it every spec.observeInterval), and refreshes policies' statuses; also the
+    #: longest a listing of runs is reused.
     observe_interval_seconds: float = 30.0
     #: Seconds between existence checks of a local table's next commit file (one stat, no
     #: Kubernetes call); a commit found wakes the table's observation. 0: local tables are polled.

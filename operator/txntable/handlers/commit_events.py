@@ -3,8 +3,8 @@
 Polling every table every ``observeInterval`` costs a log listing per table per interval and
 still leaves a burst of small commits waiting up to that interval for compaction. Where the
 storage can tell us that the log grew, ``CommitEvents`` turns that into a prompt, debounced
-wake-up of the one table concerned; the polling timer stays as the fallback and the safety net
-(an event lost is a commit seen at the next poll, never a commit missed).
+wake-up of the one table concerned; polling every ``observeInterval`` stays as the fallback and
+the safety net (an event lost is a commit seen at the next poll, never a commit missed).
 
 Two sources (docs/observation.md):
 
