@@ -210,7 +210,6 @@ def _adaptation(
             paths[mount["mountPath"]] = str(host)
     paths.update(extra or {})
     network = {
-        "spark.driver.bindAddress=0.0.0.0": "spark.driver.bindAddress=127.0.0.1",
         "spark.driver.port=7078": f"spark.driver.port={free_port()}",
         "spark.blockManager.port=7079": f"spark.blockManager.port={free_port()}",
     }

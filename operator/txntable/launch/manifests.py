@@ -226,7 +226,11 @@ def submit_arguments(req: RunRequest, config: Config) -> list[str]:
     """``spark-submit`` arguments (client mode: the driver is the Job's pod)."""
     conf = {
         "spark.driver.host": "$(POD_IP)",
-        "spark.driver.bindAddress": "0.0.0.0",
+        # the pod's address, not 0.0.0.0: with spark.kubernetes.executor.useDriverPodIP (on by
+        # default in the image's Spark 4.3, its driver log says so) the driver gives executors
+        # its bind address, and executors told 0.0.0.0 connect to themselves (seen on the real
+        # node: "Connection refused: /0.0.0.0:7078", every executor lost)
+        "spark.driver.bindAddress": "$(POD_IP)",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.local.dir": "/tmp",

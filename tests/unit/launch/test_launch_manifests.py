@@ -169,6 +169,8 @@ def test_spark_submit_job_is_a_valid_strict_job(case: str) -> None:
     assert confs["spark.executor.instances"] == str(req.executor_instances)
     assert confs["spark.kubernetes.executor.podNamePrefix"] == req.name
     assert confs["spark.driver.host"] == "$(POD_IP)"  # expanded by the kubelet
+    # executors connect to what the driver binds (useDriverPodIP): never 0.0.0.0
+    assert confs["spark.driver.bindAddress"] == "$(POD_IP)"
     if "spark.x" in confs:
         assert confs["spark.x"] == "$$(NOT_EXPANDED)"  # user values are not
     assert_common(job, req)
