@@ -33,6 +33,7 @@ from txntable.launch.run import (
     RunStatus,
     last_json_line,
     out_of_memory,
+    spark_error,
 )
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class _ClusterLauncher(Launcher):
                 text = None
             if text:
                 st = _with(st, result=last_json_line(text))
+            logged = spark_error(text) if st.state is RunState.FAILED else None
+            if logged and logged not in st.message:
+                st = _with(st, message=f"Spark logged {logged}; {st.message}".rstrip("; "))
             if st.state is RunState.FAILED and not st.out_of_memory:
                 st = _with(st, out_of_memory=bool(out_of_memory(text) or self._pods_oom(obj)))
         return st

@@ -319,6 +319,23 @@ def last_json_line(text: str) -> dict[str, Any] | None:
     return None
 
 
+#: A line Spark's default log4j layout writes at ERROR: ``26/11/29 00:20:37 ERROR Logger: text``.
+SPARK_ERROR_LINE: Final = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ERROR (\S+): (.+)$")
+
+
+def spark_error(text: str | None) -> str | None:
+    """The last error Spark logged in ``text`` (a driver's log), as ``Logger: message``.
+
+    A job whose executors all failed, or whose context Spark stopped, sees only "Job 0
+    cancelled because SparkContext was shut down"; the reason is what Spark logged at ERROR
+    before that (on a real node: "Max number of executor failures (4) reached")."""
+    for line in reversed((text or "").splitlines()):
+        found = SPARK_ERROR_LINE.match(line.strip())
+        if found:
+            return f"{found.group(1)}: {found.group(2).strip()}"[:500]
+    return None
+
+
 #: What backends and runtimes say when a container or process runs out of memory: the
 #: kubelet's ``OOMKilled`` (exit code 137 = killed by SIGKILL), the JVM's
 #: ``java.lang.OutOfMemoryError``, YARN/Spark's "Container killed ... memory", Python's

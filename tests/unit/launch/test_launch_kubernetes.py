@@ -339,6 +339,28 @@ def test_finished_runs_carry_times_and_the_result_line(setup: Any, state: RunSta
     assert st.finished == datetime(2026, 11, 22, 2, 10, tzinfo=UTC)
 
 
+def test_a_failed_run_says_what_spark_logged_at_error(setup: Any) -> None:
+    """The job sees only "SparkContext was shut down" when every executor failed; the driver's
+    log says why (as on the real node, whose executors could not reach the driver)."""
+    launcher, api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    finish(api, core, backend, req, RunState.FAILED)
+    ((key, log),) = core.logs.items()
+    core.logs[key] = (
+        "26/11/29 00:20:36 WARN ExecutorPodsLifecycleManager: 1 new failed executors.\n"
+        "26/11/29 00:20:37 ERROR ExecutorPodsLifecycleManager: Max number of executor "
+        "failures (4) reached\n" + log
+    )
+    st = launcher.status(req.namespace, req.name)
+    assert (
+        "Spark logged ExecutorPodsLifecycleManager: Max number of executor failures (4) "
+        "reached" in st.message
+    ), st.message
+    finish(api, core, backend, req, RunState.SUCCEEDED)
+    assert "Spark logged" not in launcher.status(req.namespace, req.name).message
+
+
 def test_the_result_line_is_optional(setup: Any) -> None:
     launcher, api, core, backend = setup
     req = make_request(backend=backend)
