@@ -71,3 +71,67 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         cluster = item.funcargs.get("real_cluster") if hasattr(item, "funcargs") else None
         if cluster is not None:
             report.sections.append(("real cluster logs", cluster.logs()))
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """delta-spark (the reference implementation) in its own process, to read tables back."""
+    from tests.deltaspark.client import DeltaSpark
+
+    server = DeltaSpark(log_dir=tmp_path_factory.mktemp("deltaspark"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+FIGURES = pytest.StashKey[list[tuple[str, str]]]()
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Any:
+    """``figures(name, value)`` records a figure the session prints at its end."""
+    found = request.config.stash.setdefault(FIGURES, [])
+
+    def record(name: str, value: str) -> None:
+        found.append((f"{request.node.name}: {name}", value))
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    found = config.stash.get(FIGURES, [])
+    if found:
+        terminalreporter.section("figures of the e2e tier")
+        for name, value in found:
+            terminalreporter.write_line(f"{name}: {value}")
+
+
+@pytest.fixture(scope="session")
+def store(kube: Kube) -> Any:
+    """moto's S3 in a pod (``tests.e2e.store``), with the tier's bucket."""
+    from tests.e2e.lake import BUCKET
+    from tests.e2e.store import deploy
+
+    found = deploy(kube, "e2e-store")
+    found.create_bucket(BUCKET)
+    return found
+
+
+@pytest.fixture(scope="session")
+def operator(kube: Kube, store: Any) -> Iterator[Any]:
+    """The chart installed by helm as a user would (``tests.e2e.lake.install``), watching
+    ``TABLES`` with the ``job`` default backend and a 5 s observe interval; the store's
+    credentials in a Secret there. Uninstalled at the end."""
+    from tests.e2e import lake
+
+    kube.namespace(lake.TABLES)
+    kube.apply(store.secret(lake.TABLES))
+    inst = lake.install(
+        kube, lake.RELEASE, lake.SYSTEM, lake.TABLES,
+        "config.defaultBackend=job", "config.observeIntervalSeconds=5",
+    )  # fmt: skip
+    try:
+        yield inst
+    finally:
+        lake.uninstall(kube, inst)

@@ -4,6 +4,8 @@ Why this exists: the node's processes (``tests.node.node``) are configured the w
 kind configure a node, and keeping the documents here, apart from the processes, lets each be
 read (and unit-tested) as what an administrator would write. The choices this machine forces:
 
+* no CAP_SYS_RESOURCE, even for root: containerd clamps OOM score adjustments
+  (``restrict_oom_score_adj``), as for rootless nodes;
 * cgroup v1 (a hybrid layout; no controllers on the unified hierarchy): the kubelet needs
   ``failCgroupV1: false`` since 1.35, and both it and containerd use the ``cgroupfs`` driver
   (no systemd here);
@@ -63,8 +65,11 @@ class NodePaths:
         return self.run / "pod-logs"
 
 
-def containerd_toml(paths: NodePaths, cni_bin: Path, sandbox_image: str) -> str:
-    """containerd 2.x (config version 3) with the CRI plugin for the kubelet."""
+def containerd_toml(
+    paths: NodePaths, cni_bin: Path, sandbox_image: str, runc: Path = Path("/usr/sbin/runc")
+) -> str:
+    """containerd 2.x (config version 3) with the CRI plugin for the kubelet; ``runc`` is the
+    OCI runtime binary its runc shim runs."""
     return f"""version = 3
 root = "{paths.containerd_root}"
 state = "{paths.containerd_state}"
@@ -79,6 +84,11 @@ state = "{paths.containerd_state}"
   sandbox = "{sandbox_image}"
 
 [plugins.'io.containerd.cri.v1.runtime']
+  # this machine withholds CAP_SYS_RESOURCE even from root: no process may lower its OOM
+  # score, so the kubelet's -998 for sandboxes (and -997 for Guaranteed pods) is clamped to
+  # containerd's own score instead of failing every pod ("failed to update
+  # /proc/self/oom_score_adj: Permission denied" from runc)
+  restrict_oom_score_adj = true
   # this kernel mounts no hugetlb hierarchy
   tolerate_missing_hugetlb_controller = true
   disable_hugetlb_controller = true
@@ -90,6 +100,7 @@ state = "{paths.containerd_state}"
   runtime_type = "io.containerd.runc.v2"
 
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "{runc}"
   SystemdCgroup = false
 
 [plugins.'io.containerd.cri.v1.runtime'.cni]

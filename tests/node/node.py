@@ -217,7 +217,8 @@ class Node:
     def _start_containerd(self) -> None:
         cni_bin = binaries.CNI.find()
         conf = self.workdir / "containerd.toml"
-        conf.write_text(config.containerd_toml(self.paths, cni_bin, images_pause()))
+        runc = Path(os.environ.get("TXNTABLE_NODE_RUNC", "/usr/sbin/runc"))
+        conf.write_text(config.containerd_toml(self.paths, cni_bin, images_pause(), runc))
         bin_dir = binaries.CONTAINERD.find()
         self._spawn("containerd", [str(bin_dir / "containerd"), "--config", str(conf)],
                     env=self._path_env())  # fmt: skip
