@@ -10,6 +10,7 @@ they are percent-decoded exactly once, never with ``unquote_plus`` (a ``+`` is a
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -146,3 +147,57 @@ def partition_dir(columns: list[str], values: dict[str, str | None]) -> str:
 def join_uri(root: str, relative: str) -> str:
     """Join a table root URI and a decoded relative path."""
     return root.rstrip("/") + "/" + relative.lstrip("/")
+
+
+#: URI schemes that name the same store (Hadoop's ``s3a``, Azure's Blob and ADLS spellings)
+_SCHEME_FAMILIES = {
+    "": "file",
+    "file": "file",
+    "local": "file",
+    "s3": "s3",
+    "s3a": "s3",
+    "s3n": "s3",
+    "abfs": "azure",
+    "abfss": "azure",
+    "az": "azure",
+    "azure": "azure",
+    "wasb": "azure",
+    "wasbs": "azure",
+}
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(.*)$", re.DOTALL)
+
+
+def _location_parts(location: str) -> tuple[str, str, str | None, str]:
+    """``(store family, bucket or container, account or None, normalised absolute path)`` of
+    a URI (``s3a://bucket/key``, ``file:/p``, ``file:///p``) or a local path. Taken apart by
+    hand: a file name may hold ``?`` or ``#``, which a URL parser would cut off."""
+    match = _SCHEME.match(location)
+    scheme, rest = (match[1].lower(), match[2]) if match else ("", location)
+    authority, path = "", rest
+    if rest.startswith("//"):
+        authority, _, tail = rest[2:].partition("/")
+        path = "/" + tail
+    family = _SCHEME_FAMILIES.get(scheme, scheme)
+    if family == "file" and authority == "localhost":
+        authority = ""
+    container, at, host = authority.partition("@")
+    account = host.split(".", 1)[0] if at else None
+    return family, container, account, posixpath.normpath("/" + path.lstrip("/"))
+
+
+def relative_location(location: str, root_uri: str) -> str | None:
+    """The root-relative name of an absolute, not percent-encoded location (how Iceberg
+    metadata names files: ``file:/t/a b/x.parquet``, ``s3a://bucket/t/x.parquet``) under the
+    table root ``root_uri``; None when it lies outside. Spellings of one store match: ``s3``,
+    ``s3a`` and ``s3n``; the Azure schemes, by container (and account when both name one);
+    ``file:/p``, ``file:///p``, ``file://localhost/p`` and ``/p``."""
+    family, container, account, path = _location_parts(location)
+    root_family, root_container, root_account, root_path = _location_parts(root_uri)
+    if (family, container) != (root_family, root_container):
+        return None
+    if account and root_account and account.lower() != root_account.lower():
+        return None
+    prefix = root_path.rstrip("/") + "/"
+    if not path.startswith(prefix) or len(path) == len(prefix):
+        return None
+    return path[len(prefix) :]

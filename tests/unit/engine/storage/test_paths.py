@@ -18,6 +18,7 @@ from txntable.engine.storage.paths import (
     multipart_checkpoint_name,
     parse_log_name,
     partition_dir,
+    relative_location,
 )
 
 V3 = "00000000000000000003"
@@ -193,3 +194,33 @@ def test_hive_escape_leaves_space_and_non_ascii() -> None:
 )
 def test_has_scheme(path: str, absolute: bool) -> None:
     assert has_scheme(path) is absolute
+
+
+@pytest.mark.parametrize(
+    ("location", "root", "relative"),
+    [
+        # Iceberg names files by absolute location, never percent-encoded
+        ("file:/t/a b/x%20y.parquet", "file:///t", "a b/x%20y.parquet"),
+        ("file:///t/x", "file:///t", "x"),
+        ("file://localhost/t/x", "file:///t", "x"),
+        ("/t/x", "file:///t", "x"),
+        ("file:/t/q?x#y", "file:///t", "q?x#y"),
+        # Hadoop's s3a and s3n name the same objects as s3
+        ("s3a://bucket/t/k/x.parquet", "s3://bucket/t", "k/x.parquet"),
+        ("s3://bucket/t/x", "s3a://bucket/t", "x"),
+        ("s3n://bucket/x", "s3://bucket", "x"),
+        # Azure: ADLS and Blob spellings of one container; the account when both name one
+        ("abfss://c@acct.dfs.core.windows.net/t/x", "az://c/t", "x"),
+        ("wasbs://c@acct.blob.core.windows.net/t/x", "abfss://c@acct.dfs.core.windows.net/t", "x"),
+        # outside the root
+        ("abfss://c@other.dfs.core.windows.net/t/x", "abfss://c@acct.dfs.core.windows.net/t", None),
+        ("file:/tx/x", "file:///t", None),
+        ("file:/t", "file:///t", None),
+        ("file:/t/../u/x", "file:///t", None),
+        ("s3://other/t/x", "s3://bucket/t", None),
+        ("gs://bucket/t/x", "s3://bucket/t", None),
+        ("s3://bucket/t/x", "file:///t", None),
+    ],
+)
+def test_relative_location(location: str, root: str, relative: str | None) -> None:
+    assert relative_location(location, root) == relative
