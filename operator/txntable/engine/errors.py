@@ -12,6 +12,8 @@ Hierarchy::
     │   ├── TruncatedLogError        the first needed commit (or checkpoint) is gone
     │   └── InvalidActionError       a commit line or checkpoint row is not a valid action
     ├── VersionNotFoundError         time travel to a version/timestamp the log does not hold
+    ├── IcebergMetadataError         UniForm's Iceberg metadata cannot be read, so VACUUM cannot
+    │                                tell which files Iceberg readers still read
     ├── UnsupportedFeatureError      the protocol asks for a feature this engine cannot honour
     │   ├── UnsupportedReaderFeatureError
     │   └── UnsupportedWriterFeatureError
@@ -103,6 +105,13 @@ class InvalidActionError(CorruptLogError):
 
 class VersionNotFoundError(EngineError):
     """Time travel asked for a version or timestamp outside the retained log."""
+
+
+class IcebergMetadataError(EngineError):
+    """The Iceberg metadata of a UniForm table cannot be read (a metadata file that is not
+    JSON, a missing or undecodable manifest list or manifest, a file outside the table root):
+    VACUUM, which keeps the files the current Iceberg snapshot reads, refuses rather than
+    guess."""
 
 
 class UnsupportedFeatureError(EngineError):
