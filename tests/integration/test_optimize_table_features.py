@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,9 +17,11 @@ import pytest
 
 from tests import feature_tables as ft
 from tests import table_reads as tr
-from txntable.engine.errors import UnsupportedWriterFeatureError
+from tests.iceberg_metadata import IcebergWriter
+from txntable.engine.errors import IcebergMetadataError, UnsupportedWriterFeatureError
+from txntable.engine.storage.base import FileInfo, Storage
 from txntable.engine.table import Table
-from txntable.engine.vacuum import vacuum
+from txntable.engine.vacuum import InProcessSweeper, VacuumRules, vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy
@@ -73,6 +76,94 @@ def test_iceberg_metadata_outlives_vacuum(tmp_path: Path) -> None:
         os.utime(p, (old, old))
     result = vacuum(tr.load(root), retention_ms=0, force=True)
     assert iceberg.exists() and not any(f.startswith("metadata/") for f in result.files)
+
+
+class _Recording(InProcessSweeper):
+    """Lists and deletes as the in-process sweeper does, and records what it was told to
+    delete: the files held for Iceberg are kept by the driver, whatever sweeper lists."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.listed: list[str] = []
+        self.deleted: list[str] = []
+
+    def doomed(self, storage: Storage, rules: VacuumRules) -> list[FileInfo]:
+        found = super().doomed(storage, rules)
+        self.listed += [f.name for f in found]
+        return found
+
+    def delete(self, storage: Storage, names: Sequence[str], rules: VacuumRules) -> None:
+        self.deleted += names
+        super().delete(storage, names, rules)
+
+
+def _uniform(tmp_path: Path, enabled: bool = True) -> tuple[Path, list[str], IcebergWriter, int]:
+    """An icebergCompatV2 table (UniForm on or off) whose Iceberg metadata reads its three
+    files, after our OPTIMIZE replaced them, every data file old."""
+    root = ft.build("iceberg_v2", tmp_path / "t")
+    if not enabled:
+        first = root / "_delta_log" / f"{0:020d}.json"
+        text = first.read_text().replace('"delta.universalFormat.enabledFormats":"iceberg",', "")
+        assert "enabledFormats" not in text
+        first.write_text(text)
+    (root / "metadata" / "v1.metadata.json").unlink()  # the builder's stand-in: no snapshot
+    before = sorted(tr.load(root).files().column("path").to_pylist())
+    iceberg = IcebergWriter(root, tmp_path / "catalog")
+    snapshot_id = iceberg.append(*before, delta_version=3)
+    result = optimize(Table.open(str(root)), EVERYTHING, ArrowExecutor())
+    assert result.error is None and result.num_files_removed == len(before) == 3
+    old = 1_600_000_000
+    for p in root.glob("col-p=x/*.parquet"):
+        os.utime(p, (old, old))
+    return root, before, iceberg, snapshot_id
+
+
+def test_vacuum_keeps_the_files_the_current_iceberg_snapshot_reads(tmp_path: Path) -> None:
+    root, before, iceberg, snapshot_id = _uniform(tmp_path)
+    dry = vacuum(tr.load(root), retention_ms=0, force=True, dry_run=True)
+    assert dry.iceberg is not None and list(dry.iceberg.files) == before
+    assert not set(before) & set(dry.files)
+    sweeper = _Recording()
+    result = vacuum(tr.load(root), retention_ms=0, force=True, sweeper=sweeper)
+    assert set(before) <= set(sweeper.listed)  # old and unreferenced by Delta: listed to go
+    assert not set(before) & set(sweeper.deleted) and not set(before) & set(result.files)
+    assert all((root / name).is_file() for name in before)
+    assert result.iceberg is not None
+    assert result.iceberg.metadata_files == (iceberg.metadata_file,)
+    assert result.iceberg.snapshot_ids == (snapshot_id,)
+    assert result.iceberg.delta_versions == (3,)
+    doc = result.to_json()["iceberg"]
+    assert doc["numHeld"] == 3 and doc["heldBytes"] == sum(
+        (root / name).stat().st_size for name in before
+    )
+    # once Delta's converter has caught up (our OPTIMIZE in the new snapshot), nothing is held
+    now = sorted(tr.load(root).files().column("path").to_pylist())
+    iceberg.replace(before, now, delta_version=4)
+    result = vacuum(tr.load(root), retention_ms=0, force=True)
+    assert result.iceberg is not None and result.iceberg.files == ()
+    assert set(before) <= set(result.files)
+    assert not any((root / name).exists() for name in before)
+
+
+def test_with_uniform_off_vacuum_keeps_only_what_delta_reads(tmp_path: Path) -> None:
+    """Nothing regenerates the Iceberg metadata of a table whose UniForm is off: VACUUM keeps
+    what Delta's does (the metadata directory itself stays)."""
+    root, before, _, _ = _uniform(tmp_path, enabled=False)
+    result = vacuum(tr.load(root), retention_ms=0, force=True)
+    assert result.iceberg is None and "iceberg" not in result.to_json()
+    assert set(before) <= set(result.files)
+    assert (root / "metadata").is_dir()
+
+
+def test_unreadable_iceberg_metadata_stops_vacuum(tmp_path: Path) -> None:
+    root, before, iceberg, _ = _uniform(tmp_path)
+    (root / iceberg.metadata_file).write_text("{")
+    log = sorted(p.name for p in (root / "_delta_log").iterdir())
+    with pytest.raises(IcebergMetadataError, match="is not JSON"):
+        vacuum(tr.load(root), retention_ms=0, force=True)
+    assert all((root / name).is_file() for name in before)
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == log  # no VACUUM START
 
 
 def test_iceberg_compat_rule_no_writer_can_meet_is_refused(tmp_path: Path) -> None:

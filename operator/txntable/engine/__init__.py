@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from txntable.engine.storage.s3 import parse_s3_uri
     from txntable.engine.table import Table
     from txntable.engine.testhooks import pause_point
-    from txntable.engine.vacuum import VacuumResult
+    from txntable.engine.vacuum import VacuumResult, iceberg_hold_note
     from txntable.engine.vacuum import vacuum as vacuum_table
     from txntable.engine.write.parquet_options import ParquetSettings
 
@@ -105,6 +105,7 @@ __all__ = [
     "check_maintainable",
     "check_writable",
     "cleanup_expired_logs",
+    "iceberg_hold_note",
     "open_storage",
     "parse_s3_options",
     "parse_s3_uri",
@@ -151,6 +152,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     # (not ``vacuum``: that is also the name of the submodule, which importing it binds here)
     "vacuum_table": ("txntable.engine.vacuum", "vacuum"),
     "VacuumResult": ("txntable.engine.vacuum", "VacuumResult"),
+    "iceberg_hold_note": ("txntable.engine.vacuum", "iceberg_hold_note"),
     # storage
     "Storage": ("txntable.engine.storage.base", "Storage"),
     "LocalStorage": ("txntable.engine.storage.base", "LocalStorage"),

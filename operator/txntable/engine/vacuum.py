@@ -19,7 +19,12 @@ than it without ``force`` (Spark's retention check). Every feature of the table 
 rules this engine knows (``features.check_maintainable``), whether or not the table has the
 ``vacuumProtocolCheck`` feature: Delta Spark checks the write protocol before every VACUUM, and a
 feature this engine does not know may keep files the log does not name. The Iceberg metadata
-of an Iceberg-compatible table (``metadata/``) is never deleted. A run is recorded as
+of an Iceberg-compatible table (``metadata/``) is never deleted, and on a UniForm table
+(``delta.universalFormat.enabledFormats`` naming ``iceberg``) the data files the current Iceberg
+snapshot reads are kept too, though no version inside the retention reads them: only Delta's
+converter rewrites that metadata, at the table's next Delta commit, so after this engine's
+OPTIMIZE it still names the files OPTIMIZE removed (``read.iceberg_metadata``, ADR 0010). The
+result says which files were held back and why (``IcebergHold``). A run is recorded as
 ``VACUUM START`` and ``VACUUM END`` commits (commitInfo only, no data change) when the engine can
 write the table.
 
@@ -36,7 +41,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,6 +59,7 @@ from txntable.engine.model.actions import AddCDCFile, AddFile, DeletionVector, R
 from txntable.engine.model.deletion_vectors import dv_file
 from txntable.engine.model.features import check_maintainable, table_features
 from txntable.engine.model.iceberg_compat import ICEBERG_FEATURES
+from txntable.engine.read.iceberg_metadata import METADATA_DIR, IcebergFiles, current_files
 from txntable.engine.read.segment import list_all_commits
 from txntable.engine.read.snapshot import Snapshot, read_commits
 from txntable.engine.storage.base import FileInfo, Storage
@@ -63,6 +69,57 @@ from txntable.engine.table import Table
 log = logging.getLogger(__name__)
 
 _DV_NAME = re.compile(r"deletion_vector_([0-9a-f-]{36})\.bin$")
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergHold:
+    """What VACUUM kept for Iceberg readers of a UniForm table: files no version inside the
+    retention reads but the current Iceberg metadata does (ADR 0010). Delta regenerates the
+    metadata at the table's next Delta commit; a VACUUM after that deletes them."""
+
+    #: the metadata files honoured (every one that may be current), root-relative
+    metadata_files: tuple[str, ...]
+    snapshot_ids: tuple[int, ...]
+    #: the Delta versions those metadata files converted (their ``delta-version``)
+    delta_versions: tuple[int, ...]
+    #: files kept that would otherwise have gone, and their bytes
+    files: tuple[str, ...]
+    bytes: int
+
+    @classmethod
+    def of(cls, iceberg: IcebergFiles, held: Sequence[FileInfo]) -> IcebergHold:
+        snapshots = iceberg.snapshots
+        return cls(
+            tuple(s.metadata_file for s in snapshots),
+            tuple(s.snapshot_id for s in snapshots if s.snapshot_id is not None),
+            tuple(sorted({s.delta_version for s in snapshots if s.delta_version is not None})),
+            tuple(f.name for f in held),
+            sum(f.size for f in held),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metadata": list(self.metadata_files),
+            "snapshotIds": list(self.snapshot_ids),
+            "deltaVersions": list(self.delta_versions),
+            "numHeld": len(self.files),
+            "heldBytes": self.bytes,
+            "held": list(self.files),
+        }
+
+
+def iceberg_hold_note(doc: Mapping[str, Any] | None) -> str | None:
+    """One sentence for a person (the CLI, a run's status message) from a VACUUM result's
+    ``iceberg`` document (``IcebergHold.to_json``); None when it held nothing back."""
+    if not doc or not doc.get("numHeld"):
+        return None
+    where = ", ".join(doc.get("metadata") or ()) or "unknown"
+    versions = ", ".join(str(v) for v in doc.get("deltaVersions") or ()) or "unknown"
+    return (
+        f"kept {doc['numHeld']} files ({doc.get('heldBytes', 0)} bytes) that the current Iceberg "
+        f"metadata still reads ({where}, converted from Delta version {versions}): Delta "
+        "regenerates it at the table's next Delta commit, and a VACUUM after that deletes them"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +137,11 @@ class VacuumResult:
     seconds: float
     #: where the files were listed and deleted (``Sweeper.name``)
     executor: str = "process"
+    #: on a UniForm table: what was kept for Iceberg readers (None on other tables)
+    iceberg: IcebergHold | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "retentionMs": self.retention_ms,
             "cutoffMs": self.cutoff_ms,
             "dryRun": self.dry_run,
@@ -95,6 +154,9 @@ class VacuumResult:
             "seconds": round(self.seconds, 3),
             "executor": self.executor,
         }
+        if self.iceberg is not None:
+            doc["iceberg"] = self.iceberg.to_json()
+        return doc
 
 
 def is_hidden(name: str, partition_columns: Iterable[str]) -> bool:
@@ -123,6 +185,19 @@ class VacuumRules:
     #: directory names VACUUM never enters although they are not hidden (``metadata``: the
     #: Iceberg metadata of an Iceberg-compatible table, which the Delta log does not reference)
     keep_dirs: tuple[str, ...] = ()
+    #: on a UniForm table, what the current Iceberg metadata reads: a listed file among its
+    #: paths is held back by the driver (``split_held``) rather than deleted
+    iceberg: IcebergFiles | None = None
+
+    def split_held(self, listed: Iterable[FileInfo]) -> tuple[list[FileInfo], list[FileInfo]]:
+        """``(files that go, files held back for Iceberg readers)`` of the doomed files a
+        sweeper listed, each sorted by name."""
+        go: list[FileInfo] = []
+        held: list[FileInfo] = []
+        paths = self.iceberg.paths if self.iceberg is not None else frozenset()
+        for info in sorted(listed, key=lambda f: f.name):
+            (held if info.name in paths else go).append(info)
+        return go, held
 
     def skip_dir(self, name: str) -> bool:
         """A directory (its own name) that VACUUM never enters."""
@@ -314,12 +389,22 @@ def vacuum_rules(
         paths=keep.paths,
         dv_ids=keep.dv_ids,
         keep_dirs=(ICEBERG_METADATA_DIR,) if keeps_iceberg_metadata(snapshot) else (),
+        iceberg=current_files(snapshot.storage) if uniform_iceberg(snapshot) else None,
     )
     return rules, retention_ms
 
 
 #: where Delta's UniForm writes the Iceberg metadata of a table (its root's ``metadata``)
-ICEBERG_METADATA_DIR = "metadata"
+ICEBERG_METADATA_DIR = METADATA_DIR
+
+
+def uniform_iceberg(snapshot: Snapshot) -> bool:
+    """Whether Delta keeps Iceberg metadata for this table after its commits (UniForm:
+    ``delta.universalFormat.enabledFormats`` names ``iceberg``), so VACUUM holds back the files
+    that metadata reads. With UniForm off nothing regenerates it, and VACUUM, like Delta's,
+    keeps only what Delta versions read."""
+    formats = snapshot.configuration.get("delta.universalFormat.enabledFormats") or ""
+    return "iceberg" in (f.strip().lower() for f in formats.split(","))
 
 
 def keeps_iceberg_metadata(snapshot: Snapshot) -> bool:
@@ -339,12 +424,12 @@ def plan_vacuum(
     now_ms: int | None = None,
     sweeper: Sweeper | None = None,
 ) -> tuple[list[FileInfo], int, int, int]:
-    """(files to delete, retention, cutoff, number of referenced paths): pure listing, no change."""
+    """(files to delete, retention, cutoff, number of referenced paths): pure listing, no change.
+    Files the current Iceberg metadata of a UniForm table reads are not among them."""
     rules, retention_ms = vacuum_rules(
         snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
     )
-    doomed = (sweeper or InProcessSweeper()).doomed(snapshot.storage, rules)
-    doomed.sort(key=lambda f: f.name)
+    doomed, _ = rules.split_held((sweeper or InProcessSweeper()).doomed(snapshot.storage, rules))
     return doomed, retention_ms, rules.cutoff_ms, len(rules.paths)
 
 
@@ -368,13 +453,30 @@ def vacuum(
         snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
     )
     cutoff, referenced = rules.cutoff_ms, len(rules.paths)
-    doomed = sorted(sweeper.doomed(snapshot.storage, rules), key=lambda f: f.name)
+    doomed, held = rules.split_held(sweeper.doomed(snapshot.storage, rules))
+    iceberg = IcebergHold.of(rules.iceberg, held) if rules.iceberg is not None else None
+    if held:
+        log.info(
+            "vacuum of %s keeps %d files the current Iceberg metadata reads",
+            snapshot.storage.root_uri,
+            len(held),
+        )
     total = sum(f.size for f in doomed)
     names = tuple(f.name for f in doomed)
     if dry_run:
         seconds = time.perf_counter() - started
         return VacuumResult(
-            retention_used, cutoff, names, total, True, 0, referenced, False, seconds, sweeper.name
+            retention_used,
+            cutoff,
+            names,
+            total,
+            True,
+            0,
+            referenced,
+            False,
+            seconds,
+            sweeper.name,
+            iceberg,
         )
     table = Table(snapshot.storage)
     default_ms = retention.duration_ms(
@@ -414,6 +516,7 @@ def vacuum(
         logged,
         seconds,
         sweeper.name,
+        iceberg,
     )
 
 
