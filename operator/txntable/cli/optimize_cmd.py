@@ -102,6 +102,21 @@ def vacuum_lines(vacuum: dict[str, Any]) -> list[str]:
     lines += [f"  {path}" for path in vacuum["files"]]
     if len(vacuum["files"]) < count:
         lines.append(f"  ... and {count - len(vacuum['files'])} more")
+    return lines + iceberg_lines(vacuum.get("iceberg"))
+
+
+def iceberg_lines(iceberg: dict[str, Any] | None) -> list[str]:
+    """On a UniForm table: the files VACUUM kept because the current Iceberg metadata still
+    reads them (docs/adr/0010), with the first ones named."""
+    from txntable.engine import iceberg_hold_note
+
+    note = iceberg_hold_note(iceberg)
+    if iceberg is None or note is None:
+        return []
+    held = iceberg.get("held") or []
+    lines = [f"vacuum: {note}", *(f"  {path}" for path in held)]
+    if len(held) < iceberg["numHeld"]:
+        lines.append(f"  ... and {iceberg['numHeld'] - len(held)} more")
     return lines
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from txntable.cli.errors import CliError
+from txntable.cli.optimize_cmd import iceberg_lines
 from txntable.jobs.flags import duration_ms, spark_master
 from txntable.jobs.storage_args import add_storage_option_argument, open_table, storage_options
 
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for path in result.files:
         print(f"  {path}")
+    for line in iceberg_lines(result.to_json().get("iceberg")):
+        print(line.removeprefix("vacuum: "))
     return 0
 
 

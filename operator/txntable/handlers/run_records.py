@@ -27,7 +27,7 @@ from typing import Any
 
 from txntable.api.conditions import EventReason
 from txntable.api.types import RunKind, RunOutcome, RunRecord, TxnTable
-from txntable.engine import EngineError, Table
+from txntable.engine import EngineError, Table, iceberg_hold_note
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.run_sizing import running_note
 from txntable.jobs import UNSUPPORTED_FEATURE
@@ -185,8 +185,13 @@ class RunRecords:
             notes.append(
                 "commit confirmed in the table log" if confirmed else "no commit of this run found"
             )
-        if run.kind == RunKind.VACUUM and result and isinstance(result.get("vacuum"), Mapping):
-            notes.append(_vacuum_note(result["vacuum"]))
+        vacuum = result.get("vacuum") if result else None
+        if isinstance(vacuum, Mapping):
+            if run.kind == RunKind.VACUUM:
+                notes.append(_vacuum_note(vacuum))
+            held = iceberg_hold_note(vacuum.get("iceberg"))  # a UniForm table (ADR 0010)
+            if held:
+                notes.append(f"VACUUM {held}")
         planning = planning_note(result)  # partitions deferred, rewritten bytes dropped
         if planning:
             notes.append(planning)

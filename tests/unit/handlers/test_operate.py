@@ -411,6 +411,38 @@ def test_a_due_vacuum_is_launched_and_its_end_recorded(tmp_path: Path) -> None:
     assert conditions(tick)["Vacuuming"][0] == "False"
 
 
+def test_files_a_vacuum_kept_for_iceberg_readers_are_in_the_status(tmp_path: Path) -> None:
+    """A UniForm table's VACUUM keeps what the current Iceberg metadata reads (ADR 0010): the
+    run's record says how many files, which metadata, and when they go."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    garbage = with_garbage(tmp_path / "t", now)
+    policy = compaction(triggers={"smallFiles": 100}, vacuum={"enabled": True})
+    c = Controller(txntable(tmp_path / "t"), at=now)
+    c.tick(compaction=[policy])
+    (name,) = c.launcher.launched
+    iceberg = {
+        "metadata": ["metadata/00004-9f.metadata.json"],
+        "snapshotIds": [7],
+        "deltaVersions": [12],
+        "numHeld": 30,
+        "heldBytes": 4096,
+        "held": ["p=1/a.parquet"],
+    }
+    vacuum = {"numFiles": 1, "numDeleted": 1, "bytes": garbage, "iceberg": iceberg}
+    result = {"vacuumOnly": True, "numFilesRemoved": 0, "numFilesAdded": 0, "vacuum": vacuum}
+    c.finish(name, RunState.SUCCEEDED, result)
+    tick = c.tick(now + timedelta(seconds=30), compaction=[policy])
+    record = tick.status.last_vacuum
+    assert record is not None and str(record.outcome) == "Succeeded"
+    said = (
+        "VACUUM kept 30 files (4096 bytes) that the current Iceberg metadata still reads "
+        "(metadata/00004-9f.metadata.json, converted from Delta version 12): Delta regenerates "
+        "it at the table's next Delta commit"
+    )
+    assert said in (record.message or "")
+    assert any(said in m for m in c.reasons("RunSucceeded"))
+
+
 def test_vacuum_off_launches_nothing_for_garbage(tmp_path: Path) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     garbage = with_garbage(tmp_path / "t", now)
