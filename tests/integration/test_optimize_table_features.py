@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -98,21 +100,27 @@ class _Recording(InProcessSweeper):
         super().delete(storage, names, rules)
 
 
-def _uniform(tmp_path: Path, enabled: bool = True) -> tuple[Path, list[str], IcebergWriter, int]:
+_FORMATS = '"delta.universalFormat.enabledFormats":"iceberg",'
+
+
+def _uniform(
+    tmp_path: Path, enabled: bool = True, optimized: bool = True
+) -> tuple[Path, list[str], IcebergWriter, int]:
     """An icebergCompatV2 table (UniForm on or off) whose Iceberg metadata reads its three
-    files, after our OPTIMIZE replaced them, every data file old."""
+    files, after our OPTIMIZE replaced them (``optimized``), every data file old."""
     root = ft.build("iceberg_v2", tmp_path / "t")
+    first = root / "_delta_log" / f"{0:020d}.json"
+    text = first.read_text()
+    assert _FORMATS in text
     if not enabled:
-        first = root / "_delta_log" / f"{0:020d}.json"
-        text = first.read_text().replace('"delta.universalFormat.enabledFormats":"iceberg",', "")
-        assert "enabledFormats" not in text
-        first.write_text(text)
+        first.write_text(text.replace(_FORMATS, ""))
     (root / "metadata" / "v1.metadata.json").unlink()  # the builder's stand-in: no snapshot
     before = sorted(tr.load(root).files().column("path").to_pylist())
     iceberg = IcebergWriter(root, tmp_path / "catalog")
     snapshot_id = iceberg.append(*before, delta_version=3)
-    result = optimize(Table.open(str(root)), EVERYTHING, ArrowExecutor())
-    assert result.error is None and result.num_files_removed == len(before) == 3
+    if optimized:
+        result = optimize(Table.open(str(root)), EVERYTHING, ArrowExecutor())
+        assert result.error is None and result.num_files_removed == len(before) == 3
     old = 1_600_000_000
     for p in root.glob("col-p=x/*.parquet"):
         os.utime(p, (old, old))
@@ -144,6 +152,31 @@ def test_vacuum_keeps_the_files_the_current_iceberg_snapshot_reads(tmp_path: Pat
     assert result.iceberg is not None and result.iceberg.files == ()
     assert set(before) <= set(result.files)
     assert not any((root / name).exists() for name in before)
+
+
+def test_a_compaction_run_with_vacuum_reports_the_files_it_kept(tmp_path: Path) -> None:
+    """The optimize job as the controller launches it (``--vacuum``, the table's retention,
+    here none): OPTIMIZE replaces the files the Iceberg snapshot reads, VACUUM keeps them, and
+    the result line, which the controller records in the TxnTable's status, says so."""
+    root, before, iceberg, snapshot_id = _uniform(tmp_path, optimized=False)
+    first = root / "_delta_log" / f"{0:020d}.json"
+    no_retention = '"delta.deletedFileRetentionDuration":"interval 0 seconds",'
+    first.write_text(first.read_text().replace(_FORMATS, _FORMATS + no_retention))
+    job = [sys.executable, "-m", "txntable.jobs.optimize", str(root), "--executor", "arrow"]
+    done = subprocess.run(
+        [*job, "--target-size", "1Gi", "--min-file-size", "1Gi", "--vacuum"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["numFilesRemoved"] == 3
+    held = result["vacuum"]["iceberg"]
+    assert held["numHeld"] == 3 and sorted(held["held"]) == before
+    assert held["metadata"] == [iceberg.metadata_file] and held["snapshotIds"] == [snapshot_id]
+    assert not set(before) & set(result["vacuum"]["files"])
+    assert all((root / name).is_file() for name in before)
 
 
 def test_with_uniform_off_vacuum_keeps_only_what_delta_reads(tmp_path: Path) -> None:
