@@ -19,6 +19,8 @@ PREFIX = "TXNTABLE_"
 BACKENDS = tuple(b.config_name for b in Backend)  # as TXNTABLE_DEFAULT_BACKEND spells them
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+#: The shortest time a finished run is kept (TXNTABLE_RUN_TTL_SECONDS)
+MIN_RUN_TTL_SECONDS = 30
 
 
 class ConfigError(ValueError):
@@ -56,6 +58,10 @@ class Config:
     #: controller's RBAC lost a verb) is tried again; doubled after each further refusal, up
     #: to 30 times this. Other refusals wait for a change of the policy or the table.
     permission_retry_seconds: float = 60.0
+    #: Seconds a finished run (its Job or SparkApplication) and its pods are kept before
+    #: Kubernetes deletes them (ttlSecondsAfterFinished, timeToLiveSeconds). Keep it longer
+    #: than the tables' observeInterval: the run is recorded when it is seen finished.
+    run_ttl_seconds: int = 86_400
     #: Port of the Prometheus /metrics endpoint and of /readyz (the readiness probe).
     metrics_port: int = 8080
     #: Port of Kopf's liveness endpoint (/healthz).
@@ -86,6 +92,11 @@ class Config:
             raise ConfigError(f"{PREFIX}LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
         if self.permission_retry_seconds <= 0:
             raise ConfigError(f"{PREFIX}PERMISSION_RETRY_SECONDS must be > 0")
+        if self.run_ttl_seconds < MIN_RUN_TTL_SECONDS:
+            raise ConfigError(
+                f"{PREFIX}RUN_TTL_SECONDS must be >= {MIN_RUN_TTL_SECONDS}: a run deleted "
+                "before the controller saw it finish would end unrecorded"
+            )
         for name in ("metrics_port", "health_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:

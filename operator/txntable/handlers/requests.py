@@ -61,6 +61,7 @@ def _base(
         storage_options=dict(table.spec.storage.options),
         secret_ref=secret.name if secret else None,
         image=template.image or config.spark_image,
+        ttl_seconds=config.run_ttl_seconds,
         image_pull_policy=(
             template.image_pull_policy.value if template.image_pull_policy else "IfNotPresent"
         ),

@@ -147,6 +147,7 @@ MAPPING: dict[str, tuple[str, Any, str]] = {
     "TXNTABLE_SPARK_SERVICE_ACCOUNT": ("spark.serviceAccount.name", "runner", "runner"),
     "TXNTABLE_INLINE_CHECKPOINT_MAX_FILES": ("config.inlineCheckpointMaxFiles", 12, "12"),
     "TXNTABLE_PERMISSION_RETRY_SECONDS": ("config.permissionRetrySeconds", 5, "5"),
+    "TXNTABLE_RUN_TTL_SECONDS": ("config.runTtlSeconds", 120, "120"),
     "TXNTABLE_METRICS_PORT": ("metrics.port", 9090, "9090"),
     "TXNTABLE_HEALTH_PORT": ("health.port", 9091, "9091"),
     "TXNTABLE_PUSHGATEWAY_URL": ("config.pushgatewayUrl", "http://pg:9091", "http://pg:9091"),

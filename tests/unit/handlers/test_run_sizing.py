@@ -17,7 +17,7 @@ from tests.unit.launch.test_launch_kubernetes import FakeCore, FakeCustomObjects
 from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.config import Config
+from txntable.config import Config, ConfigError
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.table import Table
 from txntable.handlers.requests import compaction_request
@@ -226,3 +226,15 @@ def test_the_newest_finished_run_is_read_in_detail_once(summary: TableSummary) -
     assert sized.task_memory > task_memory(figures.largest_bin_bytes)  # the peak seen counts
     no_plan = sizer.size(KEY, policy({"enabled": True}), None)
     assert no_plan.sized_from is SizedFrom.POLICY
+
+
+def test_finished_runs_live_as_long_as_the_controller_says() -> None:
+    """TXNTABLE_RUN_TTL_SECONDS becomes the Job's ttlSecondsAfterFinished and the
+    SparkApplication's timeToLiveSeconds (the real node's e2e waits for the pods to go)."""
+    pol = policy()
+    req = compaction_request(table(), pol, decision(), Config(run_ttl_seconds=45))
+    assert req.ttl_seconds == 45
+    assert manifests.spark_submit_job(req, Config())["spec"]["ttlSecondsAfterFinished"] == 45
+    assert manifests.spark_application(req, Config())["spec"]["timeToLiveSeconds"] == 45
+    with pytest.raises(ConfigError, match="RUN_TTL_SECONDS must be >= 30"):
+        Config(run_ttl_seconds=10)
