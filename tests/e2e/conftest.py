@@ -121,7 +121,8 @@ def store(kube: Kube) -> Any:
 @pytest.fixture(scope="session")
 def operator(kube: Kube, store: Any) -> Iterator[Any]:
     """The chart installed by helm as a user would (``tests.e2e.lake.install``), watching
-    ``TABLES`` with the ``job`` default backend and a 5 s observe interval; the store's
+    ``TABLES`` with the ``job`` default backend, a 5 s observe interval and finished runs kept
+    ``RUN_TTL_SECONDS``; the store's
     credentials in a Secret there. Uninstalled at the end."""
     from tests.e2e import lake
 
@@ -130,6 +131,7 @@ def operator(kube: Kube, store: Any) -> Iterator[Any]:
     inst = lake.install(
         kube, lake.RELEASE, lake.SYSTEM, lake.TABLES,
         "config.defaultBackend=job", "config.observeIntervalSeconds=5",
+        f"config.runTtlSeconds={lake.RUN_TTL_SECONDS}",
     )  # fmt: skip
     try:
         yield inst

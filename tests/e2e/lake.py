@@ -34,6 +34,8 @@ ROWS_PER_APPEND, APPENDS = 10, 12
 #: the namespace of the shared install's tables, its release and namespace, the store's bucket
 TABLES, RELEASE, SYSTEM = "e2e-tables", "txntable", "txntable-system"
 BUCKET = "lake"
+#: how long finished runs and their pods stay (TXNTABLE_RUN_TTL_SECONDS)
+RUN_TTL_SECONDS = 40
 
 
 @dataclass(frozen=True)

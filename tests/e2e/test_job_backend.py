@@ -70,7 +70,7 @@ def test_a_compaction_policy_makes_one_job_whose_executors_meet_the_driver(
         lake.custom("CompactionPolicy", TABLES, "small-files", {
             "targetFileSize": "64Mi", "minFileSize": "8Mi",
             "triggers": {"smallFiles": 2, "cooldown": "1h"},
-            "successfulRunsHistoryLimit": 0,
+            "successfulRunsHistoryLimit": 1,
             "spark": SPARK,
         }),
         _table(store, "events", uri, compactionPolicyRef={"name": "small-files"}),

@@ -65,7 +65,7 @@ def test_a_job_completes_and_its_pod_goes_after_the_ttl(kube: Kube) -> None:
         "spec": {
             "ttlSecondsAfterFinished": 5,
             "backoffLimit": 0,
-            "template": python_pod("x", ns, "print('hello from a Job')")["spec"],
+            "template": {"spec": python_pod("x", ns, "print('hello from a Job')")["spec"]},
         },
     }
     kube.apply(job)
