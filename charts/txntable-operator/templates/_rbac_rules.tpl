@@ -20,10 +20,14 @@ tests/unit/deploy/test_chart.py checks every rendered rule against that list (no
 - apiGroups: ["txntable.io"]
   resources: ["txntables/finalizers"]
   verbs: ["update"]
-# the result line of a run is read from its driver pod's log
+# the result line of a run is read from its driver pod's log; a run in flight whose pods
+# cannot start (image, scheduling) says so: its pods are listed by the run's label
 - apiGroups: [""]
   resources: ["pods/log"]
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 {{- end }}
 {{- if has "sparkapplication" $backends }}
 - apiGroups: ["sparkoperator.k8s.io"]
@@ -34,10 +38,6 @@ tests/unit/deploy/test_chart.py checks every rendered rule against that list (no
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["create", "delete", "get", "list"]
-# a Job's pod is found by its job-name label
-- apiGroups: [""]
-  resources: ["pods"]
-  verbs: ["list"]
 {{- end }}
 {{- end }}
 

@@ -66,6 +66,7 @@ class Reason(StrEnum):
     POLICY_MATCHED = "PolicyMatched"
     NO_POLICY = "NoPolicy"
     RUN_STARTED = "RunStarted"
+    RUN_CANNOT_START = "RunCannotStart"
     RUN_SUCCEEDED = "RunSucceeded"
     RUN_FAILED = "RunFailed"
     RUN_CONFLICTED = "RunConflicted"
@@ -97,6 +98,7 @@ class EventReason(StrEnum):
     name). docs/operations.md lists them; a run's end is ``Run<RunOutcome>`` (``for_outcome``)."""
 
     RUN_STARTED = "RunStarted"
+    RUN_CANNOT_START = "RunCannotStart"
     RUN_SUCCEEDED = "RunSucceeded"
     RUN_NOTHING_TO_DO = "RunNothingToDo"
     RUN_CONFLICTED = "RunConflicted"

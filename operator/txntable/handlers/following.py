@@ -68,7 +68,9 @@ class Seen:
     def active(self) -> tuple[ActiveRun, ...]:
         """The runs still in flight."""
         return tuple(
-            ActiveRun(r.name, r.kind, r.started) for r in self.runs if not r.state.finished
+            ActiveRun(r.name, r.kind, r.started, r.waiting)
+            for r in self.runs
+            if not r.state.finished
         )
 
     def in_status(self, table: TxnTable) -> TxnTable:
@@ -206,6 +208,7 @@ class Following:
                 events.append(Event("Warning", EventReason.RUN_LIST_FAILED, str(exc)))
                 continue
             found = self.sizer.detail(table.metadata.key, ns, launcher, found)
+            found = [_with_waiting(launcher, ns, run) for run in found]
             runs.extend(found)
             owners.update((r.name, launcher) for r in found)
             if limits:
@@ -236,3 +239,16 @@ class Following:
                     log.warning("could not delete old run %s: %s", run.name, exc)
 
         return runs, detail, prune
+
+
+def _with_waiting(launcher: Launcher, namespace: str, run: RunStatus) -> RunStatus:
+    """``run`` with why its pods cannot start, when it is in flight (one pod listing per run in
+    flight: at most the concurrency limit's worth per tick)."""
+    if run.state.finished:
+        return run
+    try:
+        said = launcher.waiting(namespace, run.name)
+    except LaunchError as exc:
+        log.debug("no pods of run %s: %s", run.name, exc)
+        return run
+    return replace(run, waiting=said) if said else run

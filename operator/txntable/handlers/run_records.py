@@ -73,6 +73,8 @@ class Recorded:
     by_run: dict[str, RunRecord] = field(default_factory=dict)
     #: what the table's last tick ended with (the status a tick reads may lag behind it)
     newest: _Newest | None = None
+    #: the ``RunCannotStart`` Event said of a run in flight, by run name (said once per reason)
+    waiting_said: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,6 +136,10 @@ class RunRecords:
             ):
                 continue  # e.g. an inline checkpoint came after the newest launched run
             if not newest.state.finished:
+                notes = [running_note(newest) if kind == RunKind.OPTIMIZE else None]
+                if newest.waiting:
+                    notes.append(f"cannot start: {newest.waiting}")
+                    self._say_waiting(recorded, newest, events)
                 records[index] = RunRecord(
                     run_name=newest.name,
                     table=table.metadata.name,
@@ -142,7 +148,7 @@ class RunRecords:
                         microsecond=0
                     ),
                     version=previous.version if previous else None,
-                    message=running_note(newest) if kind == RunKind.OPTIMIZE else None,
+                    message="; ".join(n for n in notes if n)[:4000] or None,
                 )
                 continue
             if (
@@ -163,6 +169,18 @@ class RunRecords:
             if unsupported is not None and _stopped_by_feature(run):
                 unsupported.append((kind, record.message or run.name))
         return records[0], records[1], records[2]
+
+    @staticmethod
+    def _say_waiting(recorded: Recorded, run: RunStatus, events: list[Event]) -> None:
+        """A Warning ``RunCannotStart`` once per run and reason (the pod's own words)."""
+        if recorded.waiting_said.get(run.name) == run.waiting:
+            return
+        recorded.waiting_said[run.name] = run.waiting
+        while len(recorded.waiting_said) > RECORDED_RUNS_KEPT:
+            recorded.waiting_said.pop(next(iter(recorded.waiting_said)))
+        noun = (run.kind or RunKind.CHECKPOINT).noun
+        said = f"{noun} run {run.name} cannot start: {run.waiting}"
+        events.append(Event("Warning", EventReason.RUN_CANNOT_START, said[:1024]))
 
     def _finished(
         self, table: TxnTable, run: RunStatus, engine_table: Table | None, events: list[Event]

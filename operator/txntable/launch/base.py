@@ -47,6 +47,12 @@ class Launcher(ABC):
     def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
         """Every run of ``table`` in ``namespace`` that this backend knows, oldest first."""
 
+    def waiting(self, namespace: str, name: str) -> str:
+        """Why a pod of run ``name`` cannot start (empty: none known). A run in flight can wait
+        for ever on an image no registry gives, a request no node fits or a Secret that does
+        not exist; Kubernetes says so only on the pods."""
+        return ""
+
 
 def check_adoptable(existing: RunStatus, req: RunRequest) -> None:
     """Refuse to adopt an object that has the run's name but is not this txntable run."""

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from txntable.api.common import Backend
-from txntable.api.constants import LABEL_MANAGED_BY, LABEL_TABLE, MANAGED_BY
+from txntable.api.constants import LABEL_MANAGED_BY, LABEL_RUN, LABEL_TABLE, MANAGED_BY
 from txntable.config import Config
 from txntable.launch import manifests
 from txntable.launch.base import Launcher, check_adoptable
@@ -153,6 +153,31 @@ class _ClusterLauncher(Launcher):
         """Whether a pod of the run was killed for its memory (only Jobs need to look)."""
         return False
 
+    def waiting(self, namespace: str, name: str) -> str:
+        """Why a pod of run ``name`` (driver or executor: every pod carries the run's label)
+        cannot start, read from the pods' own status (``pod_waiting``); empty when none."""
+        core = self.core_api
+        if core is None:
+            return ""
+        selector = f"{LABEL_RUN}={label_value(name)}"
+        listing = serialize(
+            core,
+            call(
+                f"list pods of run {namespace}/{name}",
+                lambda: core.list_namespaced_pod(
+                    namespace=namespace, label_selector=selector,
+                    _request_timeout=self.request_timeout,
+                ),
+            ),
+        )  # fmt: skip
+        pods = [p for p in listing.get("items") or [] if isinstance(p, Mapping)]
+        pods.sort(key=lambda p: str(dig(p, "metadata", "creationTimestamp") or ""))
+        for pod in pods:
+            said = pod_waiting(pod)
+            if said:
+                return said
+        return ""
+
     def delete(self, namespace: str, name: str) -> None:
         what = f"delete {self.kind_name} {namespace}/{name}"
         try:
@@ -211,6 +236,37 @@ class _ClusterLauncher(Launcher):
 
 def _with(st: RunStatus, **changes: Any) -> RunStatus:
     return replace(st, **changes)
+
+
+#: Reasons a container stays waiting that no wait will end by itself (a pull that failed keeps
+#: failing until the image exists; a configuration the kubelet refused stays refused)
+STUCK_REASONS: Final = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+     "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+)  # fmt: skip
+
+
+def pod_waiting(pod: Mapping[str, Any]) -> str:
+    """Why ``pod`` cannot start, from its status: a container waiting for one of
+    ``STUCK_REASONS``, or the scheduler's ``Unschedulable``; empty when neither."""
+    name = str(dig(pod, "metadata", "name") or "")
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in dig(pod, "status", key) or []:
+            waiting = dig(cs, "state", "waiting") or {} if isinstance(cs, Mapping) else {}
+            reason = str(waiting.get("reason") or "")
+            if reason in STUCK_REASONS:
+                message = str(waiting.get("message") or "").strip()
+                return f"pod {name}: {reason}" + (f": {message}" if message else "")
+    for cond in dig(pod, "status", "conditions") or []:
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            message = str(cond.get("message") or "").strip()
+            return f"pod {name} cannot be scheduled" + (f": {message}" if message else "")
+    return ""
 
 
 class SparkApplicationLauncher(_ClusterLauncher):

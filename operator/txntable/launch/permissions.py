@@ -40,11 +40,14 @@ LAUNCHERS: Final[dict[Backend, tuple[Permission, ...]]] = {
         ),
         # the driver pod's log holds the job's result line (name from status.driverInfo)
         Permission("", "pods/log", ("get",)),
+        # a run in flight whose pods cannot start (image, scheduling) says so: its pods by label
+        Permission("", "pods", ("list",)),
         OWNER_FINALIZERS,
     ),
     Backend.JOB: (
         Permission("batch", "jobs", ("create", "get", "list", "delete")),
-        # find the Job's pod by its job-name label, then read its log
+        # find the Job's pod by its job-name label, then read its log; a run in flight whose
+        # pods cannot start (image, scheduling) says so: its pods by label
         Permission("", "pods", ("list",)),
         Permission("", "pods/log", ("get",)),
         OWNER_FINALIZERS,

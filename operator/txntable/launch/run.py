@@ -249,6 +249,9 @@ class RunStatus:
     #: True when the run failed because a container or process ran out of memory
     #: (``out_of_memory``): the controller retries it once with more memory.
     out_of_memory: bool = False
+    #: Why a run in flight has a pod that cannot start (its image cannot be pulled, it cannot
+    #: be scheduled, its configuration is refused): ``Launcher.waiting``; empty when none.
+    waiting: str = ""
 
     @property
     def attempt(self) -> int:

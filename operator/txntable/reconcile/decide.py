@@ -65,6 +65,8 @@ class ActiveRun:
     name: str
     kind: RunKind | None  # None: a run whose kind label is missing or unknown
     started: datetime | None = None
+    #: why a pod of the run cannot start (``RunStatus.waiting``); empty when none
+    waiting: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, RunKind | None):  # the label's text

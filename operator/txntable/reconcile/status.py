@@ -257,6 +257,9 @@ def _run_condition(
     out: Outcome, kind: RunKind, res: Resolution[Any], decision: Decision | None
 ) -> tuple[bool, Reason, str]:
     active = _active(out, kind)
+    if active and active[0].waiting:
+        run = active[0]
+        return True, Reason.RUN_CANNOT_START, f"{kind.noun} {run.name} cannot start: {run.waiting}"
     if active:
         return True, Reason.RUN_STARTED, f"{kind.noun} {active[0].name} is running"
     if decision is None and out.failure is not None and res.policy is not None:

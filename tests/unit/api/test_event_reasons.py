@@ -27,6 +27,7 @@ def test_event_reasons_keep_their_spellings() -> None:
     # these strings are what `kubectl get events` and users' alerts match: never rename one
     assert [r.value for r in EventReason] == [
         "RunStarted",
+        "RunCannotStart",
         "RunSucceeded",
         "RunNothingToDo",
         "RunConflicted",

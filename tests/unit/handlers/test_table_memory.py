@@ -108,6 +108,7 @@ NOT_PER_TABLE = {
     ("handlers/status_writer.py", "Stored", "status"),  # a status document, not kept
     ("handlers/liveness.py", "Liveness", "_in_flight"),  # reconciles in flight, ended by end()
     ("handlers/run_records.py", "Recorded", "by_run"),  # one table's runs, by run name
+    ("handlers/run_records.py", "Recorded", "waiting_said"),  # one table's runs in flight, by name
     ("handlers/holds.py", "HeldSteps", "refused"),  # one table's, by run kind
     ("handlers/holds.py", "HeldSteps", "unsupported"),
     ("handlers/holds.py", "HeldSteps", "announced"),  # one table's, by condition type

@@ -20,7 +20,7 @@ from tests.unit.launch.test_launch_manifests import request as make_request
 from txntable.config import Config
 from txntable.launch import manifests, permissions
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError, TransientLaunchError
-from txntable.launch.kubernetes import JobLauncher, SparkApplicationLauncher
+from txntable.launch.kubernetes import JobLauncher, SparkApplicationLauncher, pod_waiting
 from txntable.launch.run import Backend, RunState
 
 RESULT = {"runId": "x", "filesRemoved": 12, "filesAdded": 2}
@@ -468,3 +468,62 @@ def test_make_launcher_picks_the_backend(tmp_path: Any) -> None:
     assert isinstance(make_launcher("local", Config(), runs_dir=tmp_path), LocalLauncher)
     with pytest.raises(ValueError, match="runs directory"):
         make_launcher("local", Config())
+
+
+PULL_FAILED = {
+    "reason": "ImagePullBackOff",
+    "message": 'Back-off pulling image "ghcr.io/x/spark:nope": ErrImagePull: failed to resolve',
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        ({"containerStatuses": [{"name": "c", "state": {"waiting": PULL_FAILED}}]},
+         f"pod p: ImagePullBackOff: {PULL_FAILED['message']}"),
+        ({"initContainerStatuses": [{"state": {"waiting": {"reason": "CreateContainerConfigError",
+                                                          "message": 'secret "s" not found'}}}]},
+         'pod p: CreateContainerConfigError: secret "s" not found'),
+        ({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                          "message": "0/1 nodes are available: 1 Insufficient cpu."}]},
+         "pod p cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu."),
+        # waiting that ends by itself is not reported
+        ({"containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}, ""),
+        ({"conditions": [{"type": "PodScheduled", "status": "True"}]}, ""),
+        ({}, ""),
+    ],
+)  # fmt: skip
+def test_what_keeps_a_pod_from_starting(status: dict[str, Any], said: str) -> None:
+    assert pod_waiting({"metadata": {"name": "p"}, "status": status}) == said
+
+
+def test_a_run_in_flight_says_why_its_pods_cannot_start(setup: Any) -> None:
+    launcher, _api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    assert launcher.waiting(req.namespace, req.name) == ""
+    for i, state in enumerate(({"running": {}}, {"waiting": PULL_FAILED})):
+        core.pods.append(
+            {
+                "metadata": {
+                    "name": f"{req.name}-exec-{i}",
+                    "creationTimestamp": f"2026-11-22T02:00:0{i}Z",
+                    "labels": {"txntable.io/run": req.name},
+                },
+                "status": {
+                    "containerStatuses": [
+                        {
+                            "name": "c",
+                            "image": "i",
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": state,
+                        }
+                    ]
+                },
+            }
+        )
+    said = launcher.waiting(req.namespace, req.name)
+    assert said == f"pod {req.name}-exec-1: ImagePullBackOff: {PULL_FAILED['message']}"
+    assert type(launcher)(_api, Config()).waiting(req.namespace, req.name) == ""  # no core API
