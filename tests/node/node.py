@@ -312,6 +312,15 @@ class Node:
             f"--node-ip={self.identity.ip}",
         ], env=self._path_env())  # fmt: skip
 
+    def restart_kubelet(self) -> None:
+        """Stop the kubelet (SIGTERM) and start it again, as a node's kubelet restarts on an
+        upgrade or a crash: the pods keep running in containerd meanwhile."""
+        proc = self.procs.pop("kubelet", None)
+        if proc is not None:
+            stop_process(proc)
+        self._start_kubelet()
+        self._wait_ready()
+
     def _start_proxy(self) -> None:
         kubeconfig = self._kubeconfig("kube-proxy", self.identity.proxy_token)
         conf = self.workdir / "kube-proxy.yaml"

@@ -392,6 +392,8 @@ class JobLauncher(_ClusterLauncher):
         if "Failed" in conditions:
             cond = conditions["Failed"]
             message = f"{cond.get('reason') or 'Failed'}: {cond.get('message') or ''}".rstrip(": ")
+            if cond.get("reason") == "PodFailurePolicy" and "DisruptionTarget" in message:
+                message = f"the driver pod was evicted, preempted or drained away ({message})"
             return RunState.FAILED, message, started, parse_time(cond.get("lastTransitionTime"))
         if "FailureTarget" in conditions:
             return RunState.RUNNING, "Job is failing; pods are terminating", started, None

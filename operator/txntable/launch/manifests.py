@@ -294,6 +294,17 @@ def spark_submit_job(req: RunRequest, config: Config) -> dict[str, Any]:
         container["envFrom"] = _env_from(req)
     job_spec: dict[str, Any] = {
         "backoffLimit": req.backend_retries,
+        # a driver evicted, preempted or drained away fails the Job at once and says so (the
+        # Job's Failed condition names DisruptionTarget): otherwise it is one more of the
+        # backoffLimit's failures and the Job says only "reached the specified backoff limit"
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                }
+            ]
+        },
         "ttlSecondsAfterFinished": req.ttl_seconds,
         "template": {
             "metadata": {"labels": req.labels, "annotations": req.annotations},

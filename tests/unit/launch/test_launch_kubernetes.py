@@ -432,6 +432,20 @@ def cond(kind: str, status: str = "True", **kw: str) -> dict[str, str]:
             RunState.FAILED,
             "BackoffLimit",
         ),
+        (  # the Job's podFailurePolicy: a driver evicted or preempted fails it, said as such
+            {
+                "conditions": [
+                    cond(
+                        "Failed",
+                        reason="PodFailurePolicy",
+                        message="Pod n/r-x has "
+                        "condition DisruptionTarget matching FailJob rule at index 0",
+                    )
+                ]
+            },
+            RunState.FAILED,
+            "the driver pod was evicted, preempted or drained away",
+        ),
     ],
     ids=readable,
 )

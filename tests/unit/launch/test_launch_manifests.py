@@ -148,6 +148,15 @@ def test_spark_submit_job_is_a_valid_strict_job(case: str) -> None:
     spec = job["spec"]
     assert spec["backoffLimit"] == req.backend_retries
     assert spec["ttlSecondsAfterFinished"] == req.ttl_seconds
+    # a disrupted driver (eviction, preemption, drain) fails the Job with a reason naming it
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+    }
     assert spec.get("activeDeadlineSeconds") == req.deadline_seconds
     pod = spec["template"]["spec"]
     assert spec["template"]["metadata"]["labels"] == req.labels
