@@ -57,6 +57,12 @@ def _files(path: Path) -> set[str]:
     }
 
 
+def _dv_files(path: Path) -> set[str]:
+    """Deletion-vector files (not their Hadoop checksum files ``.<name>.crc``)."""
+    names = {f: Path(f).name for f in _files(path)}
+    return {f for f, n in names.items() if "deletion_vector_" in n and not n.startswith(".")}
+
+
 def test_z85_ids_decode_to_the_dv_file_names_spark_wrote() -> None:
     # table-with-dv-small's descriptor and the file next to it
     assert z85_uuid("vBn[lx{q8@P<9BNH/isA") == "61d16c75-6994-46b7-a15b-8b538852e50e"
@@ -85,7 +91,7 @@ def test_reference_tables_vacuum_what_deltalake_does_except_live_deletion_vector
     theirs = set(_deltalake_full_vacuum_dry_run(path))
     readable = name not in ("partitioned-table-with-dv-large", "table-with-dv-special-char")
     before = oracle_read.read(path) if readable else None
-    live_dv_files = {f for f in _files(path) if "deletion_vector_" in f}
+    live_dv_files = _dv_files(path)
     result = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True)
     ours = set(result.files)
     assert ours <= theirs
@@ -97,8 +103,9 @@ def test_reference_tables_vacuum_what_deltalake_does_except_live_deletion_vector
         assert before is not None
         after = oracle_read.read(path)
         assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
-    still = {f for f in _files(path) if "deletion_vector_" in f}
+    still = _dv_files(path)
     assert still == live_dv_files - ours
+    assert not _checksum_files(path)[1]  # each deleted file's Hadoop checksum went with it
     if name in ("table-with-dv-small", "partitioned-table-with-dv-large"):
         assert still  # every DV of these is live: none may go
 
@@ -330,3 +337,31 @@ def _one_row(path: Path, i: int) -> pa.Table:
     import pyarrow.parquet as pq
 
     return pq.read_table(Table.open(str(path)).snapshot().file_uris()[0]).slice(i, 1)
+
+
+def _checksum_files(path: Path) -> tuple[set[str], set[str]]:
+    """Hadoop's checksum files ``.<name>.crc`` under the table, and those whose file is gone."""
+    found = {str(p.relative_to(path)) for p in path.rglob(".*.crc")}
+    orphans = {c for c in found if not (path / c).with_name(Path(c).name[1:-4]).exists()}
+    return found, orphans
+
+
+def test_vacuum_deletes_hadoops_checksum_file_with_each_file(table_copy: Any) -> None:
+    """delta-spark wrote ``.<name>.crc`` beside each of the reference table's 48 data and
+    deletion-vector files; our OPTIMIZE and a zero-retention VACUUM used to leave all 48 beside
+    the one file left (issue 33). Each goes with its file now; none is reported or counted as a
+    file VACUUM deleted, and the checksums of what stays (the log's) are kept."""
+    path = table_copy("basic-dv-with-checkpoint")
+    checksums, orphans = _checksum_files(path)
+    assert len(checksums) == 100 and not orphans
+    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor(workers=1))
+    gone_data = _files(path)
+    dry = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, dry_run=True)
+    result = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True)
+    gone_data -= _files(path)
+    deleted = {f for f in gone_data if not Path(f).name.startswith(".")}
+    assert set(result.files) == set(dry.files) == deleted and result.num_deleted == 48
+    assert not [f for f in result.files if f.endswith(".crc")]
+    left, orphans = _checksum_files(path)
+    assert not orphans, sorted(orphans)[:5]
+    assert left == {c for c in checksums if c.startswith("_delta_log/")} and len(left) == 52

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from txntable.engine.errors import StorageError, WriteRefusedError
-from txntable.engine.storage.paths import LOG_DIR
+from txntable.engine.storage.paths import LOG_DIR, hadoop_checksum_name
 
 _DELETE_WORKERS = 16
 
@@ -134,7 +134,14 @@ def _io_errors(what: str) -> Iterator[None]:
 
 
 class LocalStorage(Storage):
-    """Local (POSIX) disk, using the OS directly: it is the hot path for tests and the demo."""
+    """Local (POSIX) disk, using the OS directly: it is the hot path for tests and the demo.
+
+    Hadoop's ``LocalFileSystem`` (delta-spark, every Spark job on a ``file:`` table) keeps a
+    checksum file ``.<name>.crc`` beside each file it writes, and refuses to read a file that
+    no longer matches it (``ChecksumException``); a missing checksum file is tolerated. So
+    whatever this store creates, replaces or deletes takes the file's checksum file with it,
+    removing it, never writing one (``_drop_checksum``): a removed checksum is never wrong.
+    """
 
     atomic_put_if_absent = True
 
@@ -222,10 +229,10 @@ class LocalStorage(Storage):
         with _io_errors(f"writing {relative}"):
             try:
                 os.makedirs(directory, exist_ok=True)
+                if os.path.lexists(target):  # no temporary file for a version already won
+                    raise FileExistsInStoreError(f"{relative} already exists")
                 self._write_synced(tmp, data)
-                os.link(tmp, target)  # atomic: after an error here the target was not created
-            except FileExistsError:
-                raise FileExistsInStoreError(f"{relative} already exists") from None
+                self.place(tmp, relative, replace=False)
             except OSError as exc:
                 if not _refused(exc):
                     raise
@@ -237,7 +244,6 @@ class LocalStorage(Storage):
             finally:
                 with suppress(FileNotFoundError):
                     os.unlink(tmp)
-            self._fsync_dir(directory)
 
     def write(self, relative: str, data: bytes) -> None:
         target = self._abs(relative)
@@ -247,15 +253,43 @@ class LocalStorage(Storage):
             os.makedirs(directory, exist_ok=True)
             try:
                 self._write_synced(tmp, data)
-                os.replace(tmp, target)
+                self.place(tmp, relative, replace=True)
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-            self._fsync_dir(directory)
+
+    def place(self, tmp: str, relative: str, *, replace: bool) -> None:
+        """Move the finished, synced temporary file ``tmp`` (a path in the target's directory)
+        to ``relative`` atomically: over an existing file with ``replace``, else only if
+        nothing is there (``FileExistsInStoreError``; ``tmp`` is then left for the caller).
+
+        Hadoop's checksum file of the target goes in the same step. A replace removes it
+        before and again after the rename: a Hadoop reader in between reads the old bytes
+        without a checksum, then the new bytes without one, never new bytes against the old
+        checksum; the second removal takes a checksum a Hadoop writer renamed in meanwhile
+        for the bytes this rename replaced. A create removes a stale one (its file was deleted
+        by something that left it) before the link: Hadoop would refuse the new file."""
+        target = self._abs(relative)
+        _drop_checksum(target)
+        if replace:
+            os.replace(tmp, target)
+            _drop_checksum(target)
+        else:
+            try:
+                os.link(tmp, target)  # atomic: after an error here the target was not created
+            except FileExistsError:
+                raise FileExistsInStoreError(f"{relative} already exists") from None
+        self._fsync_dir(os.path.dirname(target))
 
     def delete(self, relative: str) -> None:
-        with _io_errors(f"deleting {relative}"), suppress(FileNotFoundError):
-            os.unlink(self._abs(relative))
+        # Hadoop's order (ChecksumFileSystem.delete): the checksum first, so a crash between
+        # the two leaves a file without a checksum (read as is), never an orphan checksum that
+        # would make Hadoop refuse a file created later under the same name
+        target = self._abs(relative)
+        with _io_errors(f"deleting {relative}"):
+            _drop_checksum(target)
+            with suppress(FileNotFoundError):
+                os.unlink(target)
 
     def write_new(self, relative: str, data: bytes) -> None:
         # Content synced, directory not: the commit that will name this file fsyncs the log
@@ -285,6 +319,13 @@ class LocalStorage(Storage):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _drop_checksum(path: str) -> None:
+    """Remove Hadoop's checksum file of ``path`` (an absolute local path), if there is one."""
+    directory, name = os.path.split(path)
+    with suppress(FileNotFoundError):
+        os.unlink(os.path.join(directory, hadoop_checksum_name(name)))
 
 
 class FsspecStorage(Storage):

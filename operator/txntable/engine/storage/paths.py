@@ -94,6 +94,23 @@ def multipart_checkpoint_name(version: int, part: int, num_parts: int) -> str:
     return f"{version:020d}.checkpoint.{part:010d}.{num_parts:010d}.parquet"
 
 
+def hadoop_checksum_name(name: str) -> str:
+    """Hadoop's checksum file for the file ``name`` in the same directory: ``.<name>.crc``.
+
+    Hadoop's ``LocalFileSystem`` (a ``ChecksumFileSystem``, what delta-spark and every Spark job
+    write ``file:`` tables with) writes one beside each file it creates: a CRC32 per 512 bytes.
+    Its readers verify a file against it, tolerate a missing one, and refuse a file that no
+    longer matches (``ChecksumException``); they never list one."""
+    return f".{name}.crc"
+
+
+def hadoop_checksummed(name: str) -> str | None:
+    """The file a Hadoop checksum file ``.<name>.crc`` belongs to; ``None`` for other names."""
+    if len(name) > len("..crc") and name.startswith(".") and name.endswith(".crc"):
+        return name[1 : -len(".crc")]
+    return None
+
+
 def listing_prefix(version: int) -> str:
     """The name every log file of ``version`` or later sorts at or after."""
     return f"{version:020d}."
