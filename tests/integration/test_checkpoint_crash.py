@@ -28,6 +28,7 @@ from tests.integration.test_checkpoint_interop import (
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 from txntable.engine.checkpoint.retention import DAY_MS
 from txntable.engine.checkpoint.write import write_checkpoint
+from txntable.engine.read import last_checkpoint
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.base import LocalStorage
 from txntable.engine.testhooks import MARKER_ENV, PAUSE_ENV
@@ -98,7 +99,12 @@ def test_checkpoint_killed(point: str, tmp_path: Path) -> None:
     assert bool(leftovers) == (point == "checkpoint:row-group-written")
     _readable_as_before(root, before)
     result = write_checkpoint(Snapshot.load(storage), part_size=2)
-    assert result.parts is not None and result.hint_written
+    # every part there: the checkpoint is complete and kept, the hint written if it was not
+    assert result.parts is not None
+    assert result.existing == (point in ("checkpoint:before-hint", "checkpoint:after-hint"))
+    assert result.hint_written == (point != "checkpoint:after-hint")
+    hint = last_checkpoint.read(storage)
+    assert hint is not None and (hint.version, hint.parts) == (result.version, result.parts)
     _readable_as_before(root, before)
     _drop_commits_before(root, result.version)
     _readable_as_before(root, before)
@@ -122,6 +128,8 @@ def test_cleanup_killed(point: str, tmp_path: Path) -> None:
     assert done.checkpoint_version == checkpoint.version
     assert not (root / "_delta_log" / f"{0:020d}.json").exists()
     _readable_as_before(root, before)
-    later = write_checkpoint(Snapshot.load(storage))
-    assert later.hint_written
+    later = write_checkpoint(Snapshot.load(storage))  # the same version: kept as it is
+    assert later.existing and later.files == checkpoint.files and not later.hint_written
+    hint = last_checkpoint.read(storage)
+    assert hint is not None and hint.version == checkpoint.version
     _readable_as_before(root, before)

@@ -50,14 +50,16 @@ def run(args: argparse.Namespace) -> int:
         "size": result.size,
         "files": list(result.files),
         "hintWritten": result.hint_written,
+        "existing": result.existing,
         "seconds": round(time.perf_counter() - started, 3),
     }
     if args.json:
         print(json.dumps(doc))
     else:
         kind = f"{result.parts} parts" if result.parts else "single file"
+        there = " (already there: kept)" if result.existing else ""
         print(
-            f"checkpoint at version {result.version}: {result.num_of_add_files} files, "
+            f"checkpoint at version {result.version}{there}: {result.num_of_add_files} files, "
             f"{result.size} actions, {result.size_in_bytes} bytes ({kind}) "
             f"in {doc['seconds']:.2f}s"
         )

@@ -87,7 +87,8 @@ def test_an_os_error_is_one_line_and_exit_1(
     def denied(src: str, dst: str) -> None:
         raise PermissionError(13, "Permission denied", dst)
 
-    monkeypatch.setattr(os, "replace", denied)
+    # the checkpoint's Parquet file is created with a hard link (never over an existing one)
+    monkeypatch.setattr(os, "link", denied)
     assert cli(["checkpoint", str(tmp_path / "t")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: Permission denied (") and err.count("\n") == 1

@@ -4,12 +4,29 @@ Order, so a reader never sees a partial checkpoint: every Parquet file is writte
 name and renamed into place on local disk (a single PUT on object stores, which is atomic), so no
 reader ever sees a truncated file; the parts of a multi-part checkpoint are all written before the
 hint, and readers ignore an incomplete set of parts; the hint is written last, never replacing one
-that names a newer checkpoint. A crash at any step therefore leaves the table exactly as readable as
-before.
+that names this or a newer checkpoint that exists. A crash at any step therefore leaves the table
+exactly as readable as before.
+
+A checkpoint that already exists complete for the version is left alone, whoever wrote it: it
+holds the same state by definition, and replacing it would race the other writer and, on local
+disk, leave Hadoop's checksum file of the old bytes beside the new ones (delta-spark then refuses
+the file, falls back to an older checkpoint or fails). Complete means, per kind
+(``read.segment.complete_checkpoints`` and ``read.checkpoint_read.checkpoint_problem``):
+
+* classic ``v.checkpoint.parquet`` (V1 or V2 inside): a non-empty file that parses as Parquet;
+* multi-part ``v.checkpoint.i.n.parquet``: all ``n`` parts of one ``n``, each non-empty and parsing;
+* V2 ``v.checkpoint.<uuid>.json|parquet``: the non-empty top-level file parsing;
+
+and for every kind exactly one protocol and one metaData action across its files, and every
+sidecar it names present and parsing. Otherwise this writer writes its own files, but still
+replaces none that parses: a file of its own name already there (a part of another writer's set
+at the same part count, finished or in progress) is kept, and files are created only where none
+exists (put-if-absent), so two writers never overwrite each other's parts; a file that does not
+parse is replaced (on local disk with its Hadoop checksum, ``LocalStorage.place``).
 
 Rows are assigned to the parts of a multi-part checkpoint the way Delta Spark does
 (``pmod(hash(coalesce(add.path, remove.path)), numParts)``), so writers racing on the same version
-produce identical parts.
+produce parts holding the same files.
 """
 
 from __future__ import annotations
@@ -32,13 +49,15 @@ from txntable.engine.checkpoint.spark_hash import partition_ids
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.model.features import check_maintainable
 from txntable.engine.read import last_checkpoint
-from txntable.engine.read.segment import complete_checkpoints
+from txntable.engine.read.checkpoint_read import checkpoint_problem, checkpoint_sidecars
+from txntable.engine.read.segment import CheckpointRef, by_preference, complete_checkpoints
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.read.state import TableState
-from txntable.engine.storage.base import LocalStorage, Storage
+from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, LocalStorage, Storage
 from txntable.engine.storage.paths import (
     LAST_CHECKPOINT,
     LOG_DIR,
+    LogFileKind,
     classic_checkpoint_name,
     listing_prefix,
     multipart_checkpoint_name,
@@ -54,7 +73,10 @@ ROW_GROUP_SIZE = 128 * 1024
 
 @dataclass(frozen=True, slots=True)
 class CheckpointResult:
-    """What was written: the fields of ``_last_checkpoint`` plus the file names."""
+    """The checkpoint of the version: the fields of ``_last_checkpoint`` plus the file names.
+
+    ``existing``: it was already there complete and nothing of it was written (its figures are
+    read from its files)."""
 
     version: int
     size: int
@@ -64,6 +86,7 @@ class CheckpointResult:
     files: tuple[str, ...]
     hint_written: bool
     seconds: float
+    existing: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +97,7 @@ class CheckpointResult:
             "numOfAddFiles": self.num_of_add_files,
             "files": list(self.files),
             "hintWritten": self.hint_written,
+            "existing": self.existing,
             "seconds": round(self.seconds, 3),
         }
 
@@ -105,7 +129,7 @@ def _parquet_options() -> dict[str, Any]:
     }
 
 
-def _write_local(storage: LocalStorage, relative: str, table: pa.Table) -> int:
+def _write_local(storage: LocalStorage, relative: str, table: pa.Table, *, replace: bool) -> int:
     target = os.path.join(storage.root_path, relative)
     directory, name = os.path.split(target)
     tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -120,36 +144,37 @@ def _write_local(storage: LocalStorage, relative: str, table: pa.Table) -> int:
         finally:
             os.close(fd)
         size = os.stat(tmp).st_size
-        os.replace(tmp, target)
+        storage.place(tmp, relative, replace=replace)
     finally:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
     return size
 
 
-def write_parquet(storage: Storage, relative: str, table: pa.Table) -> int:
-    """Write a whole Parquet file atomically; returns its size in bytes."""
+def write_parquet(storage: Storage, relative: str, table: pa.Table, *, replace: bool) -> int:
+    """Write a whole Parquet file atomically; returns its size in bytes. Without ``replace``
+    the file is created only if absent (``FileExistsInStoreError`` otherwise) where the store
+    can do that atomically; with it, an existing file is replaced."""
     if isinstance(storage, LocalStorage):
-        return _write_local(storage, relative, table)
+        return _write_local(storage, relative, table, replace=replace)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, row_group_size=ROW_GROUP_SIZE, **_parquet_options())
     data = sink.getvalue().to_pybytes()
-    storage.write(relative, data)  # one PUT: atomic on object stores
+    if replace or not storage.atomic_put_if_absent:
+        storage.write(relative, data)  # one PUT: atomic on object stores
+    else:
+        storage.write_if_absent(relative, data)
     return len(data)
 
 
 def write_hint(storage: Storage, fields: dict[str, Any]) -> bool:
-    """Write ``_last_checkpoint`` unless it already names a newer checkpoint that exists.
+    """Write ``_last_checkpoint`` unless it already names this or a newer checkpoint that
+    exists (a hint another writer wrote for this very checkpoint is theirs to keep).
 
     A hint naming a version the log does not hold as a complete checkpoint (beyond the log, or
     cleaned up) is repaired: our reader copes with it, other engines fail on it."""
     current = last_checkpoint.read(storage)
-    if current is not None and current.version > int(fields["version"]):
+    if current is not None and current.version >= int(fields["version"]):
         if _complete_checkpoint_at(storage, current.version):
             return False
         log.warning(
@@ -168,6 +193,26 @@ def _complete_checkpoint_at(storage: Storage, version: int) -> bool:
     return any(c.version == version for c in complete_checkpoints(listed))
 
 
+def existing_checkpoint(
+    storage: Storage, listed: list[FileInfo], version: int
+) -> CheckpointRef | None:
+    """The complete checkpoint at ``version`` in a listing of the log, if one is there and
+    whole (module docstring), the one a reader prefers first."""
+    here = [c for c in complete_checkpoints(listed) if c.version == version]
+    for ref in by_preference(here):
+        problem = checkpoint_problem(storage, ref)
+        if problem is None:
+            return ref
+        log.warning(
+            "the checkpoint at version %d of %s (%s) is not whole: %s",
+            version,
+            storage.root_uri,
+            ", ".join(f.name for f in ref.files),
+            problem,
+        )
+    return None
+
+
 def write_checkpoint_state(
     storage: Storage,
     state: TableState,
@@ -175,18 +220,24 @@ def write_checkpoint_state(
     part_size: int | None = None,
     now_ms: int | None = None,
 ) -> CheckpointResult:
-    """Write the checkpoint of ``state`` (a table at exactly ``state.version``)."""
+    """Write the checkpoint of ``state`` (a table at exactly ``state.version``), or keep the
+    complete one already there (module docstring)."""
     started = time.perf_counter()
     # a checkpoint changes no row: it needs every feature of the version it holds known, not
     # writable (a checkpoint of a version before a dropped feature's protected checkpoint is
     # checked against that version's own protocol, as checkpointProtection asks)
     check_maintainable(state.protocol, "checkpoint")
+    listed = storage.list_log(listing_prefix(state.version))
+    existing = existing_checkpoint(storage, listed, state.version)
+    if existing is not None:
+        return _keep(storage, state, existing, started)
+    present = {f.name: f for f in listed}
     now = int(time.time() * 1000) if now_ms is None else now_ms
     table, num_adds = build_checkpoint(state, now)
     file_rows = num_adds + (table.num_rows - table.column("remove").null_count)
     num_parts = 1 if uses_v2_spec(state) else num_parts_for(file_rows, part_size)
     names: list[str] = []
-    total = 0
+    rows = total = 0
     pause_point("checkpoint:before-parts")
     for index, part in enumerate(split_parts(table, num_parts), start=1):
         name = (
@@ -194,10 +245,12 @@ def write_checkpoint_state(
             if num_parts == 1
             else multipart_checkpoint_name(state.version, index, num_parts)
         )
-        total += write_parquet(storage, f"{LOG_DIR}/{name}", part)
+        part_rows, size = _write_part(storage, name, part, present.get(name))
+        rows += part_rows
+        total += size
         names.append(name)
         pause_point(f"checkpoint:part-written:{index}")
-    fields: dict[str, Any] = {"version": state.version, "size": table.num_rows}
+    fields: dict[str, Any] = {"version": state.version, "size": rows}
     if num_parts > 1:
         fields["parts"] = num_parts
     fields["sizeInBytes"] = total
@@ -207,13 +260,94 @@ def write_checkpoint_state(
     pause_point("checkpoint:after-hint")
     return CheckpointResult(
         version=state.version,
-        size=table.num_rows,
+        size=rows,
         parts=num_parts if num_parts > 1 else None,
         size_in_bytes=total,
         num_of_add_files=num_adds,
         files=tuple(names),
         hint_written=written,
         seconds=time.perf_counter() - started,
+    )
+
+
+def _write_part(
+    storage: Storage, name: str, part: pa.Table, listed: FileInfo | None
+) -> tuple[int, int]:
+    """Write one file of the checkpoint unless a file of that name that parses is there
+    already (another writer's, kept); ``(rows, bytes)`` of the file in place."""
+    relative = f"{LOG_DIR}/{name}"
+    if listed is not None:
+        rows = _parquet_rows(storage, relative)
+        if rows is not None:
+            log.info("%s of %s is there already: kept", name, storage.root_uri)
+            return rows, listed.size
+        log.warning("%s of %s does not parse: replacing it", name, storage.root_uri)
+    try:
+        return part.num_rows, write_parquet(storage, relative, part, replace=listed is not None)
+    except FileExistsInStoreError:
+        pass  # another writer created it since the listing
+    rows = _parquet_rows(storage, relative)
+    created = next((f for f in storage.list_log(name) if f.name == name), None)
+    if rows is not None and created is not None:
+        return rows, created.size
+    return part.num_rows, write_parquet(storage, relative, part, replace=True)
+
+
+def _parquet_rows(storage: Storage, relative: str) -> int | None:
+    """The row count in a Parquet file's footer; ``None`` when it is missing or does not parse."""
+    try:
+        source = storage.open_input(relative)
+    except FileNotFoundError:
+        return None
+    try:
+        return int(pq.ParquetFile(source).metadata.num_rows)
+    except (OSError, pa.ArrowInvalid):
+        return None
+    finally:
+        if not isinstance(source, str):
+            source.close()
+
+
+def _keep(
+    storage: Storage, state: TableState, ref: CheckpointRef, started: float
+) -> CheckpointResult:
+    """The result for a complete checkpoint already there: its figures, and the hint written
+    for it if the hint names an older one."""
+    rows = 0
+    for info in ref.files:
+        relative = f"{LOG_DIR}/{info.name}"
+        if info.name.endswith(".json"):
+            rows += sum(1 for line in storage.read(relative).splitlines() if line.strip())
+        else:
+            rows += _parquet_rows(storage, relative) or 0
+    rows += sum(
+        _parquet_rows(storage, sidecar) or 0 for sidecar in checkpoint_sidecars(storage, ref)
+    )
+    parts = len(ref.files) if ref.kind is LogFileKind.CHECKPOINT_MULTIPART else None
+    size = sum(f.size for f in ref.files)
+    num_adds = int(state.files.num_rows)
+    fields: dict[str, Any] = {"version": ref.version, "size": rows}
+    if parts is not None:
+        fields["parts"] = parts
+    fields["sizeInBytes"] = size
+    fields["numOfAddFiles"] = num_adds
+    log.info(
+        "the checkpoint at version %d of %s is there already (%s): kept",
+        ref.version,
+        storage.root_uri,
+        ", ".join(f.name for f in ref.files),
+    )
+    written = write_hint(storage, fields)
+    return CheckpointResult(
+        version=ref.version,
+        size=rows,
+        parts=parts,
+        size_in_bytes=size,
+        num_of_add_files=num_adds,
+        files=tuple(f.name for f in ref.files),
+        hint_written=written,
+        seconds=time.perf_counter() - started,
+        existing=True,
     )
 
 

@@ -90,14 +90,21 @@ _KIND_ORDER = {
 }
 
 
+def _preference(c: CheckpointRef) -> tuple[int, int, int, str]:
+    # Spark's tie-break at one version: classic < multi-part (more parts wins) < V2 (by name).
+    return (c.version, _KIND_ORDER[c.kind], len(c.files), c.files[0].name)
+
+
+def by_preference(checkpoints: list[CheckpointRef]) -> list[CheckpointRef]:
+    """Checkpoints in the order a reader prefers them: newest version first, and at one
+    version the one Spark picks first."""
+    return sorted(checkpoints, key=_preference, reverse=True)
+
+
 def _newest_checkpoint(checkpoints: list[CheckpointRef]) -> CheckpointRef | None:
     if not checkpoints:
         return None
-    # Spark's tie-break at one version: classic < multi-part (more parts wins) < V2 (by name).
-    return max(
-        checkpoints,
-        key=lambda c: (c.version, _KIND_ORDER[c.kind], len(c.files), c.files[0].name),
-    )
+    return max(checkpoints, key=_preference)
 
 
 def build_segment(
