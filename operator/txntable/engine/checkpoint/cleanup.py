@@ -8,6 +8,10 @@ than the cutoff becomes the cutoff checkpoint; only files of versions strictly b
 (commits, their ``.crc``, older checkpoints of every kind), plus compaction files starting at or
 below it and sidecars no remaining checkpoint references that are older than a day. The cutoff
 checkpoint and its commit stay, so every version from it on is still reconstructable.
+On local disk each file goes with Hadoop's checksum file ``.<name>.crc`` (``LocalStorage.delete``),
+as Hadoop's own deletes take it; checksum files of log files below the cutoff checkpoint that are
+gone already (left by a cleanup that did not take them) go too: Hadoop would refuse a file
+created again under that name.
 Deletion runs in ascending version order: a crash at any point leaves a suffix of the log that
 the cutoff checkpoint still covers. Every feature of the table must be one whose rules this
 engine knows (``features.check_maintainable``). Tables with the ``checkpointProtection`` writer
@@ -44,6 +48,7 @@ from txntable.engine.storage.paths import (
     SIDECAR_DIR,
     LogFileKind,
     LogFileName,
+    hadoop_checksummed,
     parse_log_name,
 )
 from txntable.engine.testhooks import pause_point
@@ -137,6 +142,12 @@ def plan_log_cleanup(
             doomed.append((parsed.version, order, parsed.name))
         elif parsed.is_checkpoint:
             kept_checkpoints.append(parsed)
+    listed = {info.name for info in listing}
+    for info in listing:
+        owner = hadoop_checksummed(info.name)
+        parsed_owner = parse_log_name(owner) if owner else None
+        if parsed_owner and parsed_owner.version < keep_from and owner not in listed:
+            doomed.append((parsed_owner.version, 3, info.name))  # an orphan: its file is gone
     doomed.sort()
     return _Plan(keep_from, [name for _, _, name in doomed], kept_checkpoints)
 

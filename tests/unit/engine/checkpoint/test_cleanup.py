@@ -299,3 +299,39 @@ def test_hook_through_real_commits(tmp_path: Path) -> None:
         storage.delete(f"_delta_log/{v:020d}.json")
     again = Snapshot.load(storage)
     assert (again.version, again.num_files) == (7, 4 + 7)
+
+
+def test_each_deleted_file_takes_hadoops_checksum_file_and_orphans_below_go(
+    tmp_path: Path,
+) -> None:
+    """delta-spark leaves ``.<name>.crc`` beside every log file it writes; cleanup used to
+    delete the files and leave those (87 beside 9 commits after one race, issue 33). They go
+    with their files now, and so do those a cleanup left before, below the cutoff checkpoint;
+    the checksums of what stays are kept."""
+    root = _aged_table(tmp_path, commits=9)
+    storage = LocalStorage(str(root))
+    write_checkpoint(Snapshot.load(storage, 2), now_ms=NOW)
+    write_checkpoint(Snapshot.load(storage, 5), now_ms=NOW)
+    log = root / "_delta_log"
+    for f in list(log.iterdir()):
+        (log / f".{f.name}.crc").write_bytes(b"crc\0")
+    (log / f"{0:020d}.json").unlink()  # as a cleanup that left its checksum did
+    (log / f".{0:020d}.checkpoint.parquet.crc").write_bytes(b"crc\0")  # long gone
+    (log / f".{7:020d}.checkpoint.parquet.crc").write_bytes(b"crc\0")  # above: not ours
+    _age(root, CUTOFF - DAY)
+
+    done = cleanup_expired_logs(Snapshot.load(storage), now_ms=NOW)
+
+    assert done.checkpoint_version == 5
+    left = sorted(f.name for f in log.iterdir())
+    kept = [f"{v:020d}.json" for v in range(5, 9)] + [f"{5:020d}.checkpoint.parquet"]
+    kept.append("_last_checkpoint")
+    assert left == sorted(
+        [*kept, *(f".{n}.crc" for n in kept), f".{7:020d}.checkpoint.parquet.crc"]
+    )
+    assert set(done.deleted) == {
+        *(f"_delta_log/{v:020d}.json" for v in range(1, 5)),
+        f"_delta_log/{2:020d}.checkpoint.parquet",
+        f"_delta_log/.{0:020d}.json.crc",
+        f"_delta_log/.{0:020d}.checkpoint.parquet.crc",
+    }
