@@ -10,6 +10,8 @@ Hierarchy::
     ├── CorruptLogError              the log cannot be replayed as the protocol requires
     │   ├── VersionGapError          commits after the checkpoint are not contiguous
     │   ├── TruncatedLogError        the first needed commit (or checkpoint) is gone
+    │   ├── LogFileGoneError         a log file the listing named was deleted before it was
+    │   │                            read (log cleanup ran meanwhile): list again
     │   └── InvalidActionError       a commit line or checkpoint row is not a valid action
     ├── VersionNotFoundError         time travel to a version/timestamp the log does not hold
     ├── IcebergMetadataError         UniForm's Iceberg metadata cannot be read, so VACUUM cannot
@@ -97,6 +99,11 @@ class VersionGapError(CorruptLogError):
 
 class TruncatedLogError(CorruptLogError):
     """The log lacks the commit or checkpoint needed to start replay."""
+
+
+class LogFileGoneError(CorruptLogError):
+    """A commit or checkpoint file the listing named was gone when it was read: log cleanup
+    deleted it in between. A fresh listing finds the newer checkpoint that replaced it."""
 
 
 class InvalidActionError(CorruptLogError):

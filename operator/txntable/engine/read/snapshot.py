@@ -18,7 +18,13 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.errors import CorruptLogError, EngineError, VersionGapError
+from txntable.engine.errors import (
+    CorruptLogError,
+    EngineError,
+    LogFileGoneError,
+    TruncatedLogError,
+    VersionGapError,
+)
 from txntable.engine.model.actions import (
     Action,
     AddFile,
@@ -46,11 +52,16 @@ from txntable.engine.read.segment import (
 from txntable.engine.read.state import TableState, fold
 from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.paths import LOG_DIR, commit_name, decode_path, has_scheme
+from txntable.engine.testhooks import pause_point
 
 log = logging.getLogger(__name__)
 
 _PARALLEL_READS = 16
 _REFRESH_REPLAY_LIMIT = 100
+#: fresh listings a load takes when log cleanup deleted what the previous listing named; each
+#: finds the newer checkpoint cleanup keeps, so one is usually enough, and a log that really
+#: has a gap fails after these few listings
+RELISTS_AFTER_CLEANUP = 4
 
 
 def read_commits(storage: Storage, commits: Sequence[Commit]) -> list[tuple[int, list[Action]]]:
@@ -62,8 +73,8 @@ def read_commits(storage: Storage, commits: Sequence[Commit]) -> list[tuple[int,
         try:
             return storage.read_log(commit.file.name)
         except FileNotFoundError as exc:
-            raise CorruptLogError(
-                f"commit {commit.file.name} vanished while reading the log"
+            raise LogFileGoneError(
+                f"commit {commit.file.name} of {storage.root_uri} vanished while reading the log"
             ) from exc
 
     def parse(commit: Commit, data: bytes) -> tuple[int, list[Action]]:
@@ -106,24 +117,41 @@ class Snapshot:
         readers that never look at them (the controller's ``TableSummary``): less than half the
         memory. Such a snapshot says so in ``has_stats`` and must not be written from.
 
-        A checkpoint file that vanished after the listing (log cleanup replaced it) costs one
-        fresh listing; a checkpoint that cannot be read (truncated, corrupt) is passed over for
+        A load that loses a race with log cleanup lists again, up to ``RELISTS_AFTER_CLEANUP``
+        times, then fails with the last error: cleanup deleted a commit or checkpoint file the
+        listing named before it was read, or deleted files while the listing was taken (a
+        listing is no snapshot of the directory: it then shows a gap in the commits, or commits
+        without the checkpoint they start from). The fresh listing finds the newer checkpoint
+        cleanup keeps. A checkpoint that cannot be read (truncated, corrupt) is passed over for
         an older one when the commits after that one are all there, as Delta Spark does."""
+        relists = 0
+        while True:
+            try:
+                return cls._load_listed(storage, version, stats)
+            except (LogFileGoneError, VersionGapError, TruncatedLogError) as exc:
+                if relists >= RELISTS_AFTER_CLEANUP:
+                    raise
+                relists += 1
+                log.info(
+                    "loading %s lost a race with log cleanup (%s): listing the log again",
+                    storage.root_uri,
+                    exc,
+                )
+
+    @classmethod
+    def _load_listed(cls, storage: Storage, version: int | None, stats: bool) -> Snapshot:
+        """One listing and the reads of what it named."""
         segment = build_segment(storage, version)
-        relisted = False
+        pause_point("snapshot:listed")
         while True:
             try:
                 base = cls._read_base(storage, segment, stats)
             except FileNotFoundError as exc:
                 assert segment.checkpoint is not None
-                if relisted:
-                    raise CorruptLogError(
-                        f"the checkpoint at version {segment.checkpoint.version} of "
-                        f"{storage.root_uri} needs a file that does not exist: {exc}"
-                    ) from exc
-                relisted = True
-                segment = build_segment(storage, version)
-                continue
+                raise LogFileGoneError(
+                    f"the checkpoint at version {segment.checkpoint.version} of "
+                    f"{storage.root_uri} needs a file that does not exist: {exc}"
+                ) from exc
             except CorruptLogError as exc:
                 if segment.checkpoint is None:
                     raise
@@ -206,7 +234,10 @@ class Snapshot:
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
             return Snapshot.load(self._storage)  # a newer checkpoint is cheaper than replay
-        parsed = read_commits(self._storage, commits)
+        try:
+            parsed = read_commits(self._storage, commits)
+        except LogFileGoneError:
+            return Snapshot.load(self._storage)  # cleanup deleted commits after the listing
         state = fold(self._state, parsed, commits[-1].version)
         assert state is not None  # the base already had protocol and metadata
         timestamp = _commit_timestamp(state, parsed[-1][1], commits[-1].file.mtime_ms)

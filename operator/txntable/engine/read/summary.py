@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txntable.engine.errors import VersionGapError
+from txntable.engine.errors import LogFileGoneError, VersionGapError
 from txntable.engine.model.actions import CommitInfo, Metadata, Protocol
 from txntable.engine.model.features import check_readable
 from txntable.engine.model.schema import parse_schema
@@ -132,7 +132,10 @@ class TableSummary:
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
             return load(storage)  # a newer checkpoint is cheaper than replay
-        parsed = read_commits(storage, commits)
+        try:
+            parsed = read_commits(storage, commits)
+        except LogFileGoneError:
+            return load(storage)  # cleanup deleted commits after the listing
         folded = ActionFold(self.protocol, self.metadata)
         for _, actions in parsed:
             folded.apply(actions)
