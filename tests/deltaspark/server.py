@@ -178,6 +178,55 @@ class Server:
             )
         }
 
+    def op_log_segment(self, path: str) -> dict[str, Any]:
+        """The version delta-spark loads the table at and the checkpoint it starts from (-1:
+        none), loaded afresh (its cache of every table's log is dropped first: a cached snapshot
+        hides a checkpoint it could no longer read). A checkpoint it cannot read makes it start
+        from an older one without a word."""
+        jvm = self.spark.sparkContext._jvm
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog
+        delta_log.clearCache()
+        log = delta_log.forTable(self.spark._jsparkSession, path)
+        snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        return {
+            "version": int(snapshot.version()),
+            "checkpointVersion": int(snapshot.logSegment().checkpointProvider().version()),
+        }
+
+    def op_hadoop_read(self, path: str, recursive: bool = True) -> dict[str, Any]:
+        """Read every file under ``path`` in full through Hadoop's ``LocalFileSystem``, the
+        checksummed file system delta-spark reads ``file:`` tables with: it verifies each file
+        against its ``.<name>.crc`` (a missing one is tolerated, a wrong one is a
+        ``ChecksumException``), and lists no ``.crc`` file itself. ``{"files", "bytes",
+        "errors": {path relative to ``path``: "JavaClass: message"}}``."""
+        jvm = self.spark.sparkContext._jvm
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+        root = fs.makeQualified(jvm.org.apache.hadoop.fs.Path(path))
+        prefix = str(root.toUri().getPath()).rstrip("/") + "/"
+        sink = jvm.java.io.OutputStream.nullOutputStream()
+        files, total, errors = 0, 0, {}
+        listing = fs.listFiles(root, recursive)
+        while listing.hasNext():
+            file_path = listing.next().getPath()
+            name = str(file_path.toUri().getPath())
+            name = name[len(prefix) :] if name.startswith(prefix) else name
+            files += 1
+            try:
+                stream = fs.open(file_path)
+                try:
+                    total += int(stream.transferTo(sink))
+                finally:
+                    stream.close()
+            except Exception as exc:  # py4j's Java error: its class and message
+                java = getattr(exc, "java_exception", None)
+                errors[name] = (
+                    f"{java.getClass().getName()}: {java.getMessage()}"
+                    if java is not None
+                    else f"{type(exc).__name__}: {exc}"
+                )[:1000]
+        return {"files": files, "bytes": total, "errors": errors}
+
     def op_register_gate(self) -> dict[str, Any]:
         """Register the SQL function ``txn_gate(dir, column)`` (``_gate``): a statement that
         calls it blocks, inside its transaction, until the test opens the gate. The column is

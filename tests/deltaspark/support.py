@@ -181,6 +181,24 @@ class LogGuard:
             assert after[name] == data, f"{step}: rewrote {name}"
 
 
+def hadoop_refusals(ds: DeltaSpark, path: Path) -> dict[str, str]:
+    """The files under ``path`` (a table's ``_delta_log``, or the whole table) that Hadoop's
+    ``LocalFileSystem`` refuses to read in delta-spark's JVM, with the reason (a checksum file
+    that no longer matches: ``ChecksumException``). Asserts it read something."""
+    got = ds.call("hadoop_read", path=str(path))
+    assert got["files"] > 0, f"Hadoop found no file under {path}"
+    errors: dict[str, str] = got["errors"]
+    return errors
+
+
+def checksum_files(path: Path) -> tuple[list[str], list[str]]:
+    """Hadoop's checksum files ``.<name>.crc`` under ``path``, and those whose file is gone
+    (orphans: Hadoop deletes a file's checksum with it), relative to ``path``."""
+    found = sorted(str(p.relative_to(path)) for p in path.rglob(".*.crc") if p.is_file())
+    orphans = [c for c in found if not (path / c).with_name(Path(c).name[1:-4]).exists()]
+    return found, orphans
+
+
 def age_log(path: Path, days: float) -> None:
     """Move the log's modification times ``days`` back, keeping their order (version ``v`` gets
     ``v`` seconds more), so log cleanup, which keeps whole days, has something to expire."""
