@@ -17,11 +17,17 @@ Then, at once:
   ours (``txntable optimize|checkpoint|vacuum``) or, for the reference, delta-spark's own
   (``OPTIMIZE``, ``DeltaLog.checkpoint``, ``VACUUM ... RETAIN 1 HOURS``).
 
-Then the checks: every acknowledged row is there with the value its last acknowledged operation
-gave it, no deleted row is back, no row is there twice, every acknowledged streaming batch is
-there; every retained version is read by deltalake, and delta-spark reads the latest and the
-versions around the maintainer's commits (``full_reads``: every version) with the same rows as
-deltalake. Conflicts are counted per (loser, winner operation, exception) pair.
+With ``checkpoint_interval`` delta-spark checkpoints the table on its own every that many
+commits, racing our checkpoints at the same versions (issue 33 used 3).
+
+Then the checks: Hadoop's ``LocalFileSystem`` in delta-spark's JVM reads every file of the table
+(a checksum file ``.<name>.crc`` that no longer matches its file makes it refuse the file) and no
+checksum file is left without its file; every acknowledged row is there with the value its last
+acknowledged operation gave it, no deleted row is back, no row is there twice, every
+acknowledged streaming batch is there; every retained version is read by deltalake, and
+delta-spark reads the latest and the versions around the maintainer's commits (``full_reads``:
+every version) with the same rows as deltalake. Conflicts are counted per (loser, winner
+operation, exception) pair.
 
 Conflicts must follow the rules Delta gives for each pair (``rule_breaches``), in the rounds of
 both maintainers: the reference rounds show the rules are Delta's, not ours.
@@ -50,7 +56,13 @@ from typing import Any
 
 from tests import oracle_read
 from tests.deltaspark.client import DeltaSpark, DeltaSparkError
-from tests.deltaspark.support import age_log, retained_versions, txntable
+from tests.deltaspark.support import (
+    age_log,
+    checksum_files,
+    hadoop_refusals,
+    retained_versions,
+    txntable,
+)
 from txntable.engine.table import Table
 
 SEED_RANGES = {"delete": 1_000, "update": 2_000, "merge": 3_000}
@@ -93,6 +105,10 @@ class RoundResult:
     #: the first exception message of each conflict pair, to tell why when the winner is unnamed
     conflict_messages: dict[str, str] = field(default_factory=dict)
     maintenance: list[dict[str, Any]] = field(default_factory=list)
+    #: files of the table Hadoop refused to read after the round, with why
+    hadoop_refused: dict[str, str] = field(default_factory=dict)
+    #: checksum files left without their file
+    orphan_checksums: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -122,6 +138,7 @@ class Round:
         *,
         ops: int = 3,
         full_reads: bool = False,
+        checkpoint_interval: int | None = None,
     ) -> None:
         assert maintainer in ("ours", "delta-spark")
         self.ds = ds
@@ -131,6 +148,7 @@ class Round:
         self.maintainer = maintainer
         self.ops = ops
         self.full_reads = full_reads
+        self.checkpoint_interval = checkpoint_interval
         self.model = _Model()
         self.result = RoundResult(seed, maintainer)
         self.maintenance_versions: list[int] = []
@@ -138,9 +156,12 @@ class Round:
 
     # -- set-up ---------------------------------------------------------------------------
     def setup(self) -> None:
+        props = "'delta.enableDeletionVectors' = 'true'"
+        if self.checkpoint_interval is not None:
+            props += f", 'delta.checkpointInterval' = '{int(self.checkpoint_interval)}'"
         self.ds.sql(
             f"CREATE TABLE {self.ref} (id BIGINT, src STRING, val BIGINT, grp STRING) USING delta "
-            "PARTITIONED BY (grp) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+            f"PARTITIONED BY (grp) TBLPROPERTIES ({props})"
         )
         for grp, start in SEED_RANGES.items():
             rows = [(start + k, "seed", 0) for k in range(SEED_ROWS)]
@@ -332,6 +353,15 @@ class Round:
     # -- the checks -----------------------------------------------------------------------------
     def check(self, batches: list[dict[str, Any]]) -> None:
         problems = self.result.problems
+        self.result.hadoop_refused = hadoop_refusals(self.ds, self.path)
+        self.result.orphan_checksums = checksum_files(self.path)[1]
+        if self.result.hadoop_refused:
+            problems.append(f"Hadoop refuses to read {self.result.hadoop_refused}")
+        if self.result.orphan_checksums:
+            problems.append(
+                f"{len(self.result.orphan_checksums)} checksum files without their file: "
+                f"{self.result.orphan_checksums[:10]}"
+            )
         got = self.ds.read(self.path, want_rows=True)
         ids = Counter(r["id"] for r in got["rows"])
         twice = sorted(k for k, n in ids.items() if n > 1)
@@ -448,6 +478,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=4, help="operations per writer and round")
     parser.add_argument("--root", type=Path, default=Path("/tmp/txntable-deltaspark-race"))
     parser.add_argument("--json", type=Path, help="write the rounds' results here")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=None,
+        help="delta-spark checkpoints every N commits on its own (default: its 10)",
+    )
     args = parser.parse_args(argv)
     import shutil
 
@@ -457,7 +493,15 @@ def main(argv: list[str] | None = None) -> int:
     with DeltaSpark(log_dir=args.root / "deltaspark") as ds:
         for seed in (int(s) for s in args.seeds.split(",")):
             for maintainer in ("ours", "delta-spark"):
-                r = Round(ds, args.root, seed, maintainer, ops=args.ops, full_reads=True).run()
+                r = Round(
+                    ds,
+                    args.root,
+                    seed,
+                    maintainer,
+                    ops=args.ops,
+                    full_reads=True,
+                    checkpoint_interval=args.checkpoint_interval,
+                ).run()
                 print(json.dumps(r.to_json()), flush=True)
                 results.append(r)
     print(summarize(results))
