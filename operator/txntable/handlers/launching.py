@@ -254,7 +254,8 @@ class Launching:
             )
         seconds = time.monotonic() - started
         self._finished(table, RunOutcome.SUCCEEDED, seconds)
-        message = f"checkpoint at version {result.version} in {seconds:.2f}s{cleanup_note}"
+        kept = " (already there: kept)" if result.existing else ""
+        message = f"checkpoint at version {result.version}{kept} in {seconds:.2f}s{cleanup_note}"
         events.append(Event("Normal", EventReason.RUN_SUCCEEDED, message))
         return RunRecord(
             run_name=name,
