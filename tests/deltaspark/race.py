@@ -290,7 +290,8 @@ class Round:
             }
         if step == "checkpoint":
             self.maintenance_versions.append(int(doc["version"]))
-        return {k: doc.get(k) for k in ("version", "numDeleted", "parts") if k in doc}
+        # existing: our checkpoint found delta-spark's at that version and kept it
+        return {k: doc.get(k) for k in ("version", "numDeleted", "parts", "existing") if k in doc}
 
     def _theirs(self, step: str) -> dict[str, Any]:
         try:
