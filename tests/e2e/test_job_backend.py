@@ -13,6 +13,7 @@ import datetime as dt
 import re
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tests.e2e import lake
@@ -126,3 +127,70 @@ def test_a_compaction_policy_makes_one_job_whose_executors_meet_the_driver(
     )
     timeline.mark("pods gone")
     figures("OPTIMIZE timeline (s)", str(timeline))
+
+
+def test_a_checkpoint_policy_makes_a_spark_checkpoint_run(
+    kube: Kube, store: Store, operator: Install, delta_spark: Any, figures: Any
+) -> None:
+    uri = lake.fragment(store, BUCKET, "checkpointed")
+    before = lake.read_rows(store, uri)
+    kube.apply(
+        lake.custom("CheckpointPolicy", TABLES, "spark-checkpoints", {
+            "tableSelector": {"matchLabels": {"e2e": "checkpointed"}},
+            "commitInterval": 5, "mode": "Spark", "spark": SPARK,
+        }),
+    )  # fmt: skip
+    table = _table(store, "checkpointed", uri)
+    table["metadata"]["labels"] = {"e2e": "checkpointed"}
+    kube.apply(table)
+    (job,) = wait_until(
+        "the checkpoint Job", lambda: lake.runs_of(kube, TABLES, "checkpointed"), 300
+    )
+    run = job["metadata"]["name"]
+    assert job["metadata"]["labels"]["txntable.io/kind"] == "checkpoint"
+    record = lake.wait_recorded(kube, TABLES, "checkpointed", run, "lastCheckpoint")
+    assert record["outcome"] == "Succeeded", record
+    keys = store.keys(BUCKET, "checkpointed/_delta_log/")
+    assert "checkpointed/_delta_log/00000000000000000012.checkpoint.parquet" in keys, keys
+    after = lake.read_rows(store, uri)
+    assert (after["version"], after["rows"], after["digest"]) == (
+        before["version"], before["rows"], before["digest"],
+    )  # fmt: skip
+    assert lake.read_with_deltaspark(delta_spark, store, uri)["count"] == before["rows"]
+    figures("checkpoint run", f"{run}: {record.get('message')}")
+
+
+def test_a_vacuum_run_deletes_what_no_version_reads(
+    kube: Kube, store: Store, operator: Install, figures: Any
+) -> None:
+    """A table with nothing to compact and a removed file older than its retention (1 second
+    here, the table's own delta.deletedFileRetentionDuration) gets a VACUUM-only run."""
+    uri = f"s3://{BUCKET}/vacuumed"
+    schema = pa.schema([("id", pa.int64()), ("part", pa.string())])
+    table = Table.create(
+        uri, schema, partition_by=["part"],
+        properties={"delta.deletedFileRetentionDuration": "interval 1 second"},
+        storage_options=store.options(),
+    )  # fmt: skip
+    table.append(pa.table({"id": [1, 2, 3, 4], "part": ["a", "b", "a", "b"]}))
+    table.delete("part = 'a'")
+    before = lake.read_rows(store, uri)
+    removed = [k for k in store.keys(BUCKET, "vacuumed/part=a/") if k.endswith(".parquet")]
+    assert len(removed) == 1, removed
+    kube.apply(
+        lake.custom("CompactionPolicy", TABLES, "vacuum-only", {
+            "triggers": {"smallFiles": 50, "cooldown": "1h"},
+            "vacuum": {"enabled": True, "interval": "1s"},
+            "spark": SPARK,
+        }),
+        _table(store, "vacuumed", uri, compactionPolicyRef={"name": "vacuum-only"}),
+    )  # fmt: skip
+    (job,) = wait_until("the VACUUM Job", lambda: lake.runs_of(kube, TABLES, "vacuumed"), 300)
+    run = job["metadata"]["name"]
+    assert job["metadata"]["labels"]["txntable.io/kind"] == "vacuum"
+    record = lake.wait_recorded(kube, TABLES, "vacuumed", run, "lastVacuum")
+    assert record["outcome"] == "Succeeded", record
+    assert removed[0] not in store.keys(BUCKET, "vacuumed/")
+    after = lake.read_rows(store, uri)
+    assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
+    figures("VACUUM run", f"{run}: {record.get('message')}")
