@@ -17,6 +17,7 @@ restricted Pod Security level, as a careful platform team's namespaces do.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,16 +41,34 @@ def _require_opt_in(request: pytest.FixtureRequest) -> None:
         pytest.skip(REASON)
 
 
+#: seconds one e2e test may take (Spark runs in pods on two cores; the suite's default is 600)
+E2E_TIMEOUT = 1800
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The cluster; a SIGTERM to the test process stops it as Ctrl-C does (pytest's teardown
+    runs), so a killed run leaves no etcd, API server, kubelet or pod behind."""
     from tests.node.cluster import RealCluster
 
     logdir = tmp_path_factory.mktemp("real-cluster-logs")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     cluster = RealCluster.start(logdir)
     try:
         yield cluster
     finally:
         cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import signal
 import sys
@@ -27,6 +28,24 @@ from tests.controlplane.plane import ControlPlane
 from tests.node import binaries
 from tests.node.images import images_dir
 from tests.node.node import Node, NodeIdentity
+
+#: the prefix of a real cluster's work directory (its etcd and API server name it)
+WORKDIR_PREFIX = "txntable-realcluster-"
+
+
+def stop_leftover_planes() -> None:
+    """SIGKILL the etcd and API server of a real cluster whose owner was killed before it could
+    stop them (there is one real node per machine, so any such plane is a leftover)."""
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            cmdline = (pid_dir / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if f"/{WORKDIR_PREFIX}" in cmdline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid_dir.name), signal.SIGKILL)
 
 
 def image_archives() -> list[Path]:
@@ -53,8 +72,9 @@ class RealCluster:
         for tools in binaries.NODE_TOOLS:
             tools.find()
         archives = image_archives()
+        stop_leftover_planes()
         identity = NodeIdentity.here()
-        workdir = Path(tempfile.mkdtemp(prefix="txntable-realcluster-"))
+        workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         plane = ControlPlane.start(
             controlplane_binaries.find(), workdir / "plane", logdir, node=identity.access()
         )

@@ -9,7 +9,6 @@ through its own file validator, so a flag, value or path that stops working fail
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -20,30 +19,12 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 
 from tests.chart_docs import REPO
+from tests.docblocks import blocks, commands
 from tests.unit.chart_support import chart_copy
 
 DOC = REPO / "docs" / "install.md"
 MARKERS = ("# needs a cluster", "# needs docker")
 CHART_ARG = "charts/txntable-operator"
-
-
-def blocks(text: str) -> list[str]:
-    return re.findall(r"```(?:sh|bash|shell|console)\n(.*?)```", text, flags=re.S)
-
-
-def commands(block: str) -> list[str]:
-    """Logical command lines: continuations joined, comments and blanks dropped."""
-    out, current = [], ""
-    for line in block.splitlines():
-        if line.strip().startswith("#") or not line.strip():
-            continue
-        if line.rstrip().endswith("\\"):
-            current += line.rstrip()[:-1] + " "
-            continue
-        out.append((current + line).strip())
-        current = ""
-    assert not current, "dangling line continuation"
-    return out
 
 
 class Shell:
