@@ -239,3 +239,20 @@ def test_spark_checkpoint_and_vacuum_on_azure(
     names = {f.name for f in table.storage.list_tree()}
     assert not names & set(process.files) and {"p=a/_tmp/x.parquet", "_hidden/y"} <= names
     assert oracle_read.read(uri)["rows"] == 2
+
+
+def test_a_data_files_footer_is_read_from_its_last_bytes(blob_url: str) -> None:
+    """Issue 33.3: OPTIMIZE counts the rows of a file without ``numRecords`` from its footer: the
+    blob's size, then its last bytes only (Blob storage has no suffix range)."""
+    from txntable.engine.read.data_files import read_footer
+
+    _uri, table = _new_table(blob_url)
+    table.append(_batch(list(range(500))))
+    add = next(table.snapshot().add_actions())
+    storage = table.storage
+    whole = storage.read(add.path)
+    assert storage.read_tail(add.path, 8) == whole[-8:] and whole.endswith(b"PAR1")
+    assert storage.read_tail(add.path, len(whole) + 100) == whole
+    assert read_footer(storage, add.path).num_rows == 500
+    with pytest.raises(FileNotFoundError):
+        storage.read_tail("gone.parquet", 8)

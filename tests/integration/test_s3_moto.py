@@ -301,3 +301,20 @@ def test_optimize_reads_files_named_by_absolute_s3_uri(
         monkeypatch.setenv(name, value)
     seen = oracle_read.read(uri)
     assert seen["rows"] == 8 and seen["version"] == result.version
+
+
+def test_a_data_files_footer_is_read_with_one_suffix_range(endpoint: str) -> None:
+    """Issue 33.3: OPTIMIZE counts the rows of a file without ``numRecords`` from its footer, the
+    object's last bytes only (``Range: bytes=-N``), and gets the whole of a shorter object."""
+    from txntable.engine.read.data_files import read_footer
+
+    _uri, table = _new_table(endpoint)
+    table.append(_batch(list(range(500))))
+    add = next(table.snapshot().add_actions())
+    storage = table.storage
+    whole = storage.read(add.path)
+    assert storage.read_tail(add.path, 8) == whole[-8:] and whole.endswith(b"PAR1")
+    assert storage.read_tail(add.path, len(whole) + 100) == whole
+    assert read_footer(storage, add.path).num_rows == 500
+    with pytest.raises(FileNotFoundError):
+        storage.read_tail("gone.parquet", 8)

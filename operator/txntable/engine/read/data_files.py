@@ -11,11 +11,16 @@ mode, marking the file with ``org.apache.spark.legacyDateTime`` or ``org.apache.
 it shifts such values back when it reads them, which pyarrow does not. A file so marked that
 holds a date or timestamp before 1900 is refused (``check_legacy_calendar``) rather than read
 with values Spark would not see.
+
+``read_footer`` reads a data file's footer alone (its last bytes, one ranged request on an object
+store): what OPTIMIZE needs to know of a file whose ``add`` carries no ``numRecords``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import struct
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txntable.engine.errors import InvalidArgumentError
+from txntable.engine.storage.base import Storage
+from txntable.engine.storage.factory import open_storage
+from txntable.engine.storage.paths import decode_path, has_scheme
 
 #: the unit INT96 timestamps are read in
 INT96_UNIT = "us"
@@ -45,6 +53,39 @@ def read_table(source: Any, columns: list[str] | None = None) -> pa.Table:
     data = pf.read(columns=columns)
     check_legacy_calendar(pf, data, str(source) if isinstance(source, str) else "")
     return data
+
+
+#: bytes read from a file's end at first: most footers fit, a larger one costs a second read
+FOOTER_READ = 64 * 1024
+_MAGIC = b"PAR1"
+
+
+def read_footer(
+    storage: Storage, path: str, storage_options: Mapping[str, Any] | None = None
+) -> pq.FileMetaData:
+    """The Parquet footer of the data file an ``add`` names (``path`` as the log has it:
+    URI-encoded, relative to the table or an absolute URI), read without the data before it.
+    A file that is no plain Parquet file (too short, no ``PAR1`` magic, an encrypted footer)
+    raises ``InvalidArgumentError`` naming it; a missing one ``FileNotFoundError``."""
+    decoded = decode_path(path)
+    if has_scheme(path):
+        parent, _, name = decoded.rstrip("/").rpartition("/")
+        storage, decoded = open_storage(parent or "/", storage_options), name
+    tail = storage.read_tail(decoded, FOOTER_READ)
+    if len(tail) < 12 or tail[-4:] != _MAGIC:
+        raise InvalidArgumentError(f"data file {path} is not a Parquet file (no footer)")
+    length = struct.unpack("<I", tail[-8:-4])[0]
+    if length + 8 > len(tail):
+        if len(tail) < FOOTER_READ:  # the whole file was read, and the footer is longer
+            raise InvalidArgumentError(
+                f"data file {path} is not a Parquet file (footer of {length} bytes in a "
+                f"{len(tail)}-byte file)"
+            )
+        tail = storage.read_tail(decoded, length + 8)
+    try:  # the footer parses alone: Parquet's offsets in it are not followed
+        return pq.read_metadata(pa.BufferReader(_MAGIC + tail[-(length + 8) :]))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"data file {path}: unreadable Parquet footer: {exc}") from None
 
 
 def check_legacy_calendar(pf: pq.ParquetFile, data: pa.Table, where: str = "") -> None:

@@ -229,6 +229,23 @@ class AzureStorage(Storage):
     def open_input(self, relative: str) -> io.BytesIO:
         return io.BytesIO(self.read(relative))
 
+    def read_tail(self, relative: str, length: int) -> bytes:
+        # Blob storage has no suffix range: the size first, then the range
+        key = self._key(relative)
+        try:
+            size = int(self.client.get_blob_client(key).get_blob_properties().size)
+            if size == 0:
+                return b""
+            offset = max(0, size - length)
+            data: bytes = self.client.download_blob(
+                key, offset=offset, length=size - offset
+            ).readall()
+        except Exception as exc:
+            if _status(exc) == 404:
+                raise FileNotFoundError(relative) from None
+            raise self._storage_error(f"reading {relative}", exc) from exc
+        return data
+
     # -- writes -----------------------------------------------------------------------------
     def write_if_absent(self, relative: str, data: bytes) -> None:
         if not self.atomic_put_if_absent:

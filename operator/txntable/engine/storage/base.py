@@ -70,6 +70,12 @@ class Storage(ABC):
     def open_input(self, relative: str) -> IO[bytes] | str:
         """Something ``pyarrow.parquet`` can read: a local path or a binary file object."""
 
+    def read_tail(self, relative: str, length: int) -> bytes:
+        """The last ``length`` bytes of a file (all of it when shorter): a Parquet footer
+        without the data before it. Object stores override this with one ranged request;
+        raises ``FileNotFoundError`` when absent."""
+        return self.read(relative)[-length:]
+
     @abstractmethod
     def write_if_absent(self, relative: str, data: bytes) -> None:
         """Create the file atomically; raise ``FileExistsInStoreError`` if it exists."""
@@ -221,6 +227,11 @@ class LocalStorage(Storage):
 
     def open_input(self, relative: str) -> str:
         return self._abs(relative)
+
+    def read_tail(self, relative: str, length: int) -> bytes:
+        with _io_errors(f"reading {relative}"), open(self._abs(relative), "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - length))
+            return fh.read()
 
     def write_if_absent(self, relative: str, data: bytes) -> None:
         target = self._abs(relative)
@@ -384,6 +395,10 @@ class FsspecStorage(Storage):
         with _io_errors(f"opening {relative}"):
             fh: IO[bytes] = self.fs.open(self._abs(relative), "rb")
         return fh
+
+    def read_tail(self, relative: str, length: int) -> bytes:
+        with _io_errors(f"reading {relative}"):
+            return bytes(self.fs.tail(self._abs(relative), length))
 
     def write_if_absent(self, relative: str, data: bytes) -> None:
         raise StorageError(

@@ -182,6 +182,19 @@ class S3Storage(Storage):
     def open_input(self, relative: str) -> io.BytesIO:
         return io.BytesIO(self.read(relative))
 
+    def read_tail(self, relative: str, length: int) -> bytes:
+        try:  # a suffix range: S3 answers the whole object when it is shorter
+            response = self.client.get_object(
+                Bucket=self.bucket, Key=self._key(relative), Range=f"bytes=-{length}"
+            )
+            data: bytes = response["Body"].read()
+        except Exception as exc:
+            code, status = _error_code(exc)
+            if code in ("NoSuchKey", "404") or status == 404:
+                raise FileNotFoundError(relative) from None
+            raise self._storage_error(f"reading {relative}", exc) from exc
+        return data
+
     # -- writes -----------------------------------------------------------------------------
     def write_if_absent(self, relative: str, data: bytes) -> None:
         if not self.atomic_put_if_absent:
