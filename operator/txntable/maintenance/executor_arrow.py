@@ -278,7 +278,8 @@ class BinIO:
             data = self.tracked.attach(data, *_row_tracking_of(task, index), where=path)
         dv = task.deletion_vectors[index] if task.deletion_vectors else None
         if dv is not None:
-            data = data.filter(keep_mask(data.num_rows, deleted_rows(self.storage, dv)))
+            deleted = deleted_rows(self.storage, dv, task.storage_options)
+            data = data.filter(keep_mask(data.num_rows, deleted))
         return conform(
             data,
             self.schema,

@@ -30,6 +30,7 @@ from pyroaring import BitMap, BitMap64
 from txntable.engine.errors import CorruptLogError, EngineError, InvalidArgumentError
 from txntable.engine.model.actions import DeletionVector
 from txntable.engine.storage.base import Storage
+from txntable.engine.storage.factory import open_storage
 from txntable.engine.storage.paths import decode_path, has_scheme
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -123,8 +124,12 @@ def _bitmap_array(data: bytes, where: str) -> list[int]:
     return rows
 
 
-def deleted_rows(storage: Storage, dv: Mapping[str, Any]) -> list[int]:
-    """Row indexes deleted by a descriptor (the ``deletionVector`` object of an ``add``)."""
+def deleted_rows(
+    storage: Storage, dv: Mapping[str, Any], storage_options: Mapping[str, Any] | None = None
+) -> list[int]:
+    """Row indexes deleted by a descriptor (the ``deletionVector`` object of an ``add``). A
+    vector file outside the table root (a shallow clone's ``p`` vectors name the source
+    table's) is read through the storage for its own URI, with ``storage_options``."""
     kind = dv.get("storageType")
     ident = dv.get("pathOrInlineDv") or ""
     size = int(dv.get("sizeInBytes") or 0)
@@ -135,6 +140,9 @@ def deleted_rows(storage: Storage, dv: Mapping[str, Any]) -> list[int]:
         path = dv_file(kind, ident)
         assert path is not None
         relative = _relative(storage, path)
+        if relative is None:
+            parent, _, relative = decode_path(path).rpartition("/")
+            storage = open_storage(parent or "/", storage_options)
         raw = storage.read(relative)
         offset = int(dv.get("offset") or 1)
         if len(raw) < offset + 4:
@@ -155,7 +163,8 @@ def deleted_rows(storage: Storage, dv: Mapping[str, Any]) -> list[int]:
     return rows
 
 
-def _relative(storage: Storage, path: str) -> str:
+def _relative(storage: Storage, path: str) -> str | None:
+    """The vector file's path under the table root, or None when it lies outside it."""
     decoded = decode_path(path)
     if not has_scheme(path) and not decoded.startswith("/"):
         return decoded
@@ -164,7 +173,7 @@ def _relative(storage: Storage, path: str) -> str:
     for prefix in (root, f"file://{local}", f"file:{local}", local):
         if prefix and decoded.startswith(prefix.rstrip("/") + "/"):
             return decoded[len(prefix.rstrip("/")) + 1 :]
-    raise CorruptLogError(f"deletion vector {path} lies outside the table root")
+    return None
 
 
 def keep_mask(num_rows: int, deleted: list[int]) -> pa.Array:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from pyroaring import BitMap64
@@ -60,3 +62,16 @@ def test_empty_vectors_are_refused_before_anything_is_written() -> None:
     with pytest.raises(InvalidArgumentError, match="non-empty"):
         write_vectors(storage, [BitMap64([1]), BitMap64()])
     assert storage.list_dir("") == []
+
+
+def test_a_vector_outside_the_table_root_is_read_where_it_lies(tmp_path: Path) -> None:
+    """A shallow clone's vectors are absolute (``p``) and name the source table's files: they
+    are read there (issue 33.3), where they were refused as lying outside the root."""
+    source = open_storage(str(tmp_path / "source"))
+    written = write_vectors(source, [BitMap64([2, 4, 6])])
+    absolute = f"file:{quote(str(tmp_path / 'source' / written.path))}"
+    dv = {**written.descriptors[0].to_json(), "storageType": "p", "pathOrInlineDv": absolute}
+    clone = open_storage(str(tmp_path / "clone"))
+    assert deleted_rows(clone, dv) == [2, 4, 6]
+    with pytest.raises(FileNotFoundError):
+        deleted_rows(clone, {**dv, "pathOrInlineDv": f"file:{tmp_path}/gone/x.bin"})
