@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -80,6 +81,99 @@ def test_an_inline_deletion_vector_is_applied(tmp_path: Path) -> None:
     assert result.error is None and result.num_files_removed == 2
     ids = pq.read_table(Table.open(str(path)).snapshot().file_uris()[0]).column("id")
     assert len(ids) == 17 and oracle_read.read(path)["digest"] == before["digest"]
+
+
+def _inline_dv_table(path: Path) -> Path:
+    """A two-file table of ours whose first file has an inline vector deleting 3 of 10 rows."""
+    table = Table.create(str(path), pa.schema([("id", pa.int64())]))
+    txn = table.transaction()
+    txn.set_protocol(
+        Protocol(3, 7, ["deletionVectors"], ["deletionVectors", "appendOnly", "invariants"])
+    )
+    txn.commit("UPGRADE PROTOCOL")
+    for start in (0, 10):
+        table.append(pa.table({"id": list(range(start, start + 10))}))
+    first = next(Table.open(str(path)).snapshot().add_actions())
+    txn = Table.open(str(path)).transaction()
+    txn.add(first.to_remove(deletion_timestamp=1, data_change=True))
+    dv = inline_dv([1, 3, 8])
+    txn.add(AddFile.from_json({**first.to_json(), "deletionVector": dv, "dataChange": True}))
+    txn.commit("DELETE")
+    return path
+
+
+def _without_num_records(path: Path) -> None:
+    """The table's log as a writer that keeps no row counts leaves it: ``numRecords`` taken out
+    of every action's statistics (the rest kept), and the checkpoints removed, so readers replay
+    these commits (every commit of these tables is still there). The placeholder
+    ``table-with-dv-special-char`` keeps for its absolute vector path becomes this copy's."""
+    log_dir = path / "_delta_log"
+    for f in log_dir.iterdir():
+        if ".checkpoint." in f.name or f.name == "_last_checkpoint":
+            f.unlink()
+    folder = "file:" + quote(str(path / "folder&with%special char"), safe="/&")
+    for f in sorted(log_dir.glob("*.json")):
+        out = []
+        for line in f.read_text().replace("file:{{FOLDER_WITH_SPECIAL_CHAR}}", folder).splitlines():
+            action = json.loads(line) if line.strip() else None
+            for kind in ("add", "remove"):
+                body = action.get(kind) if action else None
+                if body and body.get("stats"):
+                    stats = json.loads(body["stats"])
+                    stats.pop("numRecords", None)
+                    body["stats"] = json.dumps(stats)
+            out.append(json.dumps(action) if action else line)
+        f.write_text("\n".join(out) + "\n")
+
+
+#: the three storage types of a deletion vector (PROTOCOL.md "Deletion Vector Descriptor")
+NO_NUM_RECORDS = {
+    "file-vector-one-file": "table-with-dv-small",  # u: 2 of 10 rows deleted
+    "absolute-path-vector": "table-with-dv-special-char",  # p: 5 of 10
+    "file-vectors-many-commits": "basic-dv-with-checkpoint",  # u: 23 of 250 in each of 2 files
+    "inline-vector": None,  # i: 3 of 10 (our own table)
+}
+
+
+@pytest.mark.parametrize("shape", list(NO_NUM_RECORDS))
+def test_vectors_of_files_without_num_records_are_purged_by_their_footer_counts(
+    table_copy: Any, tmp_path: Path, shape: str
+) -> None:
+    """Issue 33.3: the purge rule (a vector hiding at least 5% of its file's rows rewrites the
+    file whatever its size) needs the file's row count; with no ``numRecords`` in the ``add`` it
+    comes from the Parquet footer. ``min_file_size=1`` leaves no file small enough to compact by
+    size, so only the purge rule can select them: before, nothing was planned and every vector
+    stayed."""
+    name = NO_NUM_RECORDS[shape]
+    path = table_copy(name) if name else _inline_dv_table(tmp_path / "inline")
+    _without_num_records(path)
+    before = oracle_read.read(path)
+    snapshot = Table.open(str(path)).snapshot()
+    dv_adds = [f for f in snapshot.add_actions() if f.deletion_vector]
+    assert dv_adds and not any("numRecords" in (f.stats or "") for f in dv_adds)
+    deleted = sum(f.deletion_vector.cardinality for f in dv_adds if f.deletion_vector)
+    footers = {f.path: pq.read_metadata(_local(path, f.path)).num_rows for f in dv_adds}
+    policy = OptimizePolicy(min_file_size=1)
+    result = optimize(Table.open(str(path)), policy, ArrowExecutor())
+    assert result.error is None and not result.skipped, result.to_json()
+    after = oracle_read.read(path)
+    assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
+    live = list(Table.open(str(path)).snapshot().add_actions())
+    assert not [f.path for f in live if f.deletion_vector]  # every vector purged
+    lines = _log(path, result.version)
+    removes = [line["remove"] for line in lines if "remove" in line]
+    assert sum(1 for r in removes if r.get("deletionVector")) == len(dv_adds)
+    metrics = next(line for line in lines if "commitInfo" in line)["commitInfo"]
+    assert metrics["operationMetrics"]["numDeletionVectorsRemoved"] == str(len(dv_adds))
+    # the new files hold exactly the rows the vectors kept (the footers' counts less the deleted)
+    written = sum(json.loads(a["add"]["stats"])["numRecords"] for a in lines if "add" in a)
+    assert written == sum(footers.values()) - deleted
+
+
+def _local(root: Path, raw: str) -> str:
+    from txntable.engine.storage.paths import decode_path
+
+    return decode_path(raw) if raw.startswith("file:") else str(root / decode_path(raw))
 
 
 def test_a_bin_whose_vector_changed_since_planning_is_stale() -> None:

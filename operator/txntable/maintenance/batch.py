@@ -2,7 +2,8 @@
 
 The live ``add`` actions of the bin inputs (what the removes copy), the partition predicate the
 batch's transaction declares as read, Spark's ``operationMetrics``, and the guards checked before
-a batch commits (schema unchanged, row counts agree with the inputs' statistics).
+a batch commits (schema unchanged, row counts agree with the inputs' statistics, or with their
+footers where the statistics lack ``numRecords``).
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ def read_predicate(
     return terms[0]
 
 
-def expected_rows(live: Mapping[str, AddFile], paths: Sequence[str]) -> int | None:
-    """Rows of the inputs by their ``numRecords`` statistics less the rows their deletion
-    vectors delete; None when any lacks statistics."""
+def expected_rows(
+    live: Mapping[str, AddFile], paths: Sequence[str], row_counts: Mapping[str, int] | None = None
+) -> int | None:
+    """Rows of the inputs by their ``numRecords`` statistics (else ``row_counts``, read from
+    their footers) less the rows their deletion vectors delete; None when any has neither."""
     total = 0
     for p in paths:
         add = live[p]
@@ -78,6 +81,8 @@ def expected_rows(live: Mapping[str, AddFile], paths: Sequence[str]) -> int | No
             records = json.loads(add.stats).get("numRecords") if add.stats else None
         except ValueError:
             records = None
+        if not isinstance(records, int):
+            records = (row_counts or {}).get(p)
         if not isinstance(records, int):
             return None
         total += records - (add.deletion_vector.cardinality if add.deletion_vector else 0)

@@ -82,8 +82,10 @@ from txntable.maintenance.planner import (
     Bin,
     OptimizePlan,
     OptimizePolicy,
+    missing_row_counts,
     plan_optimize,
 )
+from txntable.maintenance.row_counts import footer_row_counts
 
 log = logging.getLogger(__name__)
 
@@ -219,11 +221,14 @@ def plan(
     snapshot: Snapshot | None = None,
     *,
     now_ms: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> OptimizePlan:
     """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
     so the partition predicate is parsed and checked by the engine. A clustered table is
     planned by its clustering columns. With ``policy.avoid_recent_writes_ms``, partitions
-    changed within that window before ``now_ms`` (default: now) are deferred."""
+    changed within that window before ``now_ms`` (default: now) are deferred. Files with a
+    deletion vector and no ``numRecords`` are counted from their Parquet footers
+    (``row_counts``; ``storage_options`` open those outside the table root)."""
     snap = snapshot or table.snapshot()
     check_writable(snap.protocol, snap.metadata, rows_unchanged=True)
     validate_policy(snap, policy)
@@ -243,7 +248,8 @@ def plan(
             now_ms=now_ms,
         )
         avoid = avoidance(activity, policy.avoid_writes)
-    return plan_optimize(
+    counts = footer_row_counts(table.storage, missing_row_counts(files), storage_options)
+    planned = plan_optimize(
         files,
         snap.partition_columns,
         policy,
@@ -251,7 +257,16 @@ def plan(
         cluster_by=cluster_by,
         partition_keys=keys,
         avoid=avoid,
+        row_counts=counts.rows,
     )
+    if counts.unreadable:
+        first, why = next(iter(counts.unreadable.items()))
+        note = (
+            f"{len(counts.unreadable)} file(s) with deletion vectors have no numRecords and no "
+            f"readable footer, so no purge by their deleted share (first: {first}: {why})"
+        )
+        planned = replace(planned, notes=(*planned.notes, note))
+    return planned
 
 
 def avoidance(activity: RecentActivity, writes: str = "removes") -> Avoidance:
@@ -298,7 +313,7 @@ def optimize(
     started = time.monotonic()
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
-    the_plan = plan(table, policy, snapshot)
+    the_plan = plan(table, policy, snapshot, storage_options=storage_options)
     result = OptimizeResult(
         table=table.uri,
         version=snapshot.version,
@@ -322,6 +337,7 @@ def optimize(
         commit_options=commit_options,
         start_ms=start_ms,
         cluster_by=the_plan.cluster_by,
+        row_counts=the_plan.row_counts,
     )
     result.run_id = run.commit_options.run_id
     result.parquet = run.parquet.to_json()
@@ -367,6 +383,7 @@ class _Run:
         commit_options: CommitOptions | None,
         start_ms: int,
         cluster_by: tuple[str, ...] | None = None,
+        row_counts: Mapping[str, int] | None = None,
     ) -> None:
         self.table = table
         self.snapshot = snapshot
@@ -377,6 +394,8 @@ class _Run:
         self.commit_options = replace(base, run_id=base.run_id or str(uuid.uuid4()))
         self.start_ms = start_ms
         self.cluster_by = cluster_by
+        #: rows of inputs without ``numRecords``, from their footers (the plan's)
+        self.row_counts = dict(row_counts or {})
         self._row_values: dict[str, tuple[int | None, int | None]] | None = None
         self._bin_bytes: dict[str, int] = {}
         self._bin_partitions: dict[str, dict[str, str | None]] = {}
@@ -482,7 +501,8 @@ class _Run:
             wrong = [
                 bid
                 for bid in pending
-                if expected_rows(live, by_id[bid].paths) not in (None, pending[bid].rows)
+                if expected_rows(live, by_id[bid].paths, self.row_counts)
+                not in (None, pending[bid].rows)
             ]
             for bid in wrong:  # a guard: never swap files whose row counts disagree
                 self._skip([pending.pop(bid)], "row count differs from the inputs' stats", result)

@@ -10,6 +10,9 @@ goes into one bin (the rows are re-clustered, not just concatenated), unless eve
 carries the Z-order tag for the same columns. Files with deletion vectors are candidates like the
 others (their rewrite drops the deleted rows, so the vectors are purged), and one whose vector
 hides at least ``dv_purge_ratio`` of its rows is rewritten whatever its size, alone if need be.
+A file's rows are its ``numRecords`` statistic; where the ``add`` lacks it (a table written
+without statistics, a checkpoint written without them) the caller passes the count from the
+file's Parquet footer (``row_counts``), so every vector is judged on an exact count.
 
 On a clustered table (``clustering`` feature, columns from its ``delta.clustering`` domain, see
 ``maintenance.clustering``) a partition's bin holds every file not yet clustered (no
@@ -268,6 +271,9 @@ class OptimizePlan:
     deferred_partitions: tuple[DeferredPartition, ...] = ()
     #: what the avoidance read from the log (None: the policy avoids nothing)
     activity: Mapping[str, Any] | None = None
+    #: physical rows of the files whose ``add`` lacks ``numRecords``, from their Parquet
+    #: footers (``plan_optimize(row_counts=...)``): the purge rule and the row-count guard use them
+    row_counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def input_bytes(self) -> int:
@@ -302,6 +308,7 @@ class OptimizePlan:
             "partitionsSkipped": self.partitions_skipped,
             "filesConsidered": self.files_considered,
             "filesWithDeletionVectors": self.files_with_deletion_vectors,
+            "rowCountsFromFooters": len(self.row_counts),
             "numBins": len(self.bins),
             "numInputFiles": self.input_files,
             "numInputBytes": self.input_bytes,
@@ -335,16 +342,19 @@ def plan_optimize(
     cluster_by: Sequence[str] | None = None,
     partition_keys: Mapping[str, str] | None = None,
     avoid: Avoidance | None = None,
+    row_counts: Mapping[str, int] | None = None,
 ) -> OptimizePlan:
     """Plan bins over ``files`` (``ADD_SCHEMA`` rows already restricted to the partitions the
     policy's predicate selects, e.g. by ``Transaction.scan``). ``cluster_by``: the clustering
     columns of a clustered table (empty: clustered by nothing, plain compaction); None for a
     table that is not clustered. ``avoid``: partitions to defer (their bins are counted in
-    ``deferred_partitions``, not planned)."""
+    ``deferred_partitions``, not planned). ``row_counts``: rows of files (by raw path) whose
+    statistics lack ``numRecords``, read from their footers (``missing_row_counts``)."""
     if cluster_by is not None and policy.zorder_by:
         raise InvalidPolicyError("a clustered table cannot be Z-ordered")
+    counts = dict(row_counts or {})
     groups, dv_files = _group_by_partition(
-        files, partition_columns, policy.dv_purge_ratio, partition_keys
+        files, partition_columns, policy.dv_purge_ratio, partition_keys, counts
     )
     foreign = 0
     if cluster_by is not None:  # never rewrite another clustering implementation's files
@@ -378,6 +388,11 @@ def plan_optimize(
         notes.append(
             f"{rewritten_dvs} file(s) with deletion vectors are rewritten without deleted rows"
         )
+    if counts:
+        notes.append(
+            f"{len(counts)} file(s) with deletion vectors lack numRecords in their statistics: "
+            "their rows were counted from their Parquet footers"
+        )
     if deferred:
         notes.append(f"{len(deferred)} bin(s) deferred to a later run by the max-bytes limit")
     if cluster_by:
@@ -410,6 +425,7 @@ def plan_optimize(
         cluster_by=None if cluster_by is None else tuple(cluster_by),
         deferred_partitions=tuple(avoided),
         activity=None if avoid is None else dict(avoid.summary),
+        row_counts=counts,
     )
 
 
@@ -418,6 +434,7 @@ def _group_by_partition(
     partition_columns: Sequence[str],
     purge_ratio: float,
     partition_keys: Mapping[str, str] | None = None,
+    row_counts: Mapping[str, int] | None = None,
 ) -> tuple[dict[PartitionKey, list[_File]], int]:
     n = files.num_rows
     paths = files.column("path").to_pylist()
@@ -448,6 +465,8 @@ def _group_by_partition(
         if dv is not None:
             dv_files += 1
             records = _num_records(stats[i])
+            if records is None and row_counts:
+                records = row_counts.get(paths[i])
             deleted = int(dv.get("cardinality") or 0)
             purge = records is not None and records > 0 and deleted >= purge_ratio * records
         key = tuple(_null_if_empty(col[i]) for col in columns)
@@ -455,6 +474,21 @@ def _group_by_partition(
             _File(paths[i], int(sizes[i]), tags[i], dv, purge, providers[i] or None)
         )
     return groups, dv_files
+
+
+def missing_row_counts(files: pa.Table) -> list[str]:
+    """Raw paths of the files with a deletion vector whose statistics lack ``numRecords``: the
+    purge rule needs their row counts from elsewhere (their Parquet footers)."""
+    if files.num_rows == 0 or "deletionVector" not in files.column_names:
+        return []
+    paths = files.column("path").to_pylist()
+    dvs = files.column("deletionVector").to_pylist()
+    stats = (
+        files.column("stats").to_pylist() if "stats" in files.column_names else [None] * len(paths)
+    )
+    return [
+        p for p, dv, st in zip(paths, dvs, stats, strict=True) if dv and _num_records(st) is None
+    ]
 
 
 def _num_records(stats: str | None) -> int | None:

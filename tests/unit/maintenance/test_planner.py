@@ -14,6 +14,7 @@ from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.planner import (
     ZORDER_TAG,
     OptimizePolicy,
+    missing_row_counts,
     parse_size,
     plan_optimize,
 )
@@ -165,6 +166,25 @@ def test_a_large_file_is_purged_alone_once_its_vector_hides_enough_rows(
     rows[0]["stats"] = '{"numRecords": 1000}'
     plan = plan_optimize(files_table(rows), [], POLICY)
     assert [b.paths for b in plan.bins] == ([(rows[0]["path"],)] if rewritten else [])
+
+
+@pytest.mark.parametrize(
+    "stats", [None, '{"minValues": {"id": 0}, "tightBounds": false}'], ids=["no-stats", "no-count"]
+)
+def test_a_file_without_num_records_is_purged_by_its_footer_count(stats: str | None) -> None:
+    """Issue 33.3: the count the caller read from the file's footer stands in for numRecords;
+    the statistics' own count wins where there is one, and the plan says how many it used."""
+    rows = sizes(2000, 2000)
+    rows[0].update(dv=50, stats=stats)
+    rows[1].update(dv=50, stats='{"numRecords": 2000}')  # 2.5%: stays
+    files = files_table(rows)
+    assert missing_row_counts(files) == [rows[0]["path"]]
+    assert plan_optimize(files, [], POLICY).bins == ()  # no count: never purged (as before)
+    counts = {rows[0]["path"]: 1000, rows[1]["path"]: 10}
+    plan = plan_optimize(files, [], POLICY, row_counts=counts)
+    assert [b.paths for b in plan.bins] == [(rows[0]["path"],)]
+    assert plan.to_json()["rowCountsFromFooters"] == 2
+    assert any("counted from their Parquet footers" in n for n in plan.notes)
 
 
 def test_zorder_takes_the_whole_partition_until_tagged():
