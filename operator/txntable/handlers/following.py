@@ -50,6 +50,17 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_FILE_SIZE = parse_bytes(api_defaults.MIN_FILE_SIZE)
 
 
+def run_backends(
+    default: Backend, *policies: CompactionPolicy | CheckpointPolicy | None
+) -> set[Backend]:
+    """Where a table's runs can be: each of its policies' ``spec.spark.backend``, else the
+    controller's default backend. A kind without a policy has no runs (only a policy starts
+    one), so it adds nothing: listing the default backend for it asked the API, on every
+    tick, for a kind of run no policy uses, and a cluster without that backend (the Spark
+    Operator's CRD absent) answered 404 each time (issue 33.5)."""
+    return {p.spec.spark.backend or default for p in policies if p is not None}
+
+
 @dataclass(frozen=True, slots=True)
 class Seen:
     """What one tick observed: the table's log and health (None: unreadable, ``failure`` says
@@ -179,11 +190,7 @@ class Following:
         return Retry(failures, ended + timedelta(seconds=wait), why)
 
     def _backends(self, *policies: CompactionPolicy | CheckpointPolicy | None) -> set[Backend]:
-        out = set()
-        for p in policies:
-            chosen = p.spec.spark.backend if p is not None else None
-            out.add(chosen or Backend(self.config.default_backend))
-        return out
+        return run_backends(Backend(self.config.default_backend), *policies)
 
     def _runs(
         self,

@@ -38,6 +38,7 @@ from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.driver import Driven, Driver, Policies
+from txntable.handlers.following import run_backends
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.operate import Event, Operator
@@ -58,6 +59,7 @@ from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
 from txntable.reconcile.policy_status import policy_status
+from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import invalid_spec_status
 
 log = logging.getLogger(__name__)
@@ -441,6 +443,38 @@ def _daemon_sleep(until_due: float | None, *, tried: bool) -> float:
     return DAEMON_IDLE_SECONDS if tried else 0.0
 
 
+def _policies(state: State, namespace: str, kwargs: Mapping[str, Any]) -> Policies:
+    """The policies of ``namespace`` from Kopf's indexes, parsed once per version."""
+    comp_store = kwargs["compaction_policies"].get(namespace)
+    ckpt_store = kwargs["checkpoint_policies"].get(namespace)
+    parse_comp, parse_ckpt = CompactionPolicy.from_manifest, CheckpointPolicy.from_manifest
+    return Policies(
+        state.parsed.parse_all(comp_store, parse_comp),
+        state.parsed.parse_all(ckpt_store, parse_ckpt),
+        {
+            "compaction": state.parsed.invalid(comp_store, parse_comp),
+            "checkpoint": state.parsed.invalid(ckpt_store, parse_ckpt),
+        },
+    )
+
+
+def _run_backends(state: State, body: Mapping[str, Any], kwargs: Mapping[str, Any]) -> set[Backend]:
+    """The backends a table's runs can be on: its policies' (as its ticks resolve them), else
+    the default backend. Not every backend: asking a cluster without the Spark Operator for
+    SparkApplications is a 404 (issue 33.5). A run of a backend no policy of the table names
+    any more is left to Kubernetes' garbage collector (runs carry an owner reference to
+    their table)."""
+    default = Backend(state.config.default_backend)
+    try:
+        table = TxnTable.from_manifest(dict(body))
+    except InvalidSpecError:
+        return {default}
+    policies = _policies(state, table.metadata.namespace or "default", kwargs)
+    comp = resolve(table, policies.compaction, "compaction").policy
+    ckpt = resolve(table, policies.checkpoint, "checkpoint").policy
+    return run_backends(default, comp, ckpt) or {default}
+
+
 def _tick(
     state: State,
     live: kopf.Body,
@@ -458,18 +492,7 @@ def _tick(
     except InvalidSpecError as exc:
         _write_invalid(state, body, current, exc)
         return
-    namespace = table.metadata.namespace or "default"
-    comp_store = kwargs["compaction_policies"].get(namespace)
-    ckpt_store = kwargs["checkpoint_policies"].get(namespace)
-    parse_comp, parse_ckpt = CompactionPolicy.from_manifest, CheckpointPolicy.from_manifest
-    policies = Policies(
-        state.parsed.parse_all(comp_store, parse_comp),
-        state.parsed.parse_all(ckpt_store, parse_ckpt),
-        {
-            "compaction": state.parsed.invalid(comp_store, parse_comp),
-            "checkpoint": state.parsed.invalid(ckpt_store, parse_ckpt),
-        },
-    )
+    policies = _policies(state, table.metadata.namespace or "default", kwargs)
 
     def post(event: Event) -> None:
         kopf.event(live, type=event.type, reason=event.reason, message=event.message)
@@ -493,13 +516,13 @@ def _write_invalid(
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")
-def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """Deleting a TxnTable stops its runs; it never touches the table's data or log."""
     state = _state(memo)
     meta = body.get("metadata", {})
     namespace, name = meta.get("namespace", "default"), meta.get("name")
     key = resource_key(namespace, name, meta.get("uid"))
-    for backend in Backend:
+    for backend in sorted(_run_backends(state, body, kwargs)):
         try:
             launcher = state.operator.launchers(backend)
             listed = (
