@@ -68,7 +68,9 @@ test: testdeps controlplane lint typecheck layers
 # The real Kubernetes control plane of tests/controlplane: upstream kube-apiserver and etcd,
 # built with Go from the pinned tools module (tools/controlplane/go.mod) once per machine into
 # ~/.cache/txntable/controlplane-<k8s>-etcd-<etcd>-<go.mod/go.sum hash>/bin (about 15 minutes
-# cold on 2 cores, nothing when cached). docs/testing-control-plane.md.
+# cold on 2 cores, nothing when cached); the same for the oldest release the chart claims
+# (tools/controlplane-oldest, v1.29.15), where the admission cases run too.
+# docs/testing-control-plane.md.
 controlplane: setup
 	$(PY) -m tests.controlplane.binaries
 

@@ -6,9 +6,12 @@ the tools module in ``tools/controlplane`` (its go.mod pins ``k8s.io/kubernetes`
 ``replace`` per staging module, and etcd at the version Kubernetes pins). ``tests.gobuild``
 caches them in ``~/.cache/txntable/controlplane-<k8s>-etcd-<etcd>-<hash>/bin``.
 
-``python -m tests.controlplane.binaries`` (``make controlplane``) builds when missing and prints
-the ``bin`` directory; the tests only look (``find()``), they never build (a cold build takes
-about a quarter of an hour, past a test's timeout).
+``OLDEST`` is the same for the oldest Kubernetes release the chart claims (``tools/controlplane-
+oldest``, Chart.yaml's ``kubeVersion``): the admission cases run on it too.
+
+``python -m tests.controlplane.binaries`` (``make controlplane``) builds both when missing and
+prints their ``bin`` directories; the tests only look (``find()``), they never build (a cold
+build takes about a quarter of an hour each, past a test's timeout).
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 APISERVER, ETCD = "kube-apiserver", "etcd"
 
 
-def _tools() -> GoTools:
-    probe = GoTools(module="controlplane", label="", binaries={})
+def _tools(module: str = "controlplane") -> GoTools:
+    probe = GoTools(module=module, label="", binaries={})
     kube, etcd = probe.required(KUBE_MODULE), probe.required(ETCD_MODULE)
     return GoTools(
-        module="controlplane",
+        module=module,
         label=f"controlplane-{kube}-etcd-{etcd}",
         binaries={APISERVER: f"{KUBE_MODULE}/cmd/kube-apiserver", ETCD: ETCD_MODULE},
         ldflags=kubernetes_ldflags(kube),
@@ -40,6 +43,10 @@ def _tools() -> GoTools:
 
 
 CONTROLPLANE = _tools()
+#: the oldest Kubernetes the chart claims (Chart.yaml ``kubeVersion``), from its own tools
+#: module (``tools/controlplane-oldest``): the CRDs, the chart and the admission cases run on it
+#: too (``tests/controlplane/test_admission.py``)
+OLDEST = _tools("controlplane-oldest")
 
 
 def versions() -> tuple[str, str]:
@@ -64,3 +71,4 @@ def ensure() -> Path:
 
 if __name__ == "__main__":
     print(ensure())
+    print(OLDEST.ensure())

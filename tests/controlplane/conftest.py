@@ -76,6 +76,7 @@ from tests.controlplane import binaries
 from tests.controlplane.controller import ControllerProcess, Install, install_chart
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import JobController, Kubelet, SparkOperator
+from tests.gobuild import GoTools
 
 RELEASE = "txntable"
 SYSTEM_NAMESPACE = "txntable-system"
@@ -113,11 +114,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @contextmanager
-def started_plane(logdir: Path) -> Iterator[ControlPlane]:
-    """A control plane of the built binaries, logging into ``logdir``; stopped and its data
-    removed on the way out. Missing binaries fail the test with the command that builds them."""
+def started_plane(logdir: Path, tools: GoTools | None = None) -> Iterator[ControlPlane]:
+    """A control plane of the built binaries (``tools``: another pinned release's, e.g.
+    ``binaries.OLDEST``), logging into ``logdir``; stopped and its data removed on the way
+    out. Missing binaries fail the test with the command that builds them."""
     try:
-        bin_dir = binaries.find()
+        bin_dir = (tools or binaries.CONTROLPLANE).find()
     except binaries.MissingBinariesError as exc:
         pytest.fail(str(exc), pytrace=False)
     workdir = Path(tempfile.mkdtemp(prefix="txntable-controlplane-"))
@@ -158,7 +160,11 @@ def namespace(admin: Any, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Install:
+def session_install(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Install:
+    """The shared install itself (``installed`` by another name, which a module that
+    overrides ``installed`` can still reach)."""
     return install_chart(
         control_plane,
         tmp_path_factory.mktemp("install"),
@@ -166,6 +172,11 @@ def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFact
         namespace=SYSTEM_NAMESPACE,
         values=INSTALL_VALUES,
     )
+
+
+@pytest.fixture(scope="session")
+def installed(session_install: Install) -> Install:
+    return session_install
 
 
 @pytest.fixture

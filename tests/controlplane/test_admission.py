@@ -8,6 +8,12 @@ case of ``tests/unit/api/test_invalid_manifests.py`` must be refused at the fiel
 models' ``InvalidSpecError`` names, with the CEL rule's own message where a rule refuses it.
 A case the server accepts, or refuses elsewhere, is a disagreement between the emulation and
 the real thing.
+
+Every case runs on two API servers (``server``): the session's (the pinned release,
+``tools/controlplane``) and the oldest release the chart claims (Chart.yaml ``kubeVersion``,
+built from ``tools/controlplane-oldest``), on a control plane of its own with the chart
+installed as the session's is. The CRDs' CEL rules (the quantity library among them) must be
+compiled, and judge alike, on both.
 """
 
 from __future__ import annotations
@@ -16,15 +22,25 @@ import copy
 import hashlib
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.controlplane.controller import Install
+from tests.controlplane import binaries
+from tests.controlplane.conftest import (
+    INSTALL_VALUES,
+    RELEASE,
+    SYSTEM_NAMESPACE,
+    started_plane,
+)
+from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.flows import GROUP, VERSION
 from tests.controlplane.kube import apply
+from tests.controlplane.plane import ControlPlane
 from tests.unit.api.test_crds import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
 from tests.unit.api.test_invalid_manifests import (
     CASES,
@@ -51,6 +67,57 @@ from txntable.api.common import is_reserved_spark_conf
 
 CRDS = load_crds()
 PLURALS = {kind: crd["spec"]["names"]["plural"] for kind, crd in CRDS.items()}
+
+
+@dataclass(frozen=True)
+class Server:
+    """An API server the cases run on, the Kubernetes release it must report, its install."""
+
+    release: str
+    plane: ControlPlane
+    install: Install
+
+
+@pytest.fixture(scope="module", params=["pinned", "oldest"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The session's control plane, then one of the oldest Kubernetes the chart claims (its
+    own etcd and API server, the chart installed as on the session's, stopped after this
+    module)."""
+    if request.param == "pinned":
+        plane = request.getfixturevalue("control_plane")
+        install = request.getfixturevalue("session_install")
+        yield Server(binaries.versions()[0], plane, install)
+        return
+    with started_plane(tmp_path_factory.mktemp("oldest-logs"), binaries.OLDEST) as plane:
+        install = install_chart(
+            plane,
+            tmp_path_factory.mktemp("oldest-install"),
+            release=RELEASE,
+            namespace=SYSTEM_NAMESPACE,
+            values=INSTALL_VALUES,
+        )
+        yield Server(binaries.OLDEST.required(binaries.KUBE_MODULE), plane, install)
+
+
+@pytest.fixture(scope="module")
+def admin(server: Server) -> Any:
+    """The admin of the server the cases run on (the ``namespace`` fixture makes its
+    namespaces there too)."""
+    return server.plane.client()
+
+
+@pytest.fixture(scope="module")
+def installed(server: Server) -> Install:
+    return server.install
+
+
+def test_the_server_is_the_release_it_stands_for(server: Server) -> None:
+    status, body = server.plane.get("/version")
+    assert status == 200 and json.loads(body)["gitVersion"] == server.release
+    crds = {o["metadata"]["name"] for o in server.install.of_kind("CustomResourceDefinition")}
+    assert {f"{plural}.{GROUP}" for plural in PLURALS.values()} <= crds
 
 
 def _rules(node: Any) -> list[dict[str, Any]]:

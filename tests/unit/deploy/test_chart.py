@@ -200,6 +200,19 @@ def test_app_version_is_the_package_version() -> None:
     assert chart_meta["appVersion"] == project["version"]
 
 
+def test_the_oldest_kubernetes_claimed_is_the_one_tested() -> None:
+    """Chart.yaml's kubeVersion floor is the minor of the API server the admission cases run
+    on besides the pinned one (tools/controlplane-oldest, issue 33.5): a claim moved without
+    the test, or the test without the claim, fails here."""
+    from tests.controlplane.binaries import KUBE_MODULE, OLDEST
+
+    floor = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    assert floor.startswith(">=")
+    claimed = floor[2:].split("-")[0].split(".")[:2]
+    tested = OLDEST.required(KUBE_MODULE).lstrip("v").split(".")[:2]
+    assert claimed == tested, (floor, OLDEST.required(KUBE_MODULE))
+
+
 BAD_VALUES = [
     {"replicaCount": 2},
     {"watch": {"clusterWide": True, "namespaces": ["a"]}},
