@@ -13,6 +13,7 @@ of our maintenance (its own OPTIMIZE of a clustered table, an append everywhere)
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 _FILES = "/*+ REPARTITION(3) */"
@@ -36,6 +37,36 @@ class Recipe:
 
 
 _APPEND_NEXT = ["INSERT INTO {t} (id) VALUES (100000)"]
+
+
+def _wkb(kind: int, *rings: list[tuple[float, float]]) -> str:
+    """A little-endian WKB literal: a point (1), a line string (2) or a polygon (3)."""
+    body = b""
+    if kind == 1:
+        body = struct.pack("<2d", *rings[0][0])
+    elif kind == 2:
+        body = struct.pack("<I", len(rings[0])) + b"".join(struct.pack("<2d", *p) for p in rings[0])
+    else:
+        body = struct.pack("<I", len(rings)) + b"".join(
+            struct.pack("<I", len(r)) + b"".join(struct.pack("<2d", *p) for p in r) for r in rings
+        )
+    return "X'" + (struct.pack("<BI", 1, kind) + body).hex().upper() + "'"
+
+
+#: a point, a line string, a polygon and a null, by row
+_SHAPES = (
+    "CASE id % 4 "
+    f"WHEN 0 THEN {_wkb(1, [(1.0, 2.0)])} "
+    f"WHEN 1 THEN {_wkb(2, [(0.0, 0.0), (3.0, 4.0)])} "
+    f"WHEN 2 THEN {_wkb(3, [(0.0, 0.0), (1.0, 0.0), (1.0, 1.0), (0.0, 0.0)])} END"
+)
+
+
+def _geometry(srid: int) -> str:
+    return f"ST_GeomFromWKB({_SHAPES}, {srid})"
+
+
+_GEOGRAPHY = f"ST_GeogFromWKB({_SHAPES})"
 
 RECIPES: dict[str, Recipe] = {
     "deletionVectors": Recipe(
@@ -206,6 +237,42 @@ RECIPES: dict[str, Recipe] = {
                 300,
             ),
         ],
+        next=_APPEND_NEXT,
+    ),
+    # Delta 4.4's icebergCompatV3 (issue 33.7): column mapping and row tracking switched on by
+    # the property, deletion vectors allowed (V1 and V2 forbid them), partition values in the
+    # files; the files delta-spark writes sit under random two-letter prefixes
+    "icebergCompatV3": Recipe(
+        "icebergCompatV3",
+        [
+            "CREATE TABLE {t} (id BIGINT, s STRING, p STRING) USING delta PARTITIONED BY (p) "
+            "TBLPROPERTIES ('delta.enableIcebergCompatV3' = 'true', "
+            "'delta.enableDeletionVectors' = 'true')",
+            _insert("", "id, CAST(id AS STRING), IF(id % 2 = 0, 'even', 'odd')", 0, 300),
+            _insert("", "id, CAST(id AS STRING), IF(id % 2 = 0, 'even', 'odd')", 300, 300),
+            "UPDATE {t} SET s = 'updated' WHERE id % 7 = 0",
+            "DELETE FROM {t} WHERE id % 10 = 0",
+        ],
+        extra="SELECT id, s, p, _metadata.row_id AS row_id, "
+        "_metadata.row_commit_version AS row_commit_version FROM {t}",
+        next=["INSERT INTO {t} VALUES (100000, 'x', 'even')"],
+    ),
+    # Delta 4.4's geospatial reader/writer feature (issue 33.7), a preview in delta-spark 4.4
+    # (spark.databricks.delta.geo.preview.enabled): WKB in Parquet's GEOMETRY/GEOGRAPHY types.
+    # Read back as WKB hex and SRID, which every reader compares exactly
+    "geospatial": Recipe(
+        "geospatial",
+        [
+            "SET spark.databricks.delta.geo.preview.enabled = true",
+            "CREATE TABLE {t} (id BIGINT, g GEOMETRY(4326), h GEOGRAPHY(4326), "
+            "m GEOMETRY(3857)) USING delta",
+            *(
+                _insert("", f"id, {_geometry(4326)}, {_GEOGRAPHY}, {_geometry(3857)}", n, 200)
+                for n in (0, 200, 400)
+            ),
+        ],
+        columns="id, hex(ST_AsBinary(g)) AS g, ST_Srid(g) AS g_srid, hex(ST_AsBinary(h)) AS h, "
+        "ST_Srid(h) AS h_srid, hex(ST_AsBinary(m)) AS m, ST_Srid(m) AS m_srid",
         next=_APPEND_NEXT,
     ),
 }

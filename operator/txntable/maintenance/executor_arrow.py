@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 from txntable.engine.commit.row_tracking import preserved_columns
 from txntable.engine.model.actions import AddFile
 from txntable.engine.model.deletion_vectors import deleted_rows, keep_mask
-from txntable.engine.model.physical import PhysicalLayout, conform_table
+from txntable.engine.model.iceberg_compat import ROW_COMMIT_VERSION_FIELD_ID, ROW_ID_FIELD_ID
+from txntable.engine.model.physical import FIELD_ID_KEY, PhysicalLayout, conform_table
 from txntable.engine.model.stats import StatsConfig, stats_for_table
 from txntable.engine.read.data_files import check_legacy_calendar, parquet_file
 from txntable.engine.storage.base import LocalStorage, Storage
@@ -80,6 +81,9 @@ class BinTask:
     #: write the partition columns into the files too, after the data columns
     #: (``iceberg_compat.materializes_partitions``: materializePartitionColumns, icebergCompat)
     materialize_partitions: bool = False
+    #: give the materialized row tracking columns Iceberg's row lineage field ids in the files
+    #: written (``iceberg_compat.row_tracking_field_ids``: icebergCompatV3 is active)
+    row_lineage_ids: bool = False
 
 
 @dataclass(frozen=True)
@@ -317,6 +321,7 @@ class BinIO:
         """What a new file holds: ``chunk``'s data columns, the partition columns when the table
         materializes them (after the data columns, as Iceberg compatibility asks), then row
         tracking's hidden columns."""
+        chunk = self._with_lineage_ids(chunk)
         if not self.task.materialize_partitions or not self.layout.partition_schema.names:
             return chunk
         values = self.layout.partition_columns(self.partition_values, chunk.num_rows)
@@ -325,6 +330,21 @@ class BinIO:
         own = list(chunk.schema)
         fields = [*own[:count], *values.schema, *own[count:]]
         return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+    def _with_lineage_ids(self, chunk: pa.Table) -> pa.Table:
+        """``chunk`` with Iceberg's row lineage field ids on the materialized row tracking
+        columns when icebergCompatV3 asks for them (only in the file written: the rows are
+        conformed by name before, and an id there would hide the columns from that)."""
+        if not (self.task.row_lineage_ids and self.tracked):
+            return chunk
+        ids = dict(
+            zip(self.tracked.names, (ROW_ID_FIELD_ID, ROW_COMMIT_VERSION_FIELD_ID), strict=True)
+        )
+        fields = [
+            f.with_metadata({FIELD_ID_KEY: str(ids[f.name]).encode()}) if f.name in ids else f
+            for f in chunk.schema
+        ]
+        return chunk.cast(pa.schema(fields))
 
 
 def rewrite_bin(task: BinTask) -> BinResult:

@@ -55,7 +55,7 @@ from txntable.engine.errors import (
 )
 from txntable.engine.model.actions import AddFile, RemoveFile
 from txntable.engine.model.features import check_writable
-from txntable.engine.model.iceberg_compat import materializes_partitions
+from txntable.engine.model.iceberg_compat import materializes_partitions, row_tracking_field_ids
 from txntable.engine.model.physical import partition_physical_names
 from txntable.engine.model.predicates import bind
 from txntable.engine.model.schema import to_arrow_type
@@ -424,6 +424,7 @@ class _Run:
             materialize_partitions=materializes_partitions(
                 self.snapshot.protocol, meta.configuration
             ),
+            row_lineage_ids=row_tracking_field_ids(self.snapshot.protocol, meta.configuration),
         )
 
     def _row_tracking(self, b: Bin) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:

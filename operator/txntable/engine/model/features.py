@@ -53,6 +53,9 @@ READABLE_FEATURES = frozenset(
         "variantShredding",
         "typeWidening",
         "typeWidening-preview",
+        # geometry and geography columns: WKB in the data files (``geospatial``), nothing new
+        # in the log beyond their type names
+        "geospatial",
     }
 )
 
@@ -87,17 +90,20 @@ WRITABLE_FEATURES = frozenset(
 
 #: Features that change how rows sit in data files, which a rewrite (``rows_unchanged``, e.g.
 #: OPTIMIZE) honours through ``engine.model.physical``: files are read by physical name or Parquet
-#: field id and written with physical names and ids (column mapping), every column is written in its
-#: current type (type widening) and variant columns are carried through as their two binaries;
-#: partition columns are materialized into the files written (``materializePartitionColumns``,
-#: and the Iceberg compatibility features, whose other rules ``engine.model.iceberg_compat``
-#: checks). Collations change how strings compare, never how they are stored: a rewrite keeps
-#: the schema's collation metadata and the ``delta.collations`` domain untouched and writes no
-#: min/max statistics for collated columns (``PhysicalLayout.unbounded_paths``), so no reader
-#: skips a file by a binary order its collation does not share. Appends stay refused: the
-#: writer of new rows does not map columns yet. Shredded variants (``variantShredding*``) are
-#: not here: their per-file typed_value layouts cannot be merged byte for byte, so such tables
-#: are refused, rewrites included.
+#: field id and written with physical names and ids (column mapping), every column is written in
+#: its current type (type widening) and variant columns are carried through as their two binaries;
+#: partition columns are materialized into the files written (``materializePartitionColumns``, and
+#: the Iceberg compatibility features, whose other rules ``engine.model.iceberg_compat`` checks;
+#: icebergCompatV3's files also carry Iceberg's row lineage field ids on the materialized row
+#: tracking columns). Geometry and geography columns are read and written as WKB with Parquet's
+#: geospatial logical types (``engine.model.geospatial``; a CRS or edge algorithm the Parquet
+#: writer cannot express is refused). Collations change how strings compare, never how they are
+#: stored: a rewrite keeps the schema's collation metadata and the ``delta.collations`` domain
+#: untouched and writes no min/max statistics for collated columns
+#: (``PhysicalLayout.unbounded_paths``), so no reader skips a file by a binary order its collation
+#: does not share. Appends stay refused: the writer of new rows does not map columns yet. Shredded
+#: variants (``variantShredding*``) are not here: their per-file typed_value layouts cannot be
+#: merged byte for byte, so such tables are refused, rewrites included.
 REWRITABLE_FEATURES = frozenset(
     {
         "collations",
@@ -110,6 +116,8 @@ REWRITABLE_FEATURES = frozenset(
         "materializePartitionColumns",
         "icebergCompatV1",
         "icebergCompatV2",
+        "icebergCompatV3",
+        "geospatial",
     }
 )
 
@@ -194,6 +202,15 @@ def check_writable(
             f"table requires writer feature(s) this engine does not support: {names}{hint}",
             tuple(sorted(missing)),
         )
+    if metadata is not None and "geospatial" in features:
+        from txntable.engine.model.geospatial import unwritable_columns
+
+        bad = unwritable_columns(metadata.schema_string)
+        if bad:
+            column, why = bad[0]
+            raise UnsupportedWriterFeatureError(
+                f"geospatial column {column} cannot be rewritten: {why}", ("geospatial",)
+            )
     if metadata is not None:
         from txntable.engine.model.iceberg_compat import unmet_rules
 

@@ -1,9 +1,10 @@
 """What the Iceberg compatibility features ask of a writer of data files, and partition columns
 materialized into the files.
 
-``icebergCompatV1`` and ``icebergCompatV2`` (PROTOCOL.md "Iceberg Compatibility V1/V2") are
-writer features: once active (``delta.enableIcebergCompatV1``/``V2`` is ``true``) every writer
-must keep the table convertible to Iceberg. A rewrite (OPTIMIZE) changes no schema and no
+``icebergCompatV1`` and ``icebergCompatV2`` (PROTOCOL.md "Iceberg Compatibility V1/V2") and
+``icebergCompatV3`` (delta-io/delta ``protocol_rfcs/iceberg-compat-v3.md``, Delta 4.4) are
+writer features: once active (``delta.enableIcebergCompatV1``/``V2``/``V3`` is ``true``) every
+writer must keep the table convertible to Iceberg. A rewrite (OPTIMIZE) changes no schema and no
 protocol, so the rules about the table itself are checked here and, when the table breaks one,
 the rewrite is refused with the rule named (``unmet_rules``): a writer must require them, and
 files written into such a table would carry what Iceberg cannot read. The rules about the files
@@ -12,15 +13,24 @@ array elements and map keys and values), timestamps as INT64, ``numRecords`` in 
 no deletion vector on a new file, and partition values materialized into the file after the data
 columns (``materializes_partitions``, which ``materializePartitionColumns`` and
 ``delta.writePartitionColumnsToParquet`` ask for too).
+
+V3 differs from V2: deletion vectors may be enabled (Iceberg V3 has its own), row tracking must
+be, and its materialized columns carry Iceberg's row lineage field ids in the files
+(``ROW_ID_FIELD_ID``, ``ROW_COMMIT_VERSION_FIELD_ID``; ``row_tracking_field_ids``); the types
+allowed add variant, geometry and geography; type changes are Iceberg V3's promotions only (an
+allow-list); column defaults must be literals. A rewrite keeps every row's id and commit version
+(``engine.commit.row_tracking``), so the rules about files are met as for V2.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from txntable.engine.model.actions import Metadata, Protocol
+from txntable.engine.model.geospatial import is_geospatial
 from txntable.engine.model.physical import (
     NESTED_IDS_KEYS,
     PHYSICAL_NAME_KEY,
@@ -33,6 +43,7 @@ from txntable.engine.model.schema import parse_schema
 ENABLE_KEYS = {
     "icebergCompatV1": "delta.enableIcebergCompatV1",
     "icebergCompatV2": "delta.enableIcebergCompatV2",
+    "icebergCompatV3": "delta.enableIcebergCompatV3",
 }
 ICEBERG_FEATURES = frozenset(ENABLE_KEYS)
 MATERIALIZE_FEATURE = "materializePartitionColumns"
@@ -56,6 +67,23 @@ _V2_PRIMITIVES = frozenset(
     }
 )
 _INTEGERS = ("byte", "short", "integer", "long")
+#: icebergCompatV3 adds Iceberg V3's variant and geospatial types to V2's list (no void)
+_V3_PRIMITIVES = _V2_PRIMITIVES | {"variant"}
+#: the Parquet field ids icebergCompatV3 gives the materialized row tracking columns (Iceberg
+#: V3's row lineage fields ``_row_id`` and ``_last_updated_sequence_number``)
+ROW_ID_FIELD_ID = 2147483540
+ROW_COMMIT_VERSION_FIELD_ID = 2147483539
+#: where Spark keeps a column's default value (allowColumnDefaults)
+_DEFAULT_KEY = "CURRENT_DEFAULT"
+_LITERAL = re.compile(
+    r"""^\s*(?:
+        NULL|TRUE|FALSE
+      | [+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[LSYDBF]?(?:BD)?
+      | (?:DATE|TIMESTAMP|TIMESTAMP_NTZ|TIMESTAMP_LTZ|X|INTERVAL)?\s*'(?:[^'\\]|\\.|'')*'
+      | "(?:[^"\\]|\\.)*"
+    )\s*$""",
+    re.IGNORECASE | re.VERBOSE,
+)
 
 Unmet = tuple[str, str]
 
@@ -68,6 +96,12 @@ def active(protocol: Protocol, configuration: Mapping[str, str]) -> tuple[str, .
     """The Iceberg compatibility features that are supported and enabled."""
     features = table_features(protocol)
     return tuple(f for f, key in ENABLE_KEYS.items() if f in features and _true(configuration, key))
+
+
+def row_tracking_field_ids(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
+    """Whether the materialized row tracking columns of new files carry Iceberg's row lineage
+    field ids: icebergCompatV3 is active."""
+    return "icebergCompatV3" in active(protocol, configuration)
 
 
 def materializes_partitions(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
@@ -102,7 +136,8 @@ def unmet_rules(protocol: Protocol, metadata: Metadata) -> list[Unmet]:
                     "none), so the files written cannot carry the Parquet field ids Iceberg reads",
                 )
             )
-        out.extend((feature, rule) for rule in _type_change_problems(fields))
+        if feature != "icebergCompatV3":
+            out.extend((feature, rule) for rule in _type_change_problems(fields))
     if "icebergCompatV1" in versions:
         if "deletionVectors" in features:
             out.append(("icebergCompatV1", "the deletionVectors feature must not be supported"))
@@ -116,7 +151,88 @@ def unmet_rules(protocol: Protocol, metadata: Metadata) -> list[Unmet]:
         out.extend(("icebergCompatV2", rule) for rule in _v2_type_problems(fields))
         if mode != "none":
             out.extend(("icebergCompatV2", rule) for rule in _missing_nested_ids(fields))
+    if "icebergCompatV3" in versions:
+        out.extend(("icebergCompatV3", rule) for rule in _v3_problems(features, config, fields))
+        if mode != "none":
+            out.extend(("icebergCompatV3", rule) for rule in _missing_nested_ids(fields))
     return out
+
+
+def _v3_problems(
+    features: frozenset[str], config: Mapping[str, str], fields: list[dict[str, Any]]
+) -> list[str]:
+    """icebergCompatV3's rules about the table (the geospatial types RFC's companion, delta-io's
+    ``protocol_rfcs/iceberg-compat-v3.md``), apart from column mapping and the nested ids."""
+    out: list[str] = []
+    others = [v for v in ("icebergCompatV1", "icebergCompatV2") if _true(config, ENABLE_KEYS[v])]
+    if others:
+        out.append(f"{' and '.join(others)} must not be active as well")
+    if "rowTracking" not in features or not _true(config, "delta.enableRowTracking"):
+        out.append("row tracking must be enabled (delta.enableRowTracking is not true)")
+    out.extend(_v3_type_problems(fields))
+    out.extend(_v3_type_change_problems(fields))
+    out.extend(_non_literal_defaults(fields))
+    return out
+
+
+def _v3_type_problems(fields: list[dict[str, Any]]) -> list[str]:
+    for where, typ in _all_types(fields):
+        if isinstance(typ, dict):
+            if typ.get("type") in ("struct", "array", "map"):
+                continue
+            kind = str(typ.get("type"))
+        else:
+            kind = str(typ)
+        if kind in _V3_PRIMITIVES or kind.startswith("decimal") or is_geospatial(kind):
+            continue
+        return [f"only Iceberg V3's types in the schema (column {where} is a {kind})"]
+    return []
+
+
+def _v3_type_change_problems(fields: list[dict[str, Any]]) -> list[str]:
+    """Type widening within Iceberg V3's promotions: integers to wider integers, float to
+    double, a decimal to a higher precision at the same scale (an allow-list, as the RFC)."""
+    for f in _every_field(fields):
+        raw = (f.get("metadata") or {}).get("delta.typeChanges")
+        changes = json.loads(raw) if isinstance(raw, str) else raw
+        for change in changes if isinstance(changes, list) else []:
+            if not isinstance(change, Mapping):
+                continue
+            source, target = str(change.get("fromType")), str(change.get("toType"))
+            if not _v3_promotion(source, target):
+                return [
+                    f"only type changes Iceberg V3 supports (column {f['name']} was widened "
+                    f"from {source} to {target})"
+                ]
+    return []
+
+
+def _v3_promotion(source: str, target: str) -> bool:
+    if source in _INTEGERS and target in _INTEGERS:
+        return _INTEGERS.index(target) > _INTEGERS.index(source)
+    if (source, target) == ("float", "double"):
+        return True
+    before, after = _decimal_scale(source), _decimal_scale(target)
+    return (
+        before is not None
+        and before == after
+        and _decimal_precision(target) > (_decimal_precision(source) or 0)
+    )
+
+
+def _decimal_precision(name: str) -> int:
+    try:
+        return int(name.split("(")[1].split(",", maxsplit=1)[0])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _non_literal_defaults(fields: list[dict[str, Any]]) -> list[str]:
+    for f in _every_field(fields):
+        default = (f.get("metadata") or {}).get(_DEFAULT_KEY)
+        if isinstance(default, str) and not _LITERAL.match(default):
+            return [f"column defaults must be literals (column {f['name']} defaults to {default})"]
+    return []
 
 
 # -- schema walks -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.engine.errors import InvalidActionError, InvalidArgumentError
+from txntable.engine.model import geospatial
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
@@ -76,6 +77,8 @@ def to_arrow_type(delta_type: Any) -> pa.DataType:
             return _PRIMITIVES[delta_type]
         if m := _DECIMAL.match(delta_type):
             return pa.decimal128(int(m[1]), int(m[2]))
+        if (geo := geospatial.arrow_type(delta_type)) is not None:
+            return geo
         raise InvalidActionError(f"unknown Delta type {delta_type!r}")
     kind = delta_type.get("type")
     if kind == "struct":

@@ -328,6 +328,46 @@ def test_rewrite_bin_carries_stable_values_past_deletion_vectors(tmp_path: Any) 
     assert missing.error is not None and "no baseRowId" in missing.error
 
 
+@pytest.mark.parametrize("lineage", [False, True], ids=["no-ids", "icebergCompatV3"])
+def test_icebergcompatv3_files_carry_iceberg_row_lineage_field_ids(
+    tmp_path: Any, lineage: bool
+) -> None:
+    """Issue 33.7: icebergCompatV3 gives the materialized row id and commit version columns
+    Iceberg V3's row lineage field ids in the files (as delta-spark 4.4 writes them), under
+    column mapping's ids of the data columns; the values are the same either way."""
+    pq.write_table(pa.table({"col-id": pa.array([10, 11], pa.int64())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"col-id": pa.array([20], pa.int64())}), tmp_path / "b.parquet")
+    field = {
+        "name": "id",
+        "type": "long",
+        "nullable": True,
+        "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-id"},
+    }
+    task = BinTask(
+        table_uri=str(tmp_path),
+        bin_id="v3",
+        inputs=("a.parquet", "b.parquet"),
+        input_bytes=10,
+        partition_columns=(),
+        partition_values={},
+        schema_string=json.dumps({"type": "struct", "fields": [field]}),
+        configuration={**ENABLED, "delta.columnMapping.mode": "id"},
+        target_file_size=1 << 30,
+        base_row_ids=(100, 200),
+        row_commit_versions=(3, 4),
+        row_lineage_ids=lineage,
+    )
+    for result in (rewrite_bin(task), rewrite_bin_via_spark_task(task)):
+        assert result.ok, result.error
+        (add,) = result.adds
+        written = pq.read_table(tmp_path / add["path"])
+        ids = {f.name: (f.metadata or {}).get(b"PARQUET:field_id") for f in written.schema}
+        expected = {b"2147483540", b"2147483539"} if lineage else {None}
+        assert ids["col-id"] == b"1" and {ids["_rid"], ids["_rcv"]} == expected
+        assert written.column("_rid").to_pylist() == [100, 101, 200]
+        assert written.column("_rcv").to_pylist() == [3, 3, 4]
+
+
 def rewrite_bin_via_spark_task(task: BinTask) -> Any:
     """What a Spark task does with the task's JSON form (lists, not tuples)."""
     as_json = json.loads(json.dumps(asdict(task)))
