@@ -51,6 +51,8 @@ class ListsManagedRuns(Protocol):
 
     def list_managed(self, namespace: str) -> list[RunStatus]: ...
 
+    def waiting(self, namespace: str, name: str) -> str: ...
+
 
 @dataclass
 class _Namespace:
@@ -132,6 +134,10 @@ class CachedRuns(Launcher):
 
     def status(self, namespace: str, name: str) -> RunStatus:
         return self.inner.status(namespace, name)
+
+    def waiting(self, namespace: str, name: str) -> str:
+        """Asked of the run's pods, never cached: only runs in flight are asked."""
+        return self.inner.waiting(namespace, name)
 
     def delete(self, namespace: str, name: str) -> None:
         self.inner.delete(namespace, name)

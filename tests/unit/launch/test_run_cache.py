@@ -200,3 +200,29 @@ def test_a_missing_secret_is_asked_for_again_after_a_growing_back_off() -> None:
     there[0] = True
     clock.now = reads[-1] + 300
     assert cache.get("lake", "s3").data == {"key": "v"}
+
+
+def test_the_cache_passes_on_every_question_it_does_not_answer_itself() -> None:
+    """Every Launcher method the cache does not serve from its listing goes to the launcher it
+    wraps: a method left to the Launcher base's default answered 'nothing known' instead (the
+    real node showed it: runs whose pods could not start were said to be running)."""
+    from txntable.launch.base import Launcher
+
+    for name, member in vars(Launcher).items():
+        if callable(member) and not name.startswith("_"):
+            assert name in vars(CachedRuns), f"CachedRuns does not pass on {name}"
+
+
+def test_a_run_whose_pods_cannot_start_is_said_through_the_cache() -> None:
+    launcher, _api, core, backend = BACKENDS["job"]()
+    cache = CachedRuns(launcher, max_age=30, clock=Clock())
+    req = make_request(backend=backend)
+    cache.launch(req)
+    core.pods.append(
+        {
+            "metadata": {"name": "p", "labels": {"txntable.io/run": req.name}},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                                       "reason": "Unschedulable", "message": "Insufficient cpu"}]},
+        }
+    )  # fmt: skip
+    assert cache.waiting(req.namespace, req.name) == "pod p cannot be scheduled: Insufficient cpu"
