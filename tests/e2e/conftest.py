@@ -126,6 +126,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"{name}: {value}")
 
 
+@pytest.fixture
+def made(kube: Kube) -> Iterator[list[str]]:
+    """Names of the TxnTables a test made in the shared install's namespace, deleted (and
+    waited for: the controller stops their runs) when it ends: the node's two cores fit one
+    run at a time, so a table left behind would keep the next test's runs Pending."""
+    from tests.e2e.lake import TABLES
+
+    names: list[str] = []
+    yield names
+    for name in names:
+        kube.kubectl("-n", TABLES, "delete", "txntable", name, "--ignore-not-found",
+                     "--wait=true", "--timeout=300s", check=False)  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def store(kube: Kube) -> Any:
     """moto's S3 in a pod (``tests.e2e.store``), with the tier's bucket."""

@@ -3,9 +3,11 @@
 The chart's scrape settings are its ServiceMonitor: which Service (labels), which port, path,
 interval and timeout. No Prometheus Operator runs here, so this test does what the operator
 does with a ServiceMonitor: it renders the chart's ServiceMonitor with ``helm template`` and
-turns it into a scrape job with Kubernetes service discovery of the Service's endpoints (keep
-the Service by its labels, the endpoint by its port name). Prometheus on the host then reaches
-the controller pod by its pod IP over the node's bridge, as a Prometheus pod would.
+turns it into a scrape job. Debian's Prometheus is built without Kubernetes service discovery
+(`kubernetes_sd_configs` is unknown to its config parser), so the discovery it would do (the
+ready endpoints, on the named port, of the Services the selector picks) is read here from the
+Services' EndpointSlices into a file_sd file. Prometheus on the host then reaches the
+controller pod by its pod IP over the node's bridge, as a Prometheus pod would.
 """
 
 from __future__ import annotations
@@ -42,37 +44,46 @@ def _service_monitor(kube: Kube, inst: Install) -> dict[str, Any]:
     return found
 
 
-def _label(name: str) -> str:
-    """Prometheus' meta label of a Service label."""
-    return "__meta_kubernetes_service_label_" + "".join(c if c.isalnum() else "_" for c in name)
-
-
-def scrape_config(monitor: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
-    """What the Prometheus Operator makes of a ServiceMonitor (one endpoint)."""
+def targets(kube: Kube, monitor: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Prometheus' Kubernetes service discovery finds for the ServiceMonitor: the ready
+    endpoints, on the named port, of the Services its selector picks in its namespaces (read
+    from their EndpointSlices), as a file_sd document."""
     spec = monitor["spec"]
     (endpoint,) = spec["endpoints"]
-    keep = [
-        {"source_labels": [_label(k)], "regex": v, "action": "keep"}
-        for k, v in sorted(spec["selector"]["matchLabels"].items())
-    ]
-    keep.append(
-        {"source_labels": ["__meta_kubernetes_endpoint_port_name"],
-         "regex": endpoint["port"], "action": "keep"}
-    )  # fmt: skip
+    selector = ",".join(f"{k}={v}" for k, v in sorted(spec["selector"]["matchLabels"].items()))
+    found = []
+    for ns in spec["namespaceSelector"]["matchNames"]:
+        for svc in kube.get("-n", ns, "services", "-l", selector)["items"]:
+            name = svc["metadata"]["name"]
+            slices = kube.get("-n", ns, "endpointslices", "-l",
+                              f"kubernetes.io/service-name={name}")["items"]  # fmt: skip
+            for piece in slices:
+                ports = [
+                    p["port"] for p in piece.get("ports") or () if p.get("name") == endpoint["port"]
+                ]
+                for ep in piece.get("endpoints") or ():
+                    if not (ep.get("conditions") or {}).get("ready"):
+                        continue
+                    pod = (ep.get("targetRef") or {}).get("name", "")
+                    found += [
+                        {"targets": [f"{address}:{port}"],
+                         "labels": {"namespace": ns, "service": name, "pod": pod}}
+                        for address in ep["addresses"] for port in ports
+                    ]  # fmt: skip
+    return found
+
+
+def scrape_config(monitor: dict[str, Any], sd_file: Path) -> dict[str, Any]:
+    """The scrape job the Prometheus Operator makes of a ServiceMonitor (one endpoint), with
+    its targets from ``sd_file`` (``targets``)."""
+    (endpoint,) = monitor["spec"]["endpoints"]
     meta = monitor["metadata"]
     return {
         "job_name": f"serviceMonitor/{meta['namespace']}/{meta['name']}/0",
         "scrape_interval": endpoint["interval"],
         "scrape_timeout": endpoint["scrapeTimeout"],
         "metrics_path": endpoint["path"],
-        "kubernetes_sd_configs": [
-            {
-                "role": "endpoints",
-                "kubeconfig_file": str(kubeconfig),
-                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            }
-        ],
-        "relabel_configs": keep,
+        "file_sd_configs": [{"files": [str(sd_file)], "refresh_interval": "5s"}],
     }
 
 
@@ -80,7 +91,11 @@ def scrape_config(monitor: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
 def prometheus(
     kube: Kube, operator: Install, tmp_path: Path
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    job = scrape_config(_service_monitor(kube, operator), kube.kubeconfig)
+    monitor = _service_monitor(kube, operator)
+    sd_file = tmp_path / "targets.json"
+    sd_file.write_text(json.dumps(wait_until("the metrics Service's endpoints",
+                                             lambda: targets(kube, monitor), 120)))  # fmt: skip
+    job = scrape_config(monitor, sd_file)
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"scrape_configs": [job]}))
     port = free_port()

@@ -36,8 +36,9 @@ SPARK: dict[str, Any] = {
 }
 
 
-def _apply(kube: Kube, store: Store, name: str, **spark: Any) -> str:
+def _apply(kube: Kube, store: Store, made: list[str], name: str, **spark: Any) -> str:
     uri = lake.fragment(store, BUCKET, name)
+    made.append(name)
     kube.apply(
         lake.custom("CompactionPolicy", TABLES, name, {
             "targetFileSize": "64Mi", "minFileSize": "8Mi",
@@ -71,10 +72,10 @@ def _the_job(kube: Kube, name: str) -> dict[str, Any]:
 
 
 def test_a_wrong_image_tag_is_said_in_the_tables_status(
-    kube: Kube, store: Store, operator: Install
+    kube: Kube, store: Store, operator: Install, made: list[str]
 ) -> None:
     name = "wrong-image"
-    _apply(kube, store, name, image="ghcr.io/txntable/txntable-spark:no-such-tag")
+    _apply(kube, store, made, name, image="ghcr.io/txntable/txntable-spark:no-such-tag")
     job = _the_job(kube, name)
     said = wait_until(
         "Compacting says RunCannotStart",
@@ -90,14 +91,13 @@ def test_a_wrong_image_tag_is_said_in_the_tables_status(
     assert record["outcome"] == "Running" and "cannot start" in record["message"], record
     events = kube.get("-n", TABLES, "events", "--field-selector", "reason=RunCannotStart")
     assert [e for e in events["items"] if e["involvedObject"]["name"] == name]
-    kube.kubectl("-n", TABLES, "delete", "txntable", name, "--wait=true", "--timeout=120s")
 
 
 def test_a_controller_pod_deleted_mid_run_is_replaced_and_the_run_adopted(
-    kube: Kube, store: Store, operator: Install
+    kube: Kube, store: Store, operator: Install, made: list[str]
 ) -> None:
     name = "controller-gone"
-    _apply(kube, store, name)
+    _apply(kube, store, made, name)
     job = _the_job(kube, name)
     run = job["metadata"]["name"]
     (old,) = lake.pods_of(kube, operator.namespace, "app.kubernetes.io/component=controller")
@@ -115,10 +115,10 @@ def test_a_controller_pod_deleted_mid_run_is_replaced_and_the_run_adopted(
 
 
 def test_a_kubelet_restarted_mid_run_leaves_the_run_to_finish(
-    kube: Kube, store: Store, operator: Install, real_cluster: Any
+    kube: Kube, store: Store, operator: Install, real_cluster: Any, made: list[str]
 ) -> None:
     name = "kubelet-restart"
-    _apply(kube, store, name)
+    _apply(kube, store, made, name)
     job = _the_job(kube, name)
     run = job["metadata"]["name"]
     wait_until(
@@ -133,10 +133,10 @@ def test_a_kubelet_restarted_mid_run_leaves_the_run_to_finish(
 
 
 def test_an_evicted_driver_fails_the_run_and_the_record_says_so(
-    kube: Kube, store: Store, operator: Install
+    kube: Kube, store: Store, operator: Install, made: list[str]
 ) -> None:
     name = "evicted"
-    uri = _apply(kube, store, name)
+    uri = _apply(kube, store, made, name)
     before = lake.read_rows(store, uri)
     job = _the_job(kube, name)
     run = job["metadata"]["name"]
@@ -166,12 +166,12 @@ def test_an_evicted_driver_fails_the_run_and_the_record_says_so(
 
 
 def test_an_executor_killed_for_memory_is_retried_with_more(
-    kube: Kube, store: Store, operator: Install
+    kube: Kube, store: Store, operator: Install, made: list[str]
 ) -> None:
     name = "oom"
     # the executor pod's limit is its heap plus this overhead: the JVM alone outgrows it
     _apply(
-        kube, store, name,
+        kube, store, made, name,
         executor={"instances": 1, "cores": 1, "memory": "512Mi"},
         sparkConf={**SPARK["sparkConf"], "spark.executor.memoryOverhead": "16m",
                    "spark.executor.minMemoryOverhead": "16m"},
