@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.unit.case_ids import readable
 from tests.unit.launch.test_launch_manifests import request as make_request
+from txntable.api.constants import LABEL_KIND
 from txntable.config import Config
 from txntable.launch import manifests, permissions
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError, TransientLaunchError
@@ -200,6 +201,23 @@ def test_launch_creates_then_adopts_on_409(setup: Any) -> None:
     assert again.adopted and again.name == req.name
     assert len(api.objects) == 1
     assert [c[2] for c in api.calls] == ["create", "create", "get"]
+
+
+def test_a_create_answered_without_the_object_is_the_run_that_was_sent(setup: Any) -> None:
+    """A create whose answer carries no object (kmock answers with no body) is still the run
+    asked for: its name and kind label keep it counted in flight. With an empty status the run
+    cache counted a nameless run of no kind, and the next tick launched compaction again."""
+    launcher, api, _core, backend = setup
+    create = api.create
+
+    def answer_nothing(namespace: str, body: dict[str, Any]) -> None:
+        create(namespace, body)
+
+    api.create = answer_nothing
+    req = make_request(backend=backend)
+    run = launcher.launch(req)
+    assert (run.name, run.namespace, run.state) == (req.name, req.namespace, RunState.PENDING)
+    assert run.labels == req.labels and run.labels[LABEL_KIND] == req.labels[LABEL_KIND]
 
 
 def test_a_foreign_object_with_the_run_name_is_not_adopted(setup: Any) -> None:
