@@ -32,10 +32,6 @@ from txntable.engine import (
     retention,
 )
 
-#: Slack for writers' clocks (a remove's deletionTimestamp is the writer's) when judging which
-#: removed files a VACUUM already had past its retention.
-REMOVAL_CLOCK_SLACK = timedelta(hours=1)
-
 
 @dataclass(frozen=True, slots=True)
 class TableHealth:
@@ -241,13 +237,21 @@ def _removals(
 def swept_before(keep_ms: int | None, vacuum_retention_s: int | None, last: datetime) -> int | None:
     """The deletionTimestamp (ms) before which every removed file was past the retention of a
     VACUUM that started at ``last``, with the table's ``keep_ms`` and a VACUUM ``retention`` of
-    its own (the longer wins), less ``REMOVAL_CLOCK_SLACK``: that VACUUM deleted those files,
-    though their tombstones stay in the log until a checkpoint expires them (PROTOCOL.md,
-    "Add File and Remove File"). None when the table's retention is unknown."""
+    its own (the longer wins): that VACUUM deleted those files, though their tombstones stay in
+    the log until a checkpoint expires them (PROTOCOL.md, "Add File and Remove File"). None
+    when the table's retention is unknown.
+
+    Exact, with no slack: ``last`` is when the run started (the API server's clock), and the
+    VACUUM compares each deletionTimestamp with its own clock later, so it deleted at least
+    these. An hour of slack made every VACUUM count the hour of removals before its cutoff as
+    still reclaimable, and a policy whose ``interval`` is shorter than that vacuumed again at
+    every interval for nothing. What this leaves out: a file whose remove a writer with a slow
+    clock stamped before the cutoff in a commit still inside the retention, which VACUUM kept
+    (``engine.vacuum``); the next VACUUM deletes it."""
     if keep_ms is None:
         return None
     keep = max(timedelta(milliseconds=keep_ms), timedelta(seconds=vacuum_retention_s or 0))
-    return int((last - keep - REMOVAL_CLOCK_SLACK).timestamp() * 1000)
+    return int((last - keep).timestamp() * 1000)
 
 
 def without_swept(

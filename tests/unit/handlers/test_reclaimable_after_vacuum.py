@@ -118,3 +118,32 @@ def test_status_and_metric_fall_after_the_last_vacuum(tmp_path: Path) -> None:
     # a dry-run policy deleted nothing: the figure stays
     _, dry = resources(tmp_path / "t", dryRun=True)
     assert reconcile(vacuumed, dry) == (both, both)
+
+
+def test_a_removal_just_before_a_vacuum_is_swept_by_it(tmp_path: Path) -> None:
+    """A table with a 1-second retention whose file was removed a minute before its VACUUM
+    started (the e2e tier's VACUUM-only run): that VACUUM deleted it. With an hour of slack for
+    writers' clocks the figure kept it, and a policy with a short ``interval`` launched a
+    VACUUM run (a Spark Job on the real node) at every interval for an hour, each deleting
+    nothing."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        pa.schema([("id", pa.int64())]),
+        properties={"delta.deletedFileRetentionDuration": "interval 1 second"},
+    )
+    t.append(pa.table({"id": [1, 2]}))
+    (action,) = t.snapshot().add_actions()
+    txn = t.transaction()
+    txn.add(action.to_remove(deletion_timestamp=NOW_MS - 60_000, data_change=True))
+    txn.commit("DELETE")
+    summary = TableSummary.from_snapshot(t.snapshot())
+    health = observe_summary(summary, 1, now_ms=NOW_MS)
+    assert health.reclaimable_bytes == action.size
+    cutoff = swept_before(health.file_retention_ms, None, NOW - timedelta(seconds=5))
+    assert cutoff is not None
+    assert without_swept(health, summary, cutoff, now_ms=NOW_MS).reclaimable_bytes == 0
+    table, policy = resources(tmp_path / "t", interval="1s")
+    vacuumed = replace(
+        table, status=replace(table.status, last_vacuum_time=NOW - timedelta(seconds=5))
+    )
+    assert reconcile(vacuumed, policy) == (0, 0)

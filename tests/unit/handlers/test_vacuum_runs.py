@@ -158,8 +158,10 @@ def test_a_failed_vacuum_run_backs_off_and_a_succeeded_one_waits_for_the_interva
             },
         }
     )
-    # the controller's clock starts at the real time: the removes' deletionTimestamps are real
-    t0 = datetime.now(UTC).replace(microsecond=0)
+    # the controller's clock starts ten minutes before the real time, the removes'
+    # deletionTimestamps are real: the retry's VACUUM (under a minute later on the controller's
+    # clock) started before the file was removed, so the garbage is still there after it
+    t0 = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=10)
     clock = [t0]
     launcher = MemoryLauncher(clock)
     operator = Operator(

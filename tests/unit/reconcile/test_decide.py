@@ -585,8 +585,11 @@ def removed_days_before_last_vacuum(days: float, last_hours_ago: float = 25) -> 
         (removed_days_before_last_vacuum(9), {}, False, Reason.NOTHING_TO_DO),
         # removes younger than the retention then have become reclaimable since
         (removed_days_before_last_vacuum(3), {}, True, Reason.TRIGGERED),
-        # a remove a writer stamped less than an hour before the cutoff: its clock may be off
-        (removed_days_before_last_vacuum(7 + 0.5 / 24), {}, True, Reason.TRIGGERED),
+        # stamped half an hour before that VACUUM's cutoff: it was swept (no slack: the VACUUM
+        # compared with its own clock, later than the run's start)
+        (removed_days_before_last_vacuum(7 + 0.5 / 24), {}, False, Reason.NOTHING_TO_DO),
+        # stamped half an hour after it: that VACUUM kept it, it is reclaimable now
+        (removed_days_before_last_vacuum(7 - 0.5 / 24), {}, True, Reason.TRIGGERED),
         # the policy keeps 10 days: files removed 9 days before that VACUUM were kept by it
         (removed_days_before_last_vacuum(9), {"retention": "10d"}, True, Reason.TRIGGERED),
         # unknown figures (a broken retention property, a tombstone without a timestamp): due
@@ -596,7 +599,8 @@ def removed_days_before_last_vacuum(days: float, last_hours_ago: float = 25) -> 
     ids=[
         "swept",
         "young-removes-now-reclaimable",
-        "clock-skew-margin",
+        "swept-just-past-the-cutoff",
+        "kept-just-inside-the-cutoff",
         "policy-keeps-longer",
         "unknown-retention",
     ],
