@@ -326,25 +326,39 @@ def last_json_line(text: str) -> dict[str, Any] | None:
 SPARK_ERROR_LINE: Final = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} ERROR (\S+): (.+)$")
 
 
+#: ERROR lines that only say an earlier error stopped Spark ("Error initializing SparkContext."
+#: follows "Max number of executor failures (3) reached" when no executor ever started)
+SPARK_CONSEQUENCES: Final = re.compile(r"^Error initializing SparkContext\.?$")
+
+
 def spark_error(text: str | None) -> str | None:
-    """The last error Spark logged in ``text`` (a driver's log), as ``Logger: message``.
+    """The last error Spark logged in ``text`` (a driver's log), as ``Logger: message``,
+    passing over the lines that only say an earlier error stopped Spark.
 
     A job whose executors all failed, or whose context Spark stopped, sees only "Job 0
-    cancelled because SparkContext was shut down"; the reason is what Spark logged at ERROR
+    cancelled because SparkContext was shut down" (or, before its context started, "Spark
+    context stopped while waiting for backend"); the reason is what Spark logged at ERROR
     before that (on a real node: "Max number of executor failures (4) reached")."""
+    consequence = None
     for line in reversed((text or "").splitlines()):
         found = SPARK_ERROR_LINE.match(line.strip())
         if found:
-            return f"{found.group(1)}: {found.group(2).strip()}"[:500]
-    return None
+            said = f"{found.group(1)}: {found.group(2).strip()}"[:500]
+            if not SPARK_CONSEQUENCES.match(found.group(2).strip()):
+                return said
+            consequence = consequence or said
+    return consequence
 
 
 #: What backends and runtimes say when a container or process runs out of memory: the
 #: kubelet's ``OOMKilled`` (exit code 137 = killed by SIGKILL), the JVM's
 #: ``java.lang.OutOfMemoryError``, YARN/Spark's "Container killed ... memory", Python's
-#: ``MemoryError`` (Spark's ``ExecutorLostFailure`` reasons quote the kubelet's).
+#: ``MemoryError`` (Spark's ``ExecutorLostFailure`` reasons quote the kubelet's), and Spark 4's
+#: Kubernetes backend's "OOM is detected" when an executor pod it started was OOMKilled (the
+#: pod itself is deleted at once, so the driver's log is what is left to tell).
 OOM_PATTERN: Final = re.compile(
     r"OOMKilled|OutOfMemoryError|\bMemoryError\b|Container killed[^\n]*memory"
+    r"|KubernetesClusterSchedulerBackend: OOM is detected"
     r"|(exit ?code|ExitCode)[:= ]*137\b|exit code -9\b|killed by signal 9\b"
 )
 

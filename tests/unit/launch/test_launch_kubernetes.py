@@ -379,6 +379,29 @@ def test_a_failed_run_says_what_spark_logged_at_error(setup: Any) -> None:
     assert "Spark logged" not in launcher.status(req.namespace, req.name).message
 
 
+def test_an_executor_oom_before_the_context_started_is_said_and_counted(setup: Any) -> None:
+    """On the real node: every executor pod OOMKilled at start, Spark deleted each at once, and
+    the driver's last ERROR is only the consequence ("Error initializing SparkContext."). The
+    reason Spark logged first is the one said, and its OOM words make the run out of memory
+    (the controller's memory retry)."""
+    launcher, api, core, backend = setup
+    req = make_request(backend=backend)
+    launcher.launch(req)
+    finish(api, core, backend, req, RunState.FAILED)
+    ((key, log),) = core.logs.items()
+    core.logs[key] = (
+        "26/12/01 23:16:45 WARN ExecutorPodsLifecycleManager: 1 new failed executors.\n"
+        "26/12/01 23:16:45 WARN KubernetesClusterSchedulerBackend: OOM is detected.\n"
+        "26/12/01 23:16:45 ERROR ExecutorPodsLifecycleManager: Max number of executor "
+        "failures (3) reached\n"
+        "26/12/01 23:16:45 ERROR SparkContext: Error initializing SparkContext.\n"
+        "java.lang.IllegalStateException: Spark context stopped while waiting for backend\n" + log
+    )
+    st = launcher.status(req.namespace, req.name)
+    assert "Max number of executor failures (3) reached" in st.message, st.message
+    assert st.out_of_memory
+
+
 def test_the_result_line_is_optional(setup: Any) -> None:
     launcher, api, core, backend = setup
     req = make_request(backend=backend)

@@ -189,6 +189,11 @@ def test_sizing_round_trips_through_its_annotation() -> None:
         pytest.param("exit code 1: MemoryError", True, id="python"),
         pytest.param("Container killed by YARN for exceeding memory limits", True, id="yarn"),
         pytest.param("exit code -9", True, id="sigkill"),
+        pytest.param(
+            "26/12/01 23:16:38 WARN KubernetesClusterSchedulerBackend: OOM is detected.",
+            True,
+            id="spark-4-executor-pod-oomkilled",
+        ),
         pytest.param("exit code 1: ValueError: bad", False, id="other-error"),
         pytest.param("exit code 1370", False, id="not-137"),
         pytest.param("", False, id="empty"),
