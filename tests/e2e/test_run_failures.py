@@ -36,13 +36,15 @@ SPARK: dict[str, Any] = {
 }
 
 
-def _apply(kube: Kube, store: Store, made: list[str], name: str, **spark: Any) -> str:
+def _apply(
+    kube: Kube, store: Store, made: list[str], name: str, cooldown: str = "1h", **spark: Any
+) -> str:
     uri = lake.fragment(store, BUCKET, name)
     made.append(name)
     kube.apply(
         lake.custom("CompactionPolicy", TABLES, name, {
             "targetFileSize": "64Mi", "minFileSize": "8Mi",
-            "triggers": {"smallFiles": 2, "cooldown": "1h"},
+            "triggers": {"smallFiles": 2, "cooldown": cooldown},
             "spark": {**SPARK, **spark},
         }),
         lake.custom("TxnTable", TABLES, name, {
@@ -169,12 +171,17 @@ def test_an_executor_killed_for_memory_is_retried_with_more(
     kube: Kube, store: Store, operator: Install, made: list[str]
 ) -> None:
     name = "oom"
-    # the executor pod's limit is its heap plus this overhead: the JVM alone outgrows it
+    # the executor pod's limit is its heap plus this overhead, and the JVM touches its whole
+    # heap at start (AlwaysPreTouch; the image's entrypoint sets -Xms to the heap): it outgrows
+    # the limit before it does anything, however small the table (without the pre-touch a
+    # small table fitted, and the run succeeded)
+    # a retry waits the back-off and never less than the cooldown (docs/operations.md): 1 s
     _apply(
-        kube, store, made, name,
+        kube, store, made, name, cooldown="1s",
         executor={"instances": 1, "cores": 1, "memory": "512Mi"},
         sparkConf={**SPARK["sparkConf"], "spark.executor.memoryOverhead": "16m",
-                   "spark.executor.minMemoryOverhead": "16m"},
+                   "spark.executor.minMemoryOverhead": "16m",
+                   "spark.executor.extraJavaOptions": "-XX:+AlwaysPreTouch"},
         autoSize={"enabled": False, "maxExecutorMemory": "4Gi"},
     )  # fmt: skip
     first = _the_job(kube, name)
