@@ -62,8 +62,12 @@ typecheck: setup
 layers: setup
 	$(VENV)/bin/lint-imports
 
+# The suite runs in TEST_WORKERS pytest-xdist processes; the tests that share a JVM or an API
+# server (tests/xdist_scheduling.py) stay together in one of them. TEST_WORKERS=0
+# runs it in this process alone.
+TEST_WORKERS ?= 2
 test: testdeps controlplane lint typecheck layers
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # The real Kubernetes control plane of tests/controlplane: upstream kube-apiserver and etcd,
 # built with Go from the pinned tools module (tools/controlplane/go.mod) once per machine into

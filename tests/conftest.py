@@ -50,3 +50,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the e2e tier on the real single-node cluster (make e2e; tests/e2e)",
     )
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which make test runs
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` by file, with the files that share a process together
+    (``tests.xdist_scheduling``)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.xdist_scheduling import SharedProcessScheduling
+
+    return SharedProcessScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.xdist_scheduling import check_items
+
+    check_items(items)
