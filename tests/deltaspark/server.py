@@ -261,6 +261,40 @@ class Server:
         self.streams[str(query.id)] = query
         return {"query": str(query.id)}
 
+    def op_stream_read(
+        self,
+        path: str,
+        checkpoint: str,
+        columns: list[str] | None = None,
+        options: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """A streaming read of the table at ``path`` as a Delta source (``readStream``, reader
+        ``options`` such as ``maxFilesPerTrigger``), resumed from ``checkpoint`` (its offsets
+        and commits) if that exists, with ``trigger(availableNow=True)``: it processes what the
+        table holds beyond the checkpoint, in as many micro-batches as the options make, and
+        stops. ``{"batches": [{"batch": id, "rows": [...]}]}``, each batch's rows (``columns``,
+        expressions over the source's columns) as ``foreachBatch`` got them; a failed query
+        raises its exception."""
+        reader = self.spark.readStream.format("delta")
+        for key, value in (options or {}).items():
+            reader = reader.option(key, value)
+        source = reader.load(path)
+        if columns:
+            source = source.selectExpr(*columns)
+        batches: list[dict[str, Any]] = []
+
+        def collect(df: Any, batch_id: int) -> None:
+            batches.append({"batch": int(batch_id), "rows": rows_of(df)})
+
+        query = (
+            source.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return {"batches": batches}
+
     def op_stream_stop(self, query: str) -> dict[str, Any]:
         q = self.streams.pop(query)
         q.stop()
