@@ -3,10 +3,11 @@
 ``step`` runs one ``txntable`` command on the table and then holds the table to what every
 reader of a ``file:`` table needs whatever the step did: Hadoop's ``LocalFileSystem`` in
 delta-spark's JVM reads every file of the table (the log and the data; a checksum file that no
-longer matches its file is refused), and no checksum file is left without its file. The tests of
-``test_deltaspark_*_upkeep``-style stories (streaming source, change data feed, time travel,
-row tracking, partition values, the Spark executor) share it, so each maintenance step of each
-story gets that check without saying so.
+longer matches its file is refused), and no checksum file is left without its file. The stories
+of issue 33.4 (streaming source, change data feed with deletion vectors, time travel and
+RESTORE, row tracking with column mapping, escaped partition values, the Spark executor:
+``test_deltaspark_stream_source.py`` and its siblings) share it, so each maintenance step of each
+story gets that check (33.4 item 7).
 """
 
 from __future__ import annotations
