@@ -67,3 +67,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tests.xdist_scheduling import check_items
 
     check_items(items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from tests.xdist_scheduling import fail_misplaced
+
+    fail_misplaced(item)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "misplaced_for_xdist(why): set by tests/xdist_scheduling.py on a test that uses a "
+        "shared process outside that process's files; it fails at setup",
+    )
