@@ -20,6 +20,22 @@ Then, at once:
 With ``checkpoint_interval`` delta-spark checkpoints the table on its own every that many
 commits, racing our checkpoints at the same versions (issue 33 used 3).
 
+Issue 33's harder round adds three things a platform sees (``cleanup``, ``shared``, ``retry``):
+
+* log cleanup: the table keeps its log a day (``delta.logRetentionDuration``), each pass first
+  ages the log older than the last ``YOUNG_VERSIONS`` versions by three days (time passing, as
+  ``age_log`` does for a whole log), then the maintainer cleans up: ours with ``txntable
+  cleanup``; delta-spark cleans up on its own after each of its checkpoints, in both rounds;
+* shared partitions: every writer's rows are spread over the same two partitions (``p0``,
+  ``p1``, by id) and its DELETE, UPDATE and MERGE name no partition, so writers fight each other
+  and the maintainer for the same files;
+* no retrying: a writer that loses a conflict gives the operation up (``lost_ops``, with the
+  exception), as a job that fails and is not rerun; the model keeps what it had.
+
+After each maintenance step Hadoop reads every file of ``_delta_log`` (a ``ChecksumException``
+during the race is a problem of the round, with the step named); after the round, every file of
+the table.
+
 Then the checks: Hadoop's ``LocalFileSystem`` in delta-spark's JVM reads every file of the table
 (a checksum file ``.<name>.crc`` that no longer matches its file makes it refuse the file) and no
 checksum file is left without its file; every acknowledged row is there with the value its last
@@ -40,6 +56,7 @@ both maintainers for many seeds, the figures for docs/reliability.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -69,8 +86,13 @@ SEED_RANGES = {"delete": 1_000, "update": 2_000, "merge": 3_000}
 SEED_ROWS = 40
 MERGE_NEW, APPEND_BASE, STREAM_BASE = 4_000, 100_000, 500_000
 RETENTION = "interval 1 hours"
+#: in a round with log cleanup, the newest versions a pass leaves young (writers in flight read
+#: from them; what is older is aged three days and is the cleanup's to delete)
+YOUNG_VERSIONS = 10
+SHARED_PARTITIONS = 2
 #: a bound only: passes go on while the writers run (three stopped before the writers did)
 MAX_PASSES = 12
+STEPS = ("optimize", "checkpoint", "vacuum")
 #: what a DELETE, UPDATE or MERGE may lose to an OPTIMIZE that removed files it read: delta-spark
 #: checks added files first, so OPTIMIZE's dataChange=false adds in a partition it read give
 #: ConcurrentAppendException before the removes give ConcurrentDeleteRead (seen every time in
@@ -101,6 +123,10 @@ class RoundResult:
     stream_batches: int = 0
     versions: int = 0
     writer_ops: int = 0
+    #: operations a writer gave up (rounds without retrying), by "writer: exception"
+    lost_ops: Counter[str] = field(default_factory=Counter)
+    #: files of ``_delta_log`` Hadoop refused after a maintenance step, "step n: file" -> why
+    hadoop_refused_during: dict[str, str] = field(default_factory=dict)
     conflicts: Counter[str] = field(default_factory=Counter)
     #: the first exception message of each conflict pair, to tell why when the winner is unnamed
     conflict_messages: dict[str, str] = field(default_factory=dict)
@@ -110,10 +136,17 @@ class RoundResult:
     #: checksum files left without their file
     orphan_checksums: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: retained versions delta-spark was not asked to read: aged past the deleted-file
+    #: retention, which delta-spark's time travel refuses by design (rounds with log cleanup)
+    spark_refused_as_aged: int = 0
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "conflicts": dict(self.conflicts)}
+        return {
+            **self.__dict__,
+            "conflicts": dict(self.conflicts),
+            "lost_ops": dict(self.lost_ops),
+        }
 
 
 class _Model:
@@ -124,8 +157,13 @@ class _Model:
         self.lock = threading.Lock()
 
 
-def _values(rows: list[tuple[int, str, int]], grp: str) -> str:
-    return ", ".join(f"({i}, '{s}', {v}, '{grp}')" for i, s, v in rows)
+def _values(rows: list[tuple[int, str, int]], grp: str | None) -> str:
+    """SQL rows; ``grp`` None spreads them over the shared partitions by id."""
+    return ", ".join(f"({i}, '{s}', {v}, '{grp or _shared(i)}')" for i, s, v in rows)
+
+
+def _shared(row_id: int) -> str:
+    return f"p{row_id % SHARED_PARTITIONS}"
 
 
 class Round:
@@ -139,6 +177,9 @@ class Round:
         ops: int = 3,
         full_reads: bool = False,
         checkpoint_interval: int | None = None,
+        cleanup: bool = False,
+        shared: bool = False,
+        retry: bool = True,
     ) -> None:
         assert maintainer in ("ours", "delta-spark")
         self.ds = ds
@@ -149,6 +190,9 @@ class Round:
         self.ops = ops
         self.full_reads = full_reads
         self.checkpoint_interval = checkpoint_interval
+        self.cleanup = cleanup
+        self.shared = shared
+        self.retry = retry
         self.model = _Model()
         self.result = RoundResult(seed, maintainer)
         self.maintenance_versions: list[int] = []
@@ -159,6 +203,12 @@ class Round:
         props = "'delta.enableDeletionVectors' = 'true'"
         if self.checkpoint_interval is not None:
             props += f", 'delta.checkpointInterval' = '{int(self.checkpoint_interval)}'"
+        if self.cleanup:
+            # delta-spark wants the log kept at least as long as removed files
+            props += (
+                ", 'delta.logRetentionDuration' = 'interval 1 days'"
+                ", 'delta.deletedFileRetentionDuration' = 'interval 1 hours'"
+            )
         self.ds.sql(
             f"CREATE TABLE {self.ref} (id BIGINT, src STRING, val BIGINT, grp STRING) USING delta "
             f"PARTITIONED BY (grp) TBLPROPERTIES ({props})"
@@ -167,7 +217,7 @@ class Round:
             rows = [(start + k, "seed", 0) for k in range(SEED_ROWS)]
             self.ds.sql(
                 f"INSERT INTO {self.ref} SELECT /*+ REPARTITION(2) */ * FROM VALUES "
-                f"{_values(rows, grp)} AS v(id, src, val, grp)"
+                f"{_values(rows, self._grp(grp))} AS v(id, src, val, grp)"
             )
             self.model.rows.update({i: (s, v) for i, s, v in rows})
         _compact_an_hour_ago(self.path)
@@ -178,8 +228,16 @@ class Round:
                 os.utime(f, (stamp, stamp))
 
     # -- writers ----------------------------------------------------------------------------
+    def _grp(self, writer: str) -> str | None:
+        """The partition of a writer's rows: its own, or (shared) none: spread by id."""
+        return None if self.shared else writer
+
+    def _in(self, writer: str) -> str:
+        """The partition predicate of a writer's statements (none when partitions are shared)."""
+        return "" if self.shared else f"grp = '{writer}' AND "
+
     def _run(self, writer: str, sql: str, apply: Callable[[], None]) -> None:
-        for _ in range(8):
+        for _ in range(8 if self.retry else 1):
             try:
                 self.ds.sql(sql)
             except DeltaSparkError as exc:
@@ -189,6 +247,9 @@ class Round:
                 with self.model.lock:
                     self.result.conflicts[key] += 1
                     self.result.conflict_messages.setdefault(key, exc.message[:1500])
+                    if not self.retry:
+                        self.result.lost_ops[f"{writer}: {exc.short_class}"] += 1
+                        return
                 time.sleep(0.2)
                 continue
             with self.model.lock:
@@ -206,14 +267,14 @@ class Round:
                 new = [(APPEND_BASE + i * 5 + k, "append", 0) for k in range(5)]
                 self._run(
                     writer,
-                    f"INSERT INTO {self.ref} VALUES {_values(new, writer)}",
+                    f"INSERT INTO {self.ref} VALUES {_values(new, self._grp(writer))}",
                     lambda new=new: rows.update({a: (b, c) for a, b, c in new}),
                 )
             elif writer == "delete":
                 ids = [SEED_RANGES["delete"] + i * 6 + k for k in range(6)]
                 self._run(
                     writer,
-                    f"DELETE FROM {self.ref} WHERE grp = 'delete' AND id IN ({_ids(ids)})",
+                    f"DELETE FROM {self.ref} WHERE {self._in('delete')}id IN ({_ids(ids)})",
                     lambda ids=ids: [rows.pop(k, None) for k in ids],
                 )
             elif writer == "update":
@@ -222,20 +283,23 @@ class Round:
                 self._run(
                     writer,
                     f"UPDATE {self.ref} SET val = {val} "
-                    f"WHERE grp = 'update' AND id IN ({_ids(ids)})",
+                    f"WHERE {self._in('update')}id IN ({_ids(ids)})",
                     lambda ids=ids, val=val: rows.update({k: (rows[k][0], val) for k in ids}),
                 )
             else:
                 old = rng.sample(range(SEED_RANGES["merge"], SEED_RANGES["merge"] + SEED_ROWS), 3)
                 new_ids = [MERGE_NEW + i * 2 + k for k in range(2)]
                 val = 100 + i
-                source = ", ".join(f"({k}, {val})" for k in [*old, *new_ids])
+                source = ", ".join(
+                    f"({k}, {val}, '{self._grp(writer) or _shared(k)}')" for k in [*old, *new_ids]
+                )
                 sql = (
                     f"MERGE INTO {self.ref} t "
-                    f"USING (SELECT * FROM VALUES {source} AS s(id, val)) s "
-                    "ON t.grp = 'merge' AND t.id = s.id WHEN MATCHED THEN UPDATE SET t.val = s.val "
+                    f"USING (SELECT * FROM VALUES {source} AS s(id, val, grp)) s "
+                    f"ON {self._in('merge').replace('grp', 't.grp')}t.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET t.val = s.val "
                     "WHEN NOT MATCHED THEN INSERT (id, src, val, grp) "
-                    "VALUES (s.id, 'merge', s.val, 'merge')"
+                    "VALUES (s.id, 'merge', s.val, s.grp)"
                 )
 
                 def merged(
@@ -253,24 +317,55 @@ class Round:
         """Passes of OPTIMIZE, checkpoint, VACUUM with seeded pauses, until the writers are done
         (at least one pass, at most ``MAX_PASSES``)."""
         rng = random.Random(f"{self.seed}-maintainer")
+        steps = ("optimize", "checkpoint", "cleanup", "vacuum") if self.cleanup else STEPS
         for _ in range(MAX_PASSES):
-            for step in ("optimize", "checkpoint", "vacuum"):
+            for step in steps:
                 time.sleep(rng.uniform(0.2, 1.5))
                 started = time.monotonic()
                 entry: dict[str, Any] = {"step": step}
+                if step == "cleanup":
+                    entry["aged"] = self._age_old_log()
                 if self.maintainer == "ours":
                     entry.update(self._ours(step))
                 else:
                     entry.update(self._theirs(step))
                 entry["seconds"] = round(time.monotonic() - started, 2)
                 self.result.maintenance.append(entry)
+                self._hadoop_reads_log(f"{step} {len(self.result.maintenance)}")
             if self.writers_done.wait(rng.uniform(0.5, 2.0)):
                 return
+
+    def _age_old_log(self) -> int:
+        """Age the log files of every version but the newest ``YOUNG_VERSIONS`` three days,
+        keeping their order (version ``v`` gets ``v`` seconds more): a day's retention has then
+        passed for them. Returns the newest version aged (-1: none)."""
+        log_dir = self.path / "_delta_log"
+        names = [e.name for e in log_dir.iterdir()]
+        versions = [int(n[:20]) for n in names if n[:20].isdigit() and n.endswith(".json")]
+        newest = max(versions, default=-1) - YOUNG_VERSIONS
+        base = time.time() - 3 * 86_400
+        for name in names:
+            head = name.split(".", 1)[0]
+            if head.isdigit() and len(head) == 20 and int(head) <= newest:
+                stamp = base + int(head)
+                # a cleanup of delta-spark's may take it meanwhile
+                with contextlib.suppress(FileNotFoundError):
+                    os.utime(log_dir / name, (stamp, stamp))
+        return newest
+
+    def _hadoop_reads_log(self, step: str) -> None:
+        """Hadoop reads every file of the log after a maintenance step: a checksum that no
+        longer matches is a problem; a file gone between listing and reading (delta-spark's own
+        cleanup, ours) is not."""
+        for name, why in hadoop_refusals(self.ds, self.path / "_delta_log").items():
+            if "ChecksumException" in why:
+                self.result.hadoop_refused_during[f"{step}: {name}"] = why
 
     def _ours(self, step: str) -> dict[str, Any]:
         args = {
             "optimize": ["--executor", "arrow"],
             "checkpoint": [],
+            "cleanup": [],
             "vacuum": ["--retention", RETENTION, "--force"],
         }[step]
         done = txntable(step, str(self.path), *args, check=False)
@@ -288,12 +383,16 @@ class Round:
                 "filesRemoved": doc.get("numFilesRemoved"),
                 "binsSkipped": doc.get("binsSkipped"),
             }
+        if step == "cleanup":
+            return {k: doc.get(k) for k in ("checkpointVersion", "numDeleted", "skipped")}
         if step == "checkpoint":
             self.maintenance_versions.append(int(doc["version"]))
         # existing: our checkpoint found delta-spark's at that version and kept it
         return {k: doc.get(k) for k in ("version", "numDeleted", "parts", "existing") if k in doc}
 
     def _theirs(self, step: str) -> dict[str, Any]:
+        if step == "cleanup":  # delta-spark cleans up after its own checkpoints
+            return {}
         try:
             if step == "optimize":
                 before = Table.open(str(self.path)).version()
@@ -330,7 +429,12 @@ class Round:
                 f"value + {STREAM_BASE} AS id",
                 "'stream' AS src",
                 "CAST(0 AS BIGINT) AS val",
-                "'stream' AS grp",
+                (
+                    f"CONCAT('p', CAST((value + {STREAM_BASE}) % {SHARED_PARTITIONS} AS STRING))"
+                    " AS grp"
+                    if self.shared
+                    else "'stream' AS grp"
+                ),
             ],
         )["query"]
         writers = [
@@ -354,6 +458,11 @@ class Round:
     # -- the checks -----------------------------------------------------------------------------
     def check(self, batches: list[dict[str, Any]]) -> None:
         problems = self.result.problems
+        if self.result.hadoop_refused_during:
+            problems.append(
+                f"Hadoop refused log files after a maintenance step: "
+                f"{dict(list(self.result.hadoop_refused_during.items())[:5])}"
+            )
         self.result.hadoop_refused = hadoop_refusals(self.ds, self.path)
         self.result.orphan_checksums = checksum_files(self.path)[1]
         if self.result.hadoop_refused:
@@ -400,10 +509,30 @@ class Round:
         if theirs.get(latest, {}).get("digest") != got["digest"]:
             problems.append(f"deltalake reads other rows than delta-spark at {latest}")
         chosen = versions if self.full_reads else self._around_maintenance(versions)
+        if self.cleanup:
+            # delta-spark refuses to time travel to a commit older than the table's
+            # deletedFileRetentionDuration (DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_
+            # RETENTION_DURATION): the log the round aged is deltalake's to read alone
+            young = self._young_versions()
+            self.result.spark_refused_as_aged = len([v for v in chosen if v not in young])
+            chosen = [v for v in chosen if v in young] or [latest]
         spark = self.ds.call("read_versions", path=str(self.path), versions=chosen)["versions"]
         for v in chosen:
             if spark[str(v)]["digest"] != theirs.get(v, {}).get("digest"):
                 problems.append(f"delta-spark and deltalake read other rows at version {v}")
+
+    def _young_versions(self) -> set[int]:
+        """Versions whose commit is younger than the round's deleted-file retention (an hour,
+        with a minute's margin): the ones delta-spark lets a reader travel to."""
+        limit = time.time() - 3600 + 60
+        log_dir = self.path / "_delta_log"
+        young = set()
+        for entry in log_dir.glob("*.json"):
+            head = entry.name[:20]
+            with contextlib.suppress(FileNotFoundError):
+                if head.isdigit() and entry.stat().st_mtime > limit:
+                    young.add(int(head))
+        return young
 
     def _around_maintenance(self, versions: list[int]) -> list[int]:
         """The latest version, and before and after the first, the last and one more of the
@@ -485,7 +614,29 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="delta-spark checkpoints every N commits on its own (default: its 10)",
     )
+    parser.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="a day's log retention, the old log aged each pass, and log cleanup in each pass",
+    )
+    parser.add_argument(
+        "--shared-partitions",
+        action="store_true",
+        help="every writer's rows in the same two partitions, its statements naming none",
+    )
+    parser.add_argument(
+        "--no-retry", action="store_true", help="a writer that loses a conflict gives it up"
+    )
+    parser.add_argument(
+        "--maintainers",
+        default="ours,delta-spark",
+        help="comma-separated: ours, delta-spark (the reference); default both",
+    )
     args = parser.parse_args(argv)
+    maintainers = [m.strip() for m in args.maintainers.split(",") if m.strip()]
+    unknown = set(maintainers) - {"ours", "delta-spark"}
+    if unknown or not maintainers:
+        parser.error(f"--maintainers: one or both of ours, delta-spark (got {args.maintainers!r})")
     import shutil
 
     shutil.rmtree(args.root, ignore_errors=True)
@@ -493,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with DeltaSpark(log_dir=args.root / "deltaspark") as ds:
         for seed in (int(s) for s in args.seeds.split(",")):
-            for maintainer in ("ours", "delta-spark"):
+            for maintainer in maintainers:
                 r = Round(
                     ds,
                     args.root,
@@ -502,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
                     ops=args.ops,
                     full_reads=True,
                     checkpoint_interval=args.checkpoint_interval,
+                    cleanup=args.cleanup,
+                    shared=args.shared_partitions,
+                    retry=not args.no_retry,
                 ).run()
                 print(json.dumps(r.to_json()), flush=True)
                 results.append(r)
@@ -542,8 +696,9 @@ def summarize(results: list[RoundResult]) -> str:
     """Markdown: rounds, acknowledged rows, problems and conflicts per pair, ours against
     delta-spark's."""
     lines = [
-        "| maintainer | rounds | acknowledged rows | writer ops | versions read | problems |",
-        "|---|---|---|---|---|---|",
+        "| maintainer | rounds | acknowledged rows | writer ops | ops given up | versions read "
+        "| Hadoop refusals | problems |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     conflicts: dict[str, Counter[str]] = {"ours": Counter(), "delta-spark": Counter()}
     for who in ("ours", "delta-spark"):
@@ -552,7 +707,9 @@ def summarize(results: list[RoundResult]) -> str:
             conflicts[who].update(r.conflicts)
         lines.append(
             f"| {who} | {len(rs)} | {sum(r.acknowledged_rows for r in rs)} | "
-            f"{sum(r.writer_ops for r in rs)} | {sum(r.versions for r in rs)} | "
+            f"{sum(r.writer_ops for r in rs)} | {sum(sum(r.lost_ops.values()) for r in rs)} | "
+            f"{sum(r.versions for r in rs)} | "
+            f"{sum(len(r.hadoop_refused) + len(r.hadoop_refused_during) for r in rs)} | "
             f"{sum(len(r.problems) for r in rs)} |"
         )
     lines += [
