@@ -130,6 +130,13 @@ demo: setup
 bench: setup deltaspark
 	$(PY) -m bench.run
 
+# One controller replica with thousands of TxnTables on the control plane's kube-apiserver +
+# etcd, its requests counted from the audit log (bench/scale_apiserver.py, issue 30; figures in
+# docs/benchmarks.md). SCALE_ARGS e.g. "--cases 300,1000 --interval 30".
+SCALE_ARGS ?= --cases 1000,5000,10000
+bench-scale: setup controlplane
+	$(PY) -m bench.scale_apiserver $(SCALE_ARGS)
+
 # The same benchmarks on two checkouts, interleaved (bench/ab.py, docs/benchmarks.md "Comparing
 # two commits"): make bench-ab A=../other-checkout [B=.] [AB_ARGS="--rounds 6 bench.scale:full"].
 # Each checkout needs its own .venv (make setup there).
