@@ -205,10 +205,19 @@ class Server:
         root = fs.makeQualified(jvm.org.apache.hadoop.fs.Path(path))
         prefix = str(root.toUri().getPath()).rstrip("/") + "/"
         sink = jvm.java.io.OutputStream.nullOutputStream()
+        for attempt in range(5):
+            try:
+                paths = []
+                listing = fs.listFiles(root, recursive)
+                while listing.hasNext():
+                    paths.append(listing.next().getPath())
+                break
+            except Exception:  # a file listed, then gone before its status was read (a
+                # writer's temporary file renamed, a cleanup): list again
+                if attempt == 4:
+                    raise
         files, total, errors = 0, 0, {}
-        listing = fs.listFiles(root, recursive)
-        while listing.hasNext():
-            file_path = listing.next().getPath()
+        for file_path in paths:
             name = str(file_path.toUri().getPath())
             name = name[len(prefix) :] if name.startswith(prefix) else name
             files += 1
