@@ -1,11 +1,14 @@
 """Our OPTIMIZE, checkpoint, log cleanup and VACUUM racing delta-spark's writers (issue 21.4):
 one round.
 
-One round with our maintenance, in issue 33's harder shape: delta-spark checkpoints (and cleans
-up its log) on its own every 3 commits, the table keeps its log a day and each pass ages the old
-log and runs our cleanup, the writers share two partitions and give up an operation that loses
-a conflict. Checked by ``tests.deltaspark.race``: Hadoop reads every log file after each of our
-steps and every file of the table afterwards, and no
+One round with our maintenance, with issue 33's log cleanup: delta-spark checkpoints (and
+cleans up its log) on its own every 3 commits, the table keeps its log a day and each pass ages
+the old log and runs our cleanup. The writers keep to their own partitions and retry what they
+lose, so their DELETE, UPDATE and MERGE commit deletion vectors throughout the round: with
+shared partitions and no retrying (``make soak-deltaspark``'s second race) delta-spark's
+Serializable isolation makes nearly every one of them lose to the streaming appends, which
+leaves our maintenance little but appends to race. Checked by ``tests.deltaspark.race``: Hadoop
+reads every log file after each of our steps and every file of the table afterwards, and no
 checksum file is left without its file, no acknowledged row lost,
 none resurrected, every acknowledged streaming batch there, every retained version read by
 deltalake and the versions around the maintainer's commits by delta-spark with the same rows.
@@ -54,8 +57,6 @@ def ours(delta_spark: DeltaSpark, tmp_path_factory: pytest.TempPathFactory) -> R
         ops=OPS,
         checkpoint_interval=CHECKPOINT_INTERVAL,
         cleanup=True,
-        shared=True,
-        retry=False,
     ).run()
     figures = {"rounds": [result.to_json()], "summary": summarize([result])}
     out = tmp_path_factory.getbasetemp() / "deltaspark-races.json"
@@ -65,8 +66,7 @@ def ours(delta_spark: DeltaSpark, tmp_path_factory: pytest.TempPathFactory) -> R
 
 def test_no_acknowledged_row_lost_or_resurrected(ours: RoundResult) -> None:
     assert not ours.problems, ours.problems
-    # a writer gives an operation up only when it lost a conflict (counted in lost_ops)
-    assert ours.writer_ops + sum(ours.lost_ops.values()) == 4 * OPS, ours.to_json()
+    assert ours.writer_ops == 4 * OPS, ours.to_json()
     assert ours.acknowledged_rows > 0 and ours.stream_batches > 0, ours.to_json()
     steps = [m["step"] for m in ours.maintenance]
     assert steps and len(steps) % 4 == 0, steps
