@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,7 @@ SETTLE_MAX_INTERVALS = 10
 PROBE_TABLES = 10
 PROBE_EVERY = 3.0
 SCRAPE_EVERY = 5.0
+SCRAPE_TIMEOUT = 60.0
 DEFAULT_CASES = (300, 1000)
 DEFAULT_INTERVAL = 30.0
 #: the chart's limit on runs in flight (values.yaml ``config.maxConcurrentRuns``)
@@ -85,6 +87,17 @@ class Ages:
 
     last: dict[str, float] = field(default_factory=dict)
     gap: dict[str, float] = field(default_factory=dict)
+
+    #: scrapes that timed out (a controller too busy to answer /metrics in SCRAPE_TIMEOUT)
+    timeouts: int = 0
+
+    def scrape(self, controller: Any) -> None:
+        url = f"http://127.0.0.1:{controller.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT) as resp:
+                self.add(bytes(resp.read()).decode())
+        except TimeoutError:
+            self.timeouts += 1
 
     def add(self, metrics: str) -> None:
         for name, value in _OBSERVED.findall(metrics):
@@ -322,7 +335,7 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             started = time.monotonic()
             deadline = started + 600 + n * 0.5
             while True:
-                ages.add(controller.metrics())
+                ages.scrape(controller)
                 if len(ages.last) >= n:
                     break
                 if time.monotonic() > deadline or controller.proc.poll() is not None:
@@ -375,6 +388,7 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             "peak_rss_mb": peak,
             "max_observation_gap_s": worst,
             "max_gap_table": worst_table,
+            "scrape_timeouts": ages.timeouts,
             "load_mean": sum(load.samples) / len(load.samples),
             "load_max": max(load.samples),
         }
@@ -404,7 +418,7 @@ def _settle(audit: AuditTail, interval: float, ages: Ages, controller: Any) -> f
 def _scrape_for(controller: Any, ages: Ages, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        ages.add(controller.metrics())
+        ages.scrape(controller)
         time.sleep(min(SCRAPE_EVERY, max(0.0, end - time.monotonic())))
 
 
