@@ -63,11 +63,23 @@ class DeltaSparkError(Exception):
         self.java_class: str = error.get("class") or ""
         self.condition: str | None = error.get("condition")
         self.message: str = error.get("message") or ""
+        self.java_causes: list[str] = list(error.get("causes") or [])
         super().__init__(f"{op}: {self.java_class}: {self.message[:1500]}")
 
     @property
     def short_class(self) -> str:
         return self.java_class.rsplit(".", 1)[-1]
+
+    @property
+    def causes(self) -> str:
+        """The chain of Java exceptions, outermost first (the task failure a ``Job aborted``
+        names is its cause), which a capped message cuts off behind the frames of the first;
+        from the message without its stack frames when the server gave no chain."""
+        if self.java_causes:
+            return " <- ".join(self.java_causes)
+        lines = (line.strip() for line in self.message.splitlines())
+        kept = [x for x in lines if x and not x.startswith(("at ", "..."))]
+        return "\n".join(dict.fromkeys(kept))
 
 
 class DeltaSpark:

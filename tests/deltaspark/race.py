@@ -554,8 +554,9 @@ def _catching(fn: Callable[..., None], arg: Any, result: RoundResult) -> Callabl
         try:
             fn(arg) if arg is not None else fn()
         except Exception as exc:  # reported as a problem of the round, with the writer named
+            words = exc.causes if isinstance(exc, DeltaSparkError) else str(exc)
             result.problems.append(
-                f"{arg or 'maintainer'} failed: {type(exc).__name__}: {exc}"[:1500]
+                f"{arg or 'maintainer'} failed: {type(exc).__name__}: {words}"[:3000]
             )
 
     return run

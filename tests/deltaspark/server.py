@@ -379,7 +379,25 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
     message = str(exc).strip()
     if not message:
         message = "".join(traceback.format_exception(exc))[-2000:]
-    return {"class": cls, "condition": condition, "message": message[:4000]}
+    return {
+        "class": cls,
+        "condition": condition,
+        "message": message[:4000],
+        "causes": _java_causes(origin),
+    }
+
+
+def _java_causes(origin: Any) -> list[str]:
+    """The Java exception and its causes, each ``Class: message`` (first line), outermost
+    first: a task's failure is the cause of a ``Job aborted``, far below the first frames."""
+    causes: list[str] = []
+    with contextlib.suppress(Exception):  # the gateway may be gone while stopping
+        while origin is not None and len(causes) < 12:
+            text = str(origin.getMessage() or "").strip().split("\n", 1)[0]
+            causes.append(f"{origin.getClass().getName()}: {text[:500]}")
+            nxt = origin.getCause()
+            origin = None if nxt is None or nxt.equals(origin) else nxt
+    return causes
 
 
 def serve(server: Server, request: dict[str, Any]) -> None:

@@ -65,7 +65,7 @@ def ours(delta_spark: DeltaSpark, tmp_path_factory: pytest.TempPathFactory) -> R
 
 
 def test_no_acknowledged_row_lost_or_resurrected(ours: RoundResult) -> None:
-    assert not ours.problems, ours.problems
+    assert not ours.problems, "\n".join(ours.problems)
     assert ours.writer_ops == 4 * OPS, ours.to_json()
     assert ours.acknowledged_rows > 0 and ours.stream_batches > 0, ours.to_json()
     steps = [m["step"] for m in ours.maintenance]
