@@ -25,6 +25,7 @@ Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in ``handlers.kopf_
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import threading
 import time
@@ -49,6 +50,9 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[Event], None]
 #: an observation this close to its due time counts as due (see ``_due``)
 EARLY_SECONDS = 0.001
+#: how fast the first observations of the tables found at start-up come, at most (on average:
+#: ``first_observation_delay``)
+FIRST_OBSERVATIONS_PER_SECOND = 20.0
 
 
 @dataclass
@@ -60,6 +64,9 @@ class Driven:
     #: when its last tick started (monotonic seconds), None before the first: an observation
     #: is due ``interval`` after it, whatever made it (a timer firing, a commit, a due time)
     last_tick: float | None = None
+    #: before its first tick, when that is due (monotonic seconds; None: at once): a table
+    #: found at start-up waits its phase (``first_observation_delay``)
+    first_due: float | None = None
     #: the observe interval the table was last asked to tick with (its spec.observeInterval):
     #: the daemon reads the next due time without parsing the table again
     interval: float = 0.0
@@ -109,11 +116,22 @@ class Driver:
 
     def until_due(self, key: str) -> float | None:
         """Seconds until ``key``'s next observation is due (0 when it is): its last tick's start
-        plus the interval it was last asked to tick with. None before its first tick."""
+        plus the interval it was last asked to tick with; before its first tick, until its
+        first is due (``hold_first``), None when that is at once."""
         driven = self.operator.memories.peek(key, Driven)
-        if driven is None or driven.last_tick is None:
+        if driven is None:
             return None
+        if driven.last_tick is None:
+            due = driven.first_due
+            return None if due is None else max(0.0, due - time.monotonic())
         return max(0.0, driven.last_tick + max(driven.interval, 0) - time.monotonic())
+
+    def hold_first(self, key: str, delay: float) -> None:
+        """Make ``key``'s first observation due ``delay`` seconds from now (unless it has
+        ticked): the timer's and the daemon's ticks wait for it; a wake-up does not."""
+        driven = self.operator.memories.of(key, Driven)
+        if driven.last_tick is None and delay > 0:
+            driven.first_due = time.monotonic() + delay
 
     def last_tick(self, key: str) -> float | None:
         """When ``key`` last ticked (monotonic seconds), None if never."""
@@ -218,8 +236,23 @@ def _due(driven: Driven, interval: float, now: float) -> bool:
     fires a timer up to its resolution early; without the allowance it would find the table
     not yet due by a hair and go round again, in a loop of zero-second waits."""
     if driven.last_tick is None:
-        return True
+        return driven.first_due is None or driven.first_due - now <= EARLY_SECONDS
     return driven.last_tick + max(interval, 0) - now <= EARLY_SECONDS
+
+
+def first_observation_delay(key: str, interval: float, tables: int) -> float:
+    """How long a table the controller found at start-up waits for its first observation: its
+    phase (a hash of ``key``, fixed for the table) of the spread, which is the time
+    ``FIRST_OBSERVATIONS_PER_SECOND`` takes for the ``tables`` found, at most ``interval``.
+
+    Every table found at start-up was due at once: their first observations and status writes
+    came in one burst, and as each next one is due an interval after the last, the burst came
+    back every interval. Spread by phase, a few dozen tables still start within a second or
+    two, thousands within one interval (each is observed within its interval, as always), and
+    their later observations stay spread."""
+    spread = min(max(interval, 0.0), tables / FIRST_OBSERVATIONS_PER_SECOND)
+    phase = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+    return phase * spread
 
 
 def _storage_failed(status: TxnTableStatus) -> bool:

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,7 +37,7 @@ from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.handlers.commit_events import CommitEvents
-from txntable.handlers.driver import Driven, Driver, Policies
+from txntable.handlers.driver import Driven, Driver, Policies, first_observation_delay
 from txntable.handlers.following import run_backends
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.memory import TableMemories
@@ -75,6 +75,9 @@ DELETION_RECHECK_SECONDS = 2.0
 #: the longest a table's commit-events daemon sleeps before it looks at ``stopped`` and at the
 #: table's next due time again (a thousand idle daemons wake ~17 times a second in all)
 DAEMON_IDLE_SECONDS = 60.0
+#: a table created this little before the controller started is new, not found: the clocks of
+#: the API server and the controller's node may differ by a few seconds
+CREATED_AT_START_SLACK = timedelta(seconds=10)
 
 
 @dataclass
@@ -93,6 +96,8 @@ class State:
     parsed: ParsedResources = field(default_factory=ParsedResources)
     #: per policy (uid): the reason it is Invalid that was announced last
     policies_said: dict[str, str] = field(default_factory=dict)
+    #: when the controller started (wall clock): a table created before was found at start-up
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def operator(self) -> Operator:
@@ -408,6 +413,7 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     key = resource_key(meta.get("namespace", "default"), meta.get("name"), meta.get("uid"))
     wake = asyncio.Event()
     state.memories.of(key, Driven).waker = (asyncio.get_running_loop(), wake)
+    _hold_if_found_at_start(state, key, body, kwargs)
 
     def wanted() -> bool:  # a daemon told to stop writes no status: the timer does
         return not stopped
@@ -431,6 +437,24 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
         driven = state.memories.peek(key, Driven)
         if driven is not None:
             driven.waker = None
+
+
+def _hold_if_found_at_start(
+    state: State, key: str, body: kopf.Body, kwargs: Mapping[str, Any]
+) -> None:
+    """A table that existed when the controller started is first observed at its phase of
+    the start-up spread (``driver.first_observation_delay``); one created since, at once.
+    Kopf starts the daemons once its indexes are filled, so ``tables`` holds every table."""
+    created = (body.get("metadata") or {}).get("creationTimestamp")
+    try:
+        born = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+        interval = TxnTable.from_manifest(dict(body)).spec.observe_interval
+    except (ValueError, InvalidSpecError):
+        return  # no creation time, or a spec whose tick reports it: at once
+    if born >= state.started - CREATED_AT_START_SLACK:
+        return
+    found = sum(len(store) for store in kwargs["tables"].values())
+    state.driver.hold_first(key, first_observation_delay(key, interval, found))
 
 
 def _daemon_sleep(until_due: float | None, *, tried: bool) -> float:

@@ -123,6 +123,8 @@ class Table:
     labels: dict[str, str] = field(default_factory=lambda: {"app": "lake"})
     #: (time, new spec.observeInterval): the table's spec is edited then
     edits: Sequence[tuple[float, str]] = ()
+    #: its metadata.creationTimestamp (None: none; before the controller's start: found then)
+    created: str | None = None
 
     @property
     def uid(self) -> str:
@@ -139,6 +141,7 @@ class Table:
                 "labels": dict(self.labels),
                 "resourceVersion": "1",
                 "generation": 1,
+                **({"creationTimestamp": self.created} if self.created else {}),
             },
             "spec": {"location": f"/nowhere/{self.name}", "observeInterval": self.interval},
         }
@@ -292,8 +295,9 @@ def simulate(
         def start(coroutine: Coroutine[Any, Any, None]) -> None:
             tasks.append(loop.create_task(coroutine))
 
-        for table in tables:
-            raw = table.manifest()
+        raws = [table.manifest() for table in tables]
+        indexes["tables"][NAMESPACE] = raws  # Kopf fills its indexes before the daemons start
+        for table, raw in zip(tables, raws, strict=True):
             body = kopf.Body(raw)  # type: ignore[arg-type]
 
             def fire(body: kopf.Body = body) -> Coroutine[Any, Any, Any]:

@@ -13,6 +13,7 @@ observeInterval that is not a multiple of the timer's interval was rounded up to
 
 from __future__ import annotations
 
+import collections
 import itertools
 import random
 
@@ -176,3 +177,50 @@ def test_a_table_whose_spec_does_not_parse_does_not_make_its_daemon_spin(
     assert "bad" not in run.observed
     attempts = 600 / TIMER + 600 / DAEMON_IDLE_SECONDS + 2  # the timer's and the daemon's
     assert 0 < run.invalid_writes <= attempts, run.invalid_writes
+
+
+def _an_hour_ago() -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+
+
+def test_tables_found_at_start_are_first_observed_over_one_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thousand tables that existed when the controller started (issue 30.2: at 1,000 tables
+    on the real API server their first observations came at once, with Kopf's first handling
+    of every object, and the server answered 1,194 requests 429). Each is first observed at
+    its phase of one interval, and observed within its interval + 10 s throughout; since each
+    next observation is due an interval after the last, the spread stays. Without the spread
+    all 1,000 came in the first second, and again in one second of every interval."""
+    tables = [Table(f"found-{i}", "30s", created=_an_hour_ago()) for i in range(1000)]
+    run = simulate(monkeypatch, tables, timer=TIMER, seconds=300)
+    firsts = [run.observed[t.name].at[0] for t in tables]
+    assert max(firsts) <= 30.0, max(firsts)
+    per_second = collections.Counter(int(at) for at in firsts)
+    assert max(per_second.values()) <= 60, per_second.most_common(3)  # 33 a second on average
+    later = collections.Counter(int(at) % 30 for t in tables for at in run.observed[t.name].at)
+    assert max(later.values()) <= 10 * 60, later.most_common(3)  # ten observations a table
+    assert max(run.max_age(t.name) for t in tables) <= 30 + SLACK
+
+
+def test_few_tables_found_at_start_and_a_new_table_are_observed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spread is the time the tables take at FIRST_OBSERVATIONS_PER_SECOND: ten found
+    tables are all observed within half a second; a table created as the controller started
+    (or since: no creationTimestamp before the start), at once."""
+    from datetime import UTC, datetime
+
+    from txntable.handlers.driver import FIRST_OBSERVATIONS_PER_SECOND
+
+    found = [Table(f"few-{i}", "5m", created=_an_hour_ago()) for i in range(10)]
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    new = Table("new", "5m", created=now)
+    run = simulate(monkeypatch, [*found, new], timer=TIMER, seconds=60)
+    spread = 11 / FIRST_OBSERVATIONS_PER_SECOND
+    firsts = [run.observed[t.name].at[0] for t in found]
+    assert max(firsts) <= spread, firsts
+    assert len(set(firsts)) > 1, firsts  # spread, not at one instant
+    assert run.observed["new"].at[0] < 0.01, run.observed["new"].at
