@@ -382,6 +382,10 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             "caused_by_verb": dict(collections.Counter(r.what for r in caused).most_common()),
             "requests_total": len(mine),
             "throttled_429": throttled,
+            "throttled_by_verb": dict(
+                collections.Counter(r.what for r in mine if r.code == 429).most_common()
+            ),
+            "requests_by_verb": dict(collections.Counter(r.what for r in mine).most_common(12)),
             "jobs_created": len(jobs),
             "cpu_cores_window": (cpu1 - cpu0) / seconds,
             "rss_mb": rss,
@@ -486,6 +490,10 @@ def render(result: dict[str, Any]) -> str:
     for r in rows:
         verbs = ", ".join(f"`{k}` {v}" for k, v in r["beyond_by_verb"].items()) or "none"
         lines.append(f"- {r['tables']} tables: {verbs}")
+    lines += ["", "Requests the server answered 429, by verb (the whole run):", ""]
+    for r in rows:
+        verbs = ", ".join(f"`{k}` {v}" for k, v in r.get("throttled_by_verb", {}).items())
+        lines.append(f"- {r['tables']} tables: {verbs or 'none'}")
     return "\n".join(lines)
 
 
