@@ -9,25 +9,64 @@ twice. Its ``loadgroup`` mode would keep marked tests together, but with pytest 
 nothing (it renames ``item._nodeid``, which pytest no longer reads), so the scopes are ours:
 
 * every test of a file that shares a process runs in that process's one worker
-  (``SHARED``: the files are named for it, and ``check_items`` holds them to it);
+  (``SHARED``: the files are named for it, and ``check_items`` holds them to it); the
+  delta-spark files, the longest group, in two such groups (two JVMs, one per worker);
 * every other file is one unit (its module fixtures are built once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-#: (session fixture, the directory whose conftest defines it, the scope its files run in, how
-#: those files are told from the nodeid); tests/e2e has a delta_spark of its own, and its tier
-#: runs in one process (make e2e)
-SHARED: tuple[tuple[str, str, str, str], ...] = (
-    ("control_plane", "tests/controlplane/", "controlplane", "tests/controlplane/"),
-    ("delta_spark", "tests/integration/", "deltaspark", "tests/integration/test_deltaspark_"),
-    (
+
+@dataclass(frozen=True)
+class Shared:
+    """A session fixture's process and the files that share it."""
+
+    #: the session fixture
+    fixture: str
+    #: the directory whose conftest defines it
+    home: str
+    #: the scope its files run in
+    scope: str
+    #: how those files are told from the nodeid
+    prefix: str
+    #: files (by the name after ``prefix``) that share a second such process, in scope
+    #: ``<scope>-2``: the group is the longest chain of the suite, and on one worker the
+    #: other waited idle for it at the end
+    second: tuple[str, ...] = ()
+
+    def scope_of(self, path: str) -> str | None:
+        if not path.startswith(self.prefix):
+            return None
+        return f"{self.scope}-2" if path[len(self.prefix) :].startswith(self.second) else self.scope
+
+
+#: tests/e2e has a delta_spark of its own, and its tier runs in one process (make e2e)
+SHARED: tuple[Shared, ...] = (
+    Shared("control_plane", "tests/controlplane/", "controlplane", "tests/controlplane/"),
+    Shared(
+        "delta_spark",
+        "tests/integration/",
+        "deltaspark",
+        "tests/integration/test_deltaspark_",
+        second=(
+            "races",
+            "cdf_dv",
+            "dv_purge",
+            "partition_values",
+            "row_tracking_combined",
+            "spark_executor",
+            "stream_source",
+            "time_travel",
+        ),
+    ),
+    Shared(
         "spark_cluster",
         "tests/integration/",
         "spark-cluster",
@@ -41,8 +80,9 @@ MISPLACED = "misplaced_for_xdist"
 def scope_of(nodeid: str) -> str:
     """The unit ``nodeid`` is scheduled in: its shared process's name, else its file."""
     path = nodeid.split("::", 1)[0]
-    for _, _, scope, prefix in SHARED:
-        if path.startswith(prefix):
+    for shared in SHARED:
+        scope = shared.scope_of(path)
+        if scope is not None:
             return scope
     return path
 
@@ -61,12 +101,17 @@ def check_items(items: Sequence[Any]) -> None:
     worker whose collection fails dies without a word."""
     for item in items:
         names = getattr(item, "fixturenames", ())
-        for fixture, home, scope, prefix in SHARED:
+        for shared in SHARED:
             path = item.nodeid.split("::", 1)[0]
-            if fixture in names and path.startswith(home) and scope_of(item.nodeid) != scope:
+            if (
+                shared.fixture in names
+                and path.startswith(shared.home)
+                and shared.scope_of(path) is None
+            ):
                 why = (
-                    f"{item.nodeid} uses the {fixture} fixture: put it in a file under "
-                    f"{prefix!r} so make test's workers share one (tests/xdist_scheduling.py)"
+                    f"{item.nodeid} uses the {shared.fixture} fixture: put it in a file under "
+                    f"{shared.prefix!r} so make test's workers share one "
+                    "(tests/xdist_scheduling.py)"
                 )
                 item.add_marker(pytest.mark.misplaced_for_xdist(why))
 
