@@ -61,6 +61,8 @@ def run_ours(args: argparse.Namespace, rng: random.Random, ack: object) -> None:
             txn.add(
                 *write_data_files(table.storage, snapshot.metadata, _batch(args.writer, seq, rng))
             )
+            if args.hold and rng.random() < 0.2:
+                time.sleep(args.hold)  # a slow writer: its files wait uncommitted
             result = txn.commit("WRITE")
             _ack(ack, seq, result.version)
         except EngineError as exc:
@@ -94,6 +96,9 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.05)
     parser.add_argument("--clock-skew-ms", type=int, default=0)
     parser.add_argument("--old-snapshot-rate", type=float, default=0.0)
+    parser.add_argument(
+        "--hold", type=float, default=0.0, help="seconds one commit in five waits after writing"
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed * 1000 + args.writer)
     with open(args.ack, "a", encoding="utf-8") as ack:

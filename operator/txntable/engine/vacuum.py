@@ -10,6 +10,11 @@ Spark keeps it, plus one safeguard):
   time, made strictly increasing with the version; the storage's clock, not a writer's, so an
   in-commit timestamp is not used) is inside the retention: a writer with a slow clock may have
   stamped its removes in the past, and the versions before such a commit still read those files;
+* every file a commit newer than the snapshot names, read again after the listing, just before
+  the deletion: a writer that wrote a file longer than the retention ago and committed it while
+  this run listed would otherwise lose it (one that commits it after the deletion still does:
+  that is what a retention shorter than the longest transaction risks, and why it needs
+  ``force``);
 * everything younger than the retention (files being written by a writer that has not committed),
   everything in hidden directories and files (``_delta_log``, ``.``/``_`` names, except partition
   directories and ``_change_data``) and nothing outside the table root.
@@ -60,7 +65,7 @@ from txntable.engine.model.deletion_vectors import dv_file
 from txntable.engine.model.features import check_maintainable, table_features
 from txntable.engine.model.iceberg_compat import ICEBERG_FEATURES
 from txntable.engine.read.iceberg_metadata import METADATA_DIR, IcebergFiles, current_files
-from txntable.engine.read.segment import list_all_commits
+from txntable.engine.read.segment import list_all_commits, list_commits_after
 from txntable.engine.read.snapshot import Snapshot, read_commits
 from txntable.engine.storage.base import FileInfo, Storage
 from txntable.engine.storage.paths import decode_path, has_scheme
@@ -205,10 +210,7 @@ class VacuumRules:
 
     def keeps(self, name: str) -> bool:
         """Whether a version inside the retention reads the file ``name`` (relative)."""
-        if name in self.paths:
-            return True
-        match = _DV_NAME.search(name)
-        return bool(match and match[1] in self.dv_ids)
+        return _names(self.paths, self.dv_ids, name)
 
     def doomed(self, info: FileInfo) -> bool:
         """Whether VACUUM deletes this listed file (found by a listing that skipped
@@ -257,6 +259,14 @@ class InProcessSweeper:
 
     def delete(self, storage: Storage, names: Sequence[str], rules: VacuumRules) -> None:
         storage.delete_many(names)
+
+
+def _names(paths: AbstractSet[str], dv_ids: AbstractSet[str], name: str) -> bool:
+    """Whether the relative file ``name`` is among ``paths`` or a deletion vector of ``dv_ids``."""
+    if name in paths:
+        return True
+    match = _DV_NAME.search(name)
+    return bool(match and match[1] in dv_ids)
 
 
 class _Referenced:
@@ -314,6 +324,28 @@ class _Referenced:
         match = _DV_NAME.search(path)
         if match:
             self.dv_ids.add(match[1])
+
+
+def _committed_since(snapshot: Snapshot, listed: Iterable[FileInfo]) -> list[FileInfo]:
+    """The listed files no commit after ``snapshot`` names (read now, after the listing)."""
+    commits, _ = list_commits_after(snapshot.storage, snapshot.version)
+    if not commits:
+        return list(listed)
+    late = _Referenced(snapshot)
+    for _, actions in read_commits(snapshot.storage, commits):
+        for action in actions:
+            if isinstance(action, AddFile | RemoveFile | AddCDCFile):
+                late.add(action.path)
+                late.add_dv(getattr(action, "deletion_vector", None))
+    spared = [f for f in listed if _names(late.paths, late.dv_ids, f.name)]
+    if spared:
+        log.info(
+            "vacuum of %s keeps %d files that commits after version %d named during its listing",
+            snapshot.storage.root_uri,
+            len(spared),
+            snapshot.version,
+        )
+    return [f for f in listed if not _names(late.paths, late.dv_ids, f.name)]
 
 
 def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced) -> None:
@@ -429,7 +461,8 @@ def plan_vacuum(
     rules, retention_ms = vacuum_rules(
         snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
     )
-    doomed, _ = rules.split_held((sweeper or InProcessSweeper()).doomed(snapshot.storage, rules))
+    listed = (sweeper or InProcessSweeper()).doomed(snapshot.storage, rules)
+    doomed, _ = rules.split_held(_committed_since(snapshot, listed))
     return doomed, retention_ms, rules.cutoff_ms, len(rules.paths)
 
 
@@ -453,7 +486,8 @@ def vacuum(
         snapshot, retention_ms=retention_ms, force=force, now_ms=now_ms
     )
     cutoff, referenced = rules.cutoff_ms, len(rules.paths)
-    doomed, held = rules.split_held(sweeper.doomed(snapshot.storage, rules))
+    listed = sweeper.doomed(snapshot.storage, rules)
+    doomed, held = rules.split_held(_committed_since(snapshot, listed))
     iceberg = IcebergHold.of(rules.iceberg, held) if rules.iceberg is not None else None
     if held:
         log.info(
