@@ -23,8 +23,10 @@ commits, racing our checkpoints at the same versions (issue 33 used 3).
 Issue 33's harder round adds three things a platform sees (``cleanup``, ``shared``, ``retry``):
 
 * log cleanup: the table keeps its log a day (``delta.logRetentionDuration``), each pass first
-  ages the log older than the last ``YOUNG_VERSIONS`` versions by three days (time passing, as
-  ``age_log`` does for a whole log), then the maintainer cleans up: ours with ``txntable
+  ages the log older than the last ``YOUNG_VERSIONS`` versions, and older than every version a
+  writer's statement in flight started from, by three days (time passing, as ``age_log`` does
+  for a whole log; a statement is never three days old, so the files it reads stay), then the
+  maintainer cleans up: ours with ``txntable
   cleanup``; delta-spark cleans up on its own after each of its checkpoints, in both rounds;
 * shared partitions: every writer's rows are spread over the same two partitions (``p0``,
   ``p1``, by id) and its DELETE, UPDATE and MERGE name no partition, so writers fight each other
@@ -66,7 +68,7 @@ import threading
 import time
 import types
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,16 @@ _CONFLICT = re.compile(r"Concurrent|ProtocolChanged|MetadataChanged")
 #: concurrent UPDATE deleted data in the partition ...", "... by a concurrent OPTIMIZE")
 _OPERATION = re.compile(r'"operation"\s*:\s*"([^"]+)"')
 _CONCURRENT_OPERATION = re.compile(r"\ba concurrent ([A-Z][A-Z ]*[A-Z])\b")
+
+
+def _latest_version(log_dir: Path) -> int:
+    """The newest commit version in a ``_delta_log`` listing (-1: none)."""
+    versions = [
+        int(e.name[:20])
+        for e in log_dir.iterdir()
+        if e.name.endswith(".json") and e.name[:20].isdigit()
+    ]
+    return max(versions, default=-1)
 
 
 def winner_of(message: str) -> str:
@@ -197,6 +209,8 @@ class Round:
         self.result = RoundResult(seed, maintainer)
         self.maintenance_versions: list[int] = []
         self.writers_done = threading.Event()
+        #: writer -> the version its statement in flight started from (aging leaves it young)
+        self.in_flight: dict[str, int] = {}
 
     # -- set-up ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -239,7 +253,8 @@ class Round:
     def _run(self, writer: str, sql: str, apply: Callable[[], None]) -> None:
         for _ in range(8 if self.retry else 1):
             try:
-                self.ds.sql(sql)
+                with self._in_flight(writer):
+                    self.ds.sql(sql)
             except DeltaSparkError as exc:
                 if not _CONFLICT.search(exc.java_class):
                     raise
@@ -257,6 +272,18 @@ class Round:
                 self.result.writer_ops += 1
             return
         raise AssertionError(f"{writer} lost 8 conflicts in a row: {sql[:200]}")
+
+    @contextlib.contextmanager
+    def _in_flight(self, writer: str) -> Iterator[None]:
+        """While a statement runs, the version it started from (or a newer one: delta-spark
+        reads the log after this) is in ``in_flight``; the log aging spares it."""
+        with self.model.lock:
+            self.in_flight[writer] = _latest_version(self.path / "_delta_log")
+        try:
+            yield
+        finally:
+            with self.model.lock:
+                del self.in_flight[writer]
 
     def _writer(self, writer: str) -> None:
         rng = random.Random(f"{self.seed}-{writer}")
@@ -336,13 +363,22 @@ class Round:
                 return
 
     def _age_old_log(self) -> int:
-        """Age the log files of every version but the newest ``YOUNG_VERSIONS`` three days,
-        keeping their order (version ``v`` gets ``v`` seconds more): a day's retention has then
-        passed for them. Returns the newest version aged (-1: none)."""
+        """Age the log files of every version but the newest ``YOUNG_VERSIONS``, and below
+        every version a writer's statement in flight started from, three days, keeping their
+        order (version ``v`` gets ``v`` seconds more): a day's retention has then passed for
+        them. Returns the newest version aged (-1: none).
+
+        A cleanup deletes only what is older than its newest expired checkpoint, and that is at
+        most the newest version aged, so the checkpoint and commits a statement in flight reads
+        stay: once a MERGE read checkpoint 22 while the streaming appends and delta-spark's
+        checkpoints every 3 commits carried the table ten versions past it, and the cleanup
+        took the checkpoint from under the statement, three simulated days into it."""
         log_dir = self.path / "_delta_log"
         names = [e.name for e in log_dir.iterdir()]
         versions = [int(n[:20]) for n in names if n[:20].isdigit() and n.endswith(".json")]
         newest = max(versions, default=-1) - YOUNG_VERSIONS
+        with self.model.lock:
+            newest = min([newest, *(v - 1 for v in self.in_flight.values())])
         base = time.time() - 3 * 86_400
         for name in names:
             head = name.split(".", 1)[0]

@@ -34,11 +34,20 @@ directory.
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
 from tests.deltaspark.client import DeltaSpark
-from tests.deltaspark.race import Round, RoundResult, rule_breaches, summarize, winner_of
+from tests.deltaspark.race import (
+    YOUNG_VERSIONS,
+    Round,
+    RoundResult,
+    rule_breaches,
+    summarize,
+    winner_of,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.deltaspark, pytest.mark.timeout(1200)]
 
@@ -118,3 +127,25 @@ def test_the_winner_is_read_from_delta_sparks_words() -> None:
     assert winner_of(words) == "UPDATE"
     assert winner_of('Conflicting commit: {"timestamp":1,"operation":"OPTIMIZE"}') == "OPTIMIZE"
     assert winner_of("by a concurrent update. Please try the operation again.") == "?"
+
+
+def test_the_log_aging_spares_what_a_statement_in_flight_reads(tmp_path: Path) -> None:
+    """The round simulates days passing by aging old log files; a writer's statement still
+    running is never days old, so the version it started from and all after stay young (CI saw
+    a cleanup take a MERGE's checkpoint when only the newest ten versions were spared)."""
+    race = Round(None, tmp_path, 0, "ours", cleanup=True)  # type: ignore[arg-type]
+    log_dir = race.path / "_delta_log"
+    log_dir.mkdir(parents=True)
+    for v in range(31):
+        (log_dir / f"{v:020d}.json").write_text("{}\n")
+    (log_dir / f"{21:020d}.checkpoint.parquet").write_bytes(b"")
+    assert race._age_old_log() == 30 - YOUNG_VERSIONS
+    with race._in_flight("merge"):
+        for v in range(31, 40):
+            (log_dir / f"{v:020d}.json").write_text("{}\n")
+        assert race._age_old_log() == 29  # started from 30: 30 and after stay young
+        young = time.time() - 86_400
+        assert (log_dir / f"{30:020d}.json").stat().st_mtime > young
+        assert (log_dir / f"{21:020d}.checkpoint.parquet").stat().st_mtime < young
+    assert race.in_flight == {}
+    assert race._age_old_log() == 39 - YOUNG_VERSIONS
