@@ -60,7 +60,13 @@ from txntable.engine.errors import (
     RetentionTooShortError,
     UnsupportedFeatureError,
 )
-from txntable.engine.model.actions import AddCDCFile, AddFile, DeletionVector, RemoveFile
+from txntable.engine.model.actions import (
+    Action,
+    AddCDCFile,
+    AddFile,
+    DeletionVector,
+    RemoveFile,
+)
 from txntable.engine.model.deletion_vectors import dv_file
 from txntable.engine.model.features import check_maintainable, table_features
 from txntable.engine.model.iceberg_compat import ICEBERG_FEATURES
@@ -312,6 +318,13 @@ class _Referenced:
         for kind, ident in zip(kinds, ids, strict=True):
             self._dv(kind, ident)
 
+    def add_actions(self, actions: Iterable[Action]) -> None:
+        """Every data, change-data and deletion-vector file the actions of one commit name."""
+        for action in actions:
+            if isinstance(action, AddFile | RemoveFile | AddCDCFile):
+                self.add(action.path)
+                self.add_dv(getattr(action, "deletion_vector", None))
+
     def add_dv(self, dv: DeletionVector | None) -> None:
         if dv is not None:
             self._dv(dv.storage_type, dv.path_or_inline_dv)
@@ -326,26 +339,23 @@ class _Referenced:
             self.dv_ids.add(match[1])
 
 
-def _committed_since(snapshot: Snapshot, listed: Iterable[FileInfo]) -> list[FileInfo]:
+def _committed_since(snapshot: Snapshot, listed: Sequence[FileInfo]) -> list[FileInfo]:
     """The listed files no commit after ``snapshot`` names (read now, after the listing)."""
     commits, _ = list_commits_after(snapshot.storage, snapshot.version)
     if not commits:
         return list(listed)
     late = _Referenced(snapshot)
     for _, actions in read_commits(snapshot.storage, commits):
-        for action in actions:
-            if isinstance(action, AddFile | RemoveFile | AddCDCFile):
-                late.add(action.path)
-                late.add_dv(getattr(action, "deletion_vector", None))
-    spared = [f for f in listed if _names(late.paths, late.dv_ids, f.name)]
-    if spared:
+        late.add_actions(actions)
+    kept = [f for f in listed if not _names(late.paths, late.dv_ids, f.name)]
+    if len(kept) < len(listed):
         log.info(
             "vacuum of %s keeps %d files that commits after version %d named during its listing",
             snapshot.storage.root_uri,
-            len(spared),
+            len(listed) - len(kept),
             snapshot.version,
         )
-    return [f for f in listed if not _names(late.paths, late.dv_ids, f.name)]
+    return kept
 
 
 def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced) -> None:
@@ -361,10 +371,7 @@ def _retained_commit_paths(snapshot: Snapshot, cutoff_ms: int, keep: _Referenced
     if not recent:
         return
     for _, actions in read_commits(snapshot.storage, recent):
-        for action in actions:
-            if isinstance(action, AddFile | RemoveFile | AddCDCFile):
-                keep.add(action.path)
-                keep.add_dv(getattr(action, "deletion_vector", None))
+        keep.add_actions(actions)
 
 
 def _human(ms: int) -> str:
