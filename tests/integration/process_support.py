@@ -34,7 +34,9 @@ class Job:
         self.marker = uuid.uuid4().hex
         self.out = directory / f"job-{self.marker[:8]}.out"
         self.err = directory / f"job-{self.marker[:8]}.err"
-        environment = {**os.environ, **(env or {}), MARKER: self.marker}
+        # a job that hangs can be asked where it is (``_dump_stacks``): Python's faulthandler
+        # prints every thread's stack on SIGABRT
+        environment = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {}), MARKER: self.marker}
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.proc = subprocess.Popen(
                 list(argv),
@@ -50,13 +52,40 @@ class Job:
         os.killpg(self.proc.pid, signal.SIGINT)
 
     def wait(self, timeout: float = 180.0) -> int:
-        """The exit status; a job still running after ``timeout`` s is killed and fails."""
+        """The exit status; a job still running after ``timeout`` s is killed and fails, with
+        where its threads were (Python's and the JVMs') and the end of its stderr."""
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            jvms = self._dump_stacks()
             self.kill_leftovers()
             self.proc.wait()
-            raise AssertionError(f"still running {timeout:g} s after Ctrl-C") from None
+            raise AssertionError(
+                f"still running {timeout:g} s after Ctrl-C; stderr, with the stacks:\n"
+                f"{self.stderr()[-12000:]}\n{jvms}"
+            ) from None
+
+    def _dump_stacks(self) -> str:
+        """Where a hung job is: every Java thread of its JVMs (``jcmd Thread.print``, returned),
+        then every Python thread of the job (SIGABRT, which its faulthandler prints to the
+        job's stderr before the process dies)."""
+        jvms = []
+        for line in self.leftovers("java"):
+            pid = line.split()[0]
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                dump = subprocess.run(
+                    ["jcmd", pid, "Thread.print"],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+                jvms.append(f"--- JVM {line}\n{dump.stdout[-20000:]}{dump.stderr[-2000:]}")
+        with contextlib.suppress(OSError):
+            os.kill(self.proc.pid, signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        return "\n".join(jvms)
 
     def stderr(self) -> str:
         return self.err.read_text(errors="replace")
