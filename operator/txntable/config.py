@@ -44,6 +44,10 @@ class Config:
     #: Quiet seconds after a commit event before the table is observed, so a burst of commits
     #: is one observation (a steady stream is observed at least every 10 debounce periods).
     event_debounce_seconds: float = 1.0
+    #: Most requests Kopf's watches and patches have in flight to the API server at once
+    #: (waiting for their response headers); the API server's fairness queues answer a
+    #: burst beyond them with 429s, as when the controller first meets many new objects.
+    api_requests_in_flight: int = 16
     #: Global limit on maintenance runs in flight, across all tables.
     max_concurrent_runs: int = 4
     #: Default launch backend when a policy does not name one.
@@ -82,6 +86,8 @@ class Config:
             raise ConfigError(f"{PREFIX}EVENT_PROBE_INTERVAL_SECONDS must be >= 0")
         if self.event_debounce_seconds < 0:
             raise ConfigError(f"{PREFIX}EVENT_DEBOUNCE_SECONDS must be >= 0")
+        if self.api_requests_in_flight < 1:
+            raise ConfigError(f"{PREFIX}API_REQUESTS_IN_FLIGHT must be >= 1")
         if self.max_concurrent_runs < 1:
             raise ConfigError(f"{PREFIX}MAX_CONCURRENT_RUNS must be >= 1")
         if self.default_backend not in BACKENDS:

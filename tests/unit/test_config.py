@@ -35,6 +35,7 @@ def test_values_are_parsed_by_type() -> None:
     [
         ({"TXNTABLE_MAX_CONCURRENT_RUNS": "many"}, "TXNTABLE_MAX_CONCURRENT_RUNS='many'"),
         ({"TXNTABLE_MAX_CONCURRENT_RUNS": "0"}, "MAX_CONCURRENT_RUNS must be >= 1"),
+        ({"TXNTABLE_API_REQUESTS_IN_FLIGHT": "0"}, "API_REQUESTS_IN_FLIGHT must be >= 1"),
         ({"TXNTABLE_DEFAULT_BACKEND": "yarn"}, "DEFAULT_BACKEND must be one of"),
         ({"TXNTABLE_METRICS_PORT": "70000"}, "METRICS_PORT must be a port"),
         ({"TXNTABLE_LOG_FORMAT": "xml"}, "LOG_FORMAT"),

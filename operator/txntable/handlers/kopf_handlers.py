@@ -36,6 +36,7 @@ from txntable.api.errors import InvalidSpecError
 from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.handlers.api_session import bounded_session
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.driver import Driven, Driver, Policies, first_observation_delay
 from txntable.handlers.following import run_backends
@@ -129,8 +130,20 @@ def _api_client() -> Any:
 
 
 @kopf.on.login(id="login")
-def login(**kwargs: Any) -> Any:
-    return kopf.login_via_client(**kwargs)
+async def login(**kwargs: Any) -> Any:
+    """The kubernetes client's credentials (in-cluster, else ``KUBECONFIG``), in a session
+    that keeps at most ``api_requests_in_flight`` requests in flight (``handlers.api_session``:
+    Kopf's own has no bound, and a start on many new objects met 429s)."""
+    info = await asyncio.to_thread(kopf.login_via_client, **kwargs)
+    if info is None:
+        return None
+    return kopf.AiohttpSession(
+        server=info.server,
+        default_namespace=info.default_namespace,
+        priority=info.priority,
+        expiration=info.expiration,
+        aiohttp_session=bounded_session(info, CONFIG.api_requests_in_flight),
+    )
 
 
 @kopf.on.startup(id="startup")

@@ -141,6 +141,7 @@ MAPPING: dict[str, tuple[str, Any, str]] = {
     "TXNTABLE_OBSERVE_INTERVAL_SECONDS": ("config.observeIntervalSeconds", 7.5, "7.5"),
     "TXNTABLE_EVENT_PROBE_INTERVAL_SECONDS": ("config.eventProbeIntervalSeconds", 0.5, "0.5"),
     "TXNTABLE_EVENT_DEBOUNCE_SECONDS": ("config.eventDebounceSeconds", 2, "2"),
+    "TXNTABLE_API_REQUESTS_IN_FLIGHT": ("config.apiRequestsInFlight", 5, "5"),
     "TXNTABLE_MAX_CONCURRENT_RUNS": ("config.maxConcurrentRuns", 9, "9"),
     "TXNTABLE_DEFAULT_BACKEND": ("config.defaultBackend", "job", "job"),
     "TXNTABLE_SPARK_IMAGE": ("spark.image.repository", "x/spark", "ghcr.io/x/spark:0.1.0"),
@@ -223,6 +224,7 @@ BAD_VALUES = [
     {"config": {"defaultBackend": "yarn"}},
     {"config": {"defaultBackend": "local"}},  # no Java or Spark in the controller image
     {"config": {"maxConcurrentRuns": 0}},
+    {"config": {"apiRequestsInFlight": 0}},
     {"config": {"observeIntervalSeconds": 0}},
     {"config": {"pushgatewayUrl": "pushgateway:9091"}},
     {"metrics": {"port": 70000}},
