@@ -67,7 +67,8 @@ class WriteResult(enum.Enum):
 class Written:
     """One table's sub-record (``handlers.memory``): what this process last wrote."""
 
-    #: the status the store answered with, None before the first write
+    #: the status the store answered with, until a body at least as new is seen (None
+    #: before the first write, and once the bodies have caught up)
     status: dict[str, Any] | None = None
     resource_version: str | None = None
     #: resourceVersions of bodies known to be older than ``status``
@@ -102,6 +103,10 @@ class StatusWriter:
             return current.status
         if current.resource_version is not None and current.resource_version in written.older:
             return written.status
+        # the body has caught up with the last write, and the next bodies are newer still:
+        # until the next write, the status kept for a lagging body is never needed again
+        # (it was a copy of every table's status in the controller's memory)
+        written.status = None
         return current.status
 
     def write(

@@ -22,6 +22,7 @@ from txntable.handlers.status_writer import (
     StatusWriter,
     Stored,
     WriteResult,
+    Written,
     apply_merge_patch,
 )
 
@@ -121,3 +122,24 @@ def test_forgetting_the_table_forgets_what_was_written() -> None:
     _write(writer, stale, WITH_PLAN)
     memories.forget(KEY)
     assert writer.newest(KEY, stale) == S0
+
+
+def test_the_status_kept_for_a_lagging_body_is_dropped_once_the_body_caught_up() -> None:
+    """The copy of the written status serves only bodies older than the write: once a body at
+    least as new is seen, it is dropped (at scale it was a second copy of every status), and
+    the writes after it still patch against the newest status."""
+    server = Server(dict(S0))
+    memories = TableMemories()
+    writer = StatusWriter(memories, server)
+    stale = server.body()
+    assert _write(writer, stale, WITH_PLAN) is WriteResult.WRITTEN
+    assert writer.newest(KEY, stale) == WITH_PLAN  # the body lags: the kept copy answers
+    written = memories.peek(KEY, Written)
+    assert written is not None and written.status == WITH_PLAN
+    caught_up = server.body()
+    assert writer.newest(KEY, caught_up) == WITH_PLAN  # now from the body itself
+    assert written.status is None
+    assert _write(writer, caught_up, WITH_PLAN) is WriteResult.UNCHANGED
+    assert _write(writer, caught_up, S0) is WriteResult.WRITTEN
+    assert server.status == S0  # the plan was sent as null: the base was the newest status
+    assert writer.newest(KEY, caught_up) == S0  # lagging again: the new copy answers
