@@ -288,7 +288,7 @@ class AuditTail:
         return self.requests
 
 
-def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
+def measure(n: int, interval: float, directory: Path, heap: Path | None = None) -> dict[str, Any]:
     from tests.controlplane import binaries
     from tests.controlplane.controller import ControllerProcess, install_chart
     from tests.controlplane.plane import ControlPlane
@@ -331,7 +331,9 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
         create_s = _create_all(api, _objects(names, fragmented, root, interval))
         ages = Ages()
         with LoadSampler() as load:
-            controller = ControllerProcess.start(plane, install, directory / f"controller-{n}")
+            controller = ControllerProcess.start(
+                plane, install, directory / f"controller-{n}", env=_heap_env(heap, n)
+            )
             started = time.monotonic()
             deadline = started + 600 + n * 0.5
             while True:
@@ -354,6 +356,8 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             window_end = dt.datetime.now(dt.UTC)
             cpu1, rss, peak = _proc_stat(controller.proc.pid)
             worst, worst_table = ages.worst(time.time())
+            if heap is not None:
+                _heap_report(controller, heap.with_suffix(f".{n}.txt"))
         mine = audit.read()
         throttled = sum(1 for r in mine if r.code == 429)
         window = [r for r in mine if window_start <= r.received < window_end]
@@ -401,6 +405,32 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             controller.stop()
         plane.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _heap_env(heap: Path | None, n: int) -> dict[str, str]:
+    """The controller's environment for a heap report (``bench/heap_probe``), if asked for."""
+    if heap is None:
+        return {}
+    report = heap.with_suffix(f".{n}.txt")
+    report.unlink(missing_ok=True)
+    return {
+        "PYTHONPATH": str(Path(__file__).parent / "heap_probe"),
+        "TXNTABLE_HEAP_REPORT": str(report),
+        # more frames say who holds what, and slow the controller down many times over
+        "TXNTABLE_HEAP_FRAMES": os.environ.get("TXNTABLE_HEAP_FRAMES", "1"),
+    }
+
+
+def _heap_report(controller: Any, report: Path, timeout: float = 120.0) -> None:
+    """Ask the controller for its heap report and wait until it is written."""
+    controller.proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if report.exists() and "pyarrow allocated" in report.read_text():
+            print(report.read_text(), flush=True)
+            return
+        time.sleep(1.0)
+    print(f"no heap report in {report} after {timeout:.0f} s", flush=True)
 
 
 def _settle(audit: AuditTail, interval: float, ages: Ages, controller: Any) -> float:
@@ -497,7 +527,7 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(cases: tuple[int, ...], interval: float) -> dict[str, Any]:
+def run(cases: tuple[int, ...], interval: float, heap: Path | None = None) -> dict[str, Any]:
     from bench.scale import controller_source
 
     started = time.time()
@@ -507,7 +537,7 @@ def run(cases: tuple[int, ...], interval: float) -> dict[str, Any]:
     try:
         rows = []
         for n in cases:
-            rows.append(measure(n, interval, directory))
+            rows.append(measure(n, interval, directory, heap))
             print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -531,10 +561,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL)
     parser.add_argument("--json", type=Path, help="also write the raw result here")
+    parser.add_argument(
+        "--heap",
+        type=Path,
+        help="trace the controller's allocations and write what holds its memory after the "
+        "window to HEAP.<tables>.txt (slower: tracemalloc)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cases = tuple(int(x) for x in args.cases.split(","))
-    result = run(cases, args.interval)
+    result = run(cases, args.interval, args.heap)
     print(render(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
