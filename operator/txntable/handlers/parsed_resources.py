@@ -3,7 +3,8 @@
 Kopf's indexes hand every table tick the raw bodies of its namespace's policies, and every
 policy tick those of its namespace's tables. Parsing them again at each tick was most of the
 controller's steady CPU at 1,000 tables (bench/scale.py's profile); ``ParsedResources`` keeps
-each parse by (parser, uid, resourceVersion). Kopf-free: it reads plain bodies.
+the newest parse of each resource by (parser, uid), with its resourceVersion. Kopf-free: it
+reads plain bodies.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from txntable.api.errors import InvalidSpecError
 class ParsedResources:
     """Resources parsed once per resourceVersion. Every table tick reads every policy of its
     namespace and every policy tick every table: at 1,000 tables, parsing them again each time
-    was most of the controller's steady CPU (bench/scale.py's profile)."""
+    was most of the controller's steady CPU (bench/scale.py's profile). One entry per resource
+    (its newest parse): every status write makes a new resourceVersion, so entries kept per
+    version filled the cache with superseded parses of every table."""
 
     #: entries kept before the cache starts again (deleted resources' entries go with it)
     LIMIT = 20_000
 
     def __init__(self) -> None:
-        self._parsed: dict[tuple[Any, str, str], Any] = {}
+        #: (parser, uid) -> (resourceVersion, the parse or why it failed)
+        self._parsed: dict[tuple[Any, str], tuple[str, Any]] = {}
 
     def parse_all(self, store: Any, parse: Any) -> list[Any]:
         """``parse`` applied to each body of ``store``, skipping invalid ones (each reports
@@ -38,17 +42,18 @@ class ParsedResources:
         for body in store or ():
             meta = body.get("metadata") or {}
             version = meta.get("resourceVersion")
-            key = (parse, str(meta.get("uid") or meta.get("name")), str(version))
-            if version is not None and key in self._parsed:
-                found = self._parsed[key]
+            key = (parse, str(meta.get("uid") or meta.get("name")))
+            kept = self._parsed.get(key)
+            if version is not None and kept is not None and kept[0] == str(version):
+                found = kept[1]
             else:
                 try:
                     found = parse(body)
                 except InvalidSpecError as exc:
                     found = str(exc)
                 if version is not None:
-                    if len(self._parsed) >= self.LIMIT:
+                    if key not in self._parsed and len(self._parsed) >= self.LIMIT:
                         self._parsed.clear()
-                    self._parsed[key] = found
+                    self._parsed[key] = (str(version), found)
             out.append((str(meta.get("name")), found))
         return out

@@ -43,6 +43,16 @@ def test_a_policy_is_parsed_once_per_resource_version() -> None:
     assert changed[0] is not first[0]
 
 
+def test_a_new_version_replaces_the_parse_of_the_old_one() -> None:
+    """One entry per resource: each status write makes a new resourceVersion, and entries kept
+    per version filled the cache with superseded parses of every table."""
+    parsed, parse = ParsedResources(), Counting()
+    for version in range(1, 101):
+        parsed.parse_all([policy("a", str(version)), policy("b", "1")], parse)
+    assert len(parsed._parsed) == 2
+    assert parse.calls.count("a") == 100 and parse.calls.count("b") == 1
+
+
 def test_invalid_policies_are_skipped_and_not_parsed_again() -> None:
     parsed, calls = ParsedResources(), []
 
