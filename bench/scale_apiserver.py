@@ -421,7 +421,7 @@ def _heap_env(heap: Path | None, n: int) -> dict[str, str]:
     }
 
 
-def _heap_report(controller: Any, report: Path, timeout: float = 120.0) -> None:
+def _heap_report(controller: Any, report: Path, timeout: float = 900.0) -> None:
     """Ask the controller for its heap report and wait until it is written."""
     controller.proc.send_signal(signal.SIGUSR2)
     deadline = time.monotonic() + timeout
