@@ -12,7 +12,7 @@ ticks its own way and kept statuses its own way). ``Driver.tick`` does them once
 3. the table's credentials from an injected source (``handlers.secret_source`` in the cluster;
    none in local mode), a source that fails being reported on the table;
 4. the tick, registered with the liveness check (``handlers.liveness``) and timed by the
-   metrics (the operator counts the other tables' runs toward the limit itself: ``InFlight``);
+   metrics (the operator counts the other tables' runs toward the limit itself: ``RunsInFlight``);
 5. after a storage failure, the credentials read again at the next tick;
 6. the commit-events watch (``handlers.commit_events``), with the storage options the tick used,
    and the observation mode it reports put in the status;

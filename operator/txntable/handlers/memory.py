@@ -4,8 +4,7 @@ The controller keeps a few things per table from one tick to the next: the table
 log summary (``handlers.observe``), the next run's plan and the learnt throughput
 (``handlers.foresight``), what sizes its runs (``handlers.run_sizing``), the finished runs
 already recorded (``handlers.run_records``), the steps held and changes announced
-(``handlers.holds``), its runs in flight, which the other tables' ticks count toward the
-controller-wide limit (``handlers.operate``), what the driver needs (``handlers.driver``: its
+(``handlers.holds``), what the driver needs (``handlers.driver``: its
 lock, its commit-events waker, its last tick), its Secret's version (``handlers.secret_source``)
 and the status last written (``handlers.status_writer``). Each of them was a dict keyed by the
 table in its own module, each with its own ``forget``, and a table was forgotten from four
@@ -16,7 +15,8 @@ one per owner type, each defined and used by the module that owns it (``memory.o
 HeldSteps)``) and created on first use. ``TableMemories.forget(key)`` drops the whole record:
 a sub-record added tomorrow is forgotten with the others without anyone remembering to.
 Components whose per-table state lives with their own threads or registry (commit events,
-metrics) are told through ``on_forget``, from the same call.
+metrics, the tally of runs in flight that every tick reads: ``handlers.operate``) are told
+through ``on_forget``, from the same call.
 
 Thread-safety: the container's lock guards finding and creating records. A sub-record is used
 by the tick of its table, which runs one at a time per table (the driver's lock).

@@ -23,6 +23,7 @@ it all for a table that is gone.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -72,12 +73,36 @@ class _Ahead:
     sizing: Callable[[], Sizing]
 
 
-@dataclass(slots=True)
-class InFlight:
-    """A table's runs in flight after its last tick (``handlers.memory``): what the other
-    tables' ticks count toward the controller-wide limit, whoever drives the ticks."""
+class RunsInFlight:
+    """Every table's runs in flight after its last tick, and their sum: what the other
+    tables' ticks count toward the controller-wide limit, whoever drives the ticks. Each tick
+    asks how many the others have; summing every table's count at each tick made a round of
+    ticks quadratic in the tables (at 3,000 tables, a fifth of the controller's busy CPU at
+    start-up, by py-spy), so the sum is kept as ticks report their counts."""
 
-    runs: int = 0
+    def __init__(self) -> None:
+        self._runs: dict[str, int] = {}
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def report(self, key: str, runs: int) -> None:
+        """``key``'s runs in flight after its tick."""
+        with self._lock:
+            self._total += runs - self._runs.get(key, 0)
+            if runs:
+                self._runs[key] = runs
+            else:
+                self._runs.pop(key, None)
+
+    def elsewhere(self, key: str) -> int:
+        """The runs in flight of every table but ``key``."""
+        with self._lock:
+            return self._total - self._runs.get(key, 0)
+
+    def forget(self, key: str, memory: TableMemory | None = None) -> None:
+        """A table forgotten (``TableMemories.on_forget``) has no runs to count."""
+        del memory
+        self.report(key, 0)
 
 
 @dataclass
@@ -108,6 +133,8 @@ class Operator:
     launching: Launching = field(init=False)
     following: Following = field(init=False)
     acting: Acting = field(init=False)
+    #: Every table's runs in flight and their sum, toward the controller-wide limit.
+    in_flight: RunsInFlight = field(init=False, default_factory=RunsInFlight)
 
     def __post_init__(self) -> None:
         self.observer = Observer(self.memories, self.engine_metrics)
@@ -129,6 +156,7 @@ class Operator:
             self.metrics,
         )
         self.acting = Acting(self.launching, self.holds, self.foresight, self.observer)
+        self.memories.on_forget(self.in_flight.forget)
         if self.metrics is not None:
             self.memories.on_forget(self._unexport)
 
@@ -164,7 +192,7 @@ class Operator:
         ``invalid_policies``: per kind (``compaction``, ``checkpoint``), the policies of the
         namespace that do not validate, by name, with why (a table naming one says so).
         ``active_total``: the other tables' runs in flight as the caller counts them; the
-        operator counts them too (each table's after its last tick, ``InFlight``) and takes
+        operator counts them too (each table's after its last tick, ``RunsInFlight``) and takes
         the larger, then adds this table's own (``TXNTABLE_MAX_CONCURRENT_RUNS`` is a limit
         across all tables)."""
         now = self.clock()
@@ -244,12 +272,12 @@ class Operator:
                 str(ready.reason),
                 table.spec.observe_interval,  # the daemon observes it that often (driver)
             )
-        memory.get(InFlight).runs = len(acts.work.active)
+        self.in_flight.report(key, len(acts.work.active))
         return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
 
     def _in_flight_elsewhere(self, key: str) -> int:
         """The runs in flight of every table but ``key``, each as its last tick left it."""
-        return sum(f.runs for k, f in self.memories.each(InFlight) if k != key)
+        return self.in_flight.elsewhere(key)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: Seen, now: datetime

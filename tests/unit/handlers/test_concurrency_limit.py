@@ -12,7 +12,7 @@ Three ways it used to leak, each a test here:
 
 Both ways of driving it are played: ``kopf`` passes ``active_total`` as the Kopf handlers did
 (the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
-``handlers.driver`` now does for every caller (the operator counts them: ``InFlight``). The
+``handlers.driver`` now does for every caller (the operator counts them: ``RunsInFlight``). The
 tables are real; the launcher is the in-memory one of test_failed_runs, listing each table's
 runs by its label.
 """
@@ -129,3 +129,23 @@ def test_a_tables_own_runs_count_with_the_others(tmp_path: Path, mode: str) -> N
     tick = d.tick("events", compaction(), DUE_CHECKPOINT)
     assert len(d.launcher.in_flight()) == 2, d.launcher.in_flight()
     assert reason_of(tick, "Checkpointing") == Reason.CONCURRENCY_LIMIT
+
+
+def test_the_tally_of_runs_in_flight_counts_every_table_but_the_asker() -> None:
+    """Each tick asks how many runs the other tables have in flight; the tally keeps the sum
+    as ticks report (summing every table at each tick was quadratic in the tables)."""
+    from txntable.config import Config
+    from txntable.handlers.operate import Operator, RunsInFlight
+
+    tally = RunsInFlight()
+    tally.report("a", 2)
+    tally.report("b", 1)
+    tally.report("c", 0)
+    assert (tally.elsewhere("a"), tally.elsewhere("b"), tally.elsewhere("z")) == (1, 2, 3)
+    tally.report("a", 1)  # a run of a finished
+    assert tally.elsewhere("b") == 1 and tally.elsewhere("z") == 2
+    operator = Operator(Config(), launchers=lambda backend: None)  # type: ignore[arg-type,return-value]
+    operator.in_flight.report("gone", 3)
+    operator.memories.recall("gone")
+    operator.forget("gone")  # a deleted table's runs no longer count against the others
+    assert operator.in_flight.elsewhere("other") == 0

@@ -99,7 +99,9 @@ def test_a_storage_failure_reopens_the_table_but_keeps_what_was_learnt(tmp_path:
 NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
-    ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resourceVersion
+    ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
+    # a tally every tick reads (the sum kept beside it), dropped through on_forget
+    ("handlers/operate.py", "RunsInFlight", "_runs"),
     ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
     ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
     # local mode's stand-in for the API server's statuses, dropped through on_forget
