@@ -250,6 +250,9 @@ class ControlPlane:
             f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",  # every request is in the file once it is answered
+            # never rotated (the default rotates at 100 MB): readers tail the one file, and
+            # bench-scale's 3,000 tables wrote 100 MB of status writes before its window
+            "--audit-log-maxsize=1000000",
             "--profiling=false",
         ]
 
