@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+from txntable import interrupts
 from txntable.cli import (
     checkpoint_cmd,
     cleanup_cmd,
@@ -29,7 +30,7 @@ from txntable.cli import (
 from txntable.cli.errors import CliError
 from txntable.engine import EngineError
 from txntable.jobs.flags import Parser, parse
-from txntable.jobs.signals import describe, exit_status, raise_on_sigterm
+from txntable.jobs.signals import describe, exit_status, raise_on_signals
 
 #: Subcommand modules; each has ``register(subparsers) -> None`` and ``run(args) -> int``.
 COMMANDS: tuple[ModuleType, ...] = (
@@ -87,8 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args
     run: Callable[[argparse.Namespace], int] = args.run
     try:
-        with raise_on_sigterm():
-            return run(args)
+        with raise_on_signals():
+            try:
+                return run(args)
+            except Exception as exc:
+                interrupts.reraise(exc)  # an interrupt a library turned into an error
+                raise
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

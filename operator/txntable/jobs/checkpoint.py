@@ -35,7 +35,7 @@ from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
 from txntable.jobs.flags import Parser, at_least, duration_ms, parse, spark_master
 from txntable.jobs.outcome import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fail, print_result
-from txntable.jobs.signals import raise_on_sigterm
+from txntable.jobs.signals import raise_on_signals
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 from txntable.maintenance.replay_spark import replay
 from txntable.maintenance.spark_session import start_session, stop
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc: dict[str, Any] = {"table": args.uri, "engine": "spark", "runId": args.run_id}
     writing = False
     try:
-        with raise_on_sigterm():  # a stopped run stops its Spark JVM too
+        with raise_on_signals():  # a stopped run stops its Spark JVM too
             options = storage_options(args.storage_option)
             storage = open_storage(args.uri, options)
             segment = build_segment(storage, args.version)  # refused here: nothing was started

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from txntable import interrupts
 from txntable.engine import EngineError
 from txntable.jobs.flags import (
     Parser,
@@ -33,7 +34,7 @@ from txntable.jobs.flags import (
     whole_number,
 )
 from txntable.jobs.outcome import EXIT_FAILED, EXIT_OK, fail, print_result
-from txntable.jobs.signals import raise_on_sigterm
+from txntable.jobs.signals import raise_on_signals
 from txntable.jobs.storage_args import add_storage_option_argument, storage_options
 
 # The engine, the executors and the metrics are imported where they are used: ``txntable``
@@ -402,6 +403,7 @@ def run_vacuum(
         )
         return {"error": text}, f"vacuum: {text}"
     except (EngineError, MaintenanceError) as exc:
+        interrupts.reraise(exc)  # an interrupt a library turned into an error stays one
         return {"error": str(exc)}, f"vacuum: {exc}"
     doc = result.to_json()
     doc["files"] = doc["files"][:_VACUUM_SAMPLE]
@@ -458,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     metrics = EngineMetrics()
     try:
-        with raise_on_sigterm():  # a stopped run stops its Spark JVM too
+        with raise_on_signals():  # a stopped run stops its Spark JVM too
             result, code = execute(args, metrics)
     except (Exception, KeyboardInterrupt) as exc:  # SIGINT, or SIGTERM: a stopped run, a pod
         # every failure and every interrupt ends in the one result line (jobs/outcome.py)

@@ -28,6 +28,7 @@ import sys
 import traceback
 from typing import Any
 
+from txntable import interrupts
 from txntable.engine import EngineError
 from txntable.jobs import BAD_INPUT, UNSUPPORTED_FEATURE, signals
 
@@ -90,6 +91,7 @@ def fail(doc: dict[str, Any], exc: BaseException, *, started: bool = False) -> i
     and ``error: ...`` on stderr; the exit status to return (``exit_status``)."""
     from txntable.maintenance.errors import MaintenanceError
 
+    exc = interrupts.interrupt_in(exc) or exc  # an interrupt a library turned into an error
     message = error_text(exc)
     status = exit_status(exc, started=started)
     line = {**doc, "error": message}

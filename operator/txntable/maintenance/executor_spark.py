@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
+from txntable import interrupts
 from txntable.maintenance.errors import SparkJobError
 from txntable.maintenance.executor_arrow import BinResult, BinTask, rewrite_bin
 from txntable.maintenance.spark_session import start_session, stop
@@ -131,6 +132,7 @@ class SparkExecutor:
         try:
             done = rdd.map(run_task).collect()
         except Exception as exc:  # a task failed for good (bins report their own errors)
+            interrupts.reraise(exc)  # or py4j's clean-up after Ctrl-C failed: still Ctrl-C
             raise SparkJobError(f"OPTIMIZE's Spark job failed: {spark_error_line(exc)}") from exc
         return [BinResult.from_json(r) for r in done]
 

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from txntable import interrupts
 from txntable.engine.commit.row_tracking import is_supported
 from txntable.engine.commit.transaction import CommitOptions, Transaction
 from txntable.engine.errors import (
@@ -353,11 +354,13 @@ def optimize(
                     result.bins_skipped += len(rest)
                 break
     except (EngineError, MaintenanceError) as exc:  # an expected failure: the result says it
+        interrupts.reraise(exc)  # an interrupt a library turned into an error stays one
         result.error = f"{type(exc).__name__}: {exc}"
         log.info(
             "optimize of %s failed after %d commit(s): %s", table.uri, len(result.commits), exc
         )
     except Exception as exc:  # a defect: keep its traceback in the log
+        interrupts.reraise(exc)
         result.error = f"{type(exc).__name__}: {exc}"
         log.exception("optimize of %s failed after %d commit(s)", table.uri, len(result.commits))
     failed = [s for s in result.skipped if s["reason"].startswith("rewrite failed")]

@@ -34,12 +34,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from txntable import interrupts
 from txntable.maintenance import spark_gateway
 from txntable.maintenance.errors import SparkStartError
 from txntable.processes import stop_marked
 
 ENV_OWNER = "TXNTABLE_SPARK_OWNER"
 _TOKEN = uuid.uuid4().hex[:12]
+log = logging.getLogger(__name__)
 #: how long a standalone master may take to accept a connection before it counts as unreachable
 MASTER_CONNECT_TIMEOUT_S = 10.0
 
@@ -150,14 +152,40 @@ def _restore_sigint(handler: Any) -> None:
         signal.signal(signal.SIGINT, handler)
 
 
-def stop(session: Any) -> None:
-    """Stop a session this process started: normally, or by ``abort`` while an interrupt is
-    propagating (called from a ``finally`` during Ctrl-C, where asking Spark over the cut py4j
-    connection would only print tracebacks)."""
-    if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+#: how long a normal stop may take before the session's processes are stopped instead
+STOP_SECONDS = 30.0
+
+
+def stop(session: Any, timeout: float = STOP_SECONDS) -> None:
+    """Stop a session this process started: by ``abort`` while an interrupt is being handled
+    (called from a ``finally`` during Ctrl-C, where asking Spark over the cut py4j connection
+    would only print tracebacks, or after one that py4j turned into another error:
+    ``interrupts.pending``), else normally. A normal stop that takes longer than ``timeout``
+    s is given up and the processes are stopped: ``SparkContext.stop`` waits for the tasks in
+    flight, and a task whose Python worker never answers never ends."""
+    if interrupts.pending() is not None:
         abort()
         return
-    session.stop()
+    failed: list[BaseException] = []
+
+    def stop_session() -> None:
+        try:
+            session.stop()
+        except BaseException as exc:  # raised in the caller, below
+            failed.append(exc)
+
+    stopper = threading.Thread(target=stop_session, name="spark-session-stop", daemon=True)
+    stopper.start()
+    try:
+        stopper.join(timeout)
+    except KeyboardInterrupt:  # Ctrl-C while Spark stops: it is not waited for
+        abort()
+        raise
+    if stopper.is_alive():
+        log.warning("Spark did not stop within %g s; its processes are stopped instead", timeout)
+        abort()
+    elif failed:
+        raise failed[0]
 
 
 def abort() -> list[int]:
@@ -198,13 +226,7 @@ class _DuringInterrupt(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if f"{os.sep}py4j{os.sep}" not in record.pathname:
             return True
-        exc: BaseException | None = sys.exc_info()[1]
-        seen = 0
-        while exc is not None and seen < 10:
-            if isinstance(exc, KeyboardInterrupt):
-                return False
-            exc, seen = exc.__context__, seen + 1
-        return True
+        return interrupts.interrupt_in(sys.exc_info()[1]) is None
 
 
 def _quiet_py4j_interrupts() -> None:

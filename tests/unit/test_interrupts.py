@@ -1,0 +1,161 @@
+"""An interrupt that a library turned into another error is still an interrupt.
+
+The case that made this module: Ctrl-C during ``collect()`` raised ``KeyboardInterrupt`` in
+py4j's socket read, and PySpark's ``SCCallSiteSync.__exit__`` then made one more py4j call,
+which failed (``Py4JNetworkError: Answer from Java side is empty``) and replaced the interrupt.
+The run reported a failed Spark job and stopped the session normally, which waited forever for
+the task in flight (one run in four under load). The chain is rebuilt here with the same shape.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from txntable import interrupts
+from txntable.engine import Table
+from txntable.jobs.outcome import fail
+from txntable.jobs.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_signals
+from txntable.maintenance import spark_session
+from txntable.maintenance.executor_arrow import BinResult, BinTask
+from txntable.maintenance.optimize import optimize
+from txntable.maintenance.planner import OptimizePolicy
+
+
+class NetworkError(Exception):
+    """Stands in for py4j's ``Py4JNetworkError`` (an ``Exception``)."""
+
+
+def _hidden(interrupt: KeyboardInterrupt) -> NetworkError:
+    """The error py4j's clean-up raised while ``interrupt`` propagated."""
+    try:
+        try:
+            raise interrupt
+        except KeyboardInterrupt:
+            raise NetworkError("Answer from Java side is empty") from None
+    except NetworkError as exc:
+        return exc
+
+
+def test_the_interrupt_behind_an_error_is_found() -> None:
+    interrupt = Terminated()
+    error = _hidden(interrupt)
+    assert error.__suppress_context__ and error.__context__ is interrupt
+    assert interrupts.interrupt_in(error) is interrupt
+    assert interrupts.interrupt_in(interrupt) is interrupt
+    assert interrupts.interrupt_in(ValueError("plain")) is None
+    assert interrupts.interrupt_in(None) is None
+
+
+def test_reraise_raises_the_interrupt_itself() -> None:
+    interrupt = Terminated()
+    with pytest.raises(Terminated) as raised:
+        interrupts.reraise(_hidden(interrupt))
+    assert raised.value is interrupt
+    interrupts.reraise(ValueError("plain"))  # nothing behind it: returns
+
+
+def test_signals_raise_and_are_noted_then_forgotten() -> None:
+    before_int = signal.getsignal(signal.SIGINT)
+    before_term = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated), raise_on_signals():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises at once
+    assert interrupts.noted() is None  # forgotten with the handlers
+    seen: list[KeyboardInterrupt | None] = []
+    with pytest.raises(KeyboardInterrupt), raise_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        finally:
+            seen.append(interrupts.noted())
+    assert isinstance(seen[0], KeyboardInterrupt) and not isinstance(seen[0], Terminated)
+    assert signal.getsignal(signal.SIGINT) is before_int
+    assert signal.getsignal(signal.SIGTERM) is before_term
+
+
+def test_an_ignored_sigint_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with raise_on_signals():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_the_result_line_says_terminated_behind_an_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert fail({"table": "t"}, _hidden(Terminated())) == EXIT_TERMINATED
+    assert capsys.readouterr().err.rstrip().splitlines()[-1] == "error: terminated"
+    assert fail({"table": "t"}, _hidden(KeyboardInterrupt())) == EXIT_INTERRUPTED
+
+
+class _HidingExecutor:
+    """A Spark executor's failure after Ctrl-C, as py4j left it."""
+
+    name = "hiding"
+
+    def run(self, tasks: Sequence[BinTask]) -> list[BinResult]:
+        del tasks
+        raise _hidden(Terminated())
+
+
+def test_optimize_does_not_report_an_interrupt_as_a_failed_run(tmp_path: Path) -> None:
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    for i in range(4):
+        table.append(pa.table({"id": [i]}))
+    with pytest.raises(Terminated):
+        optimize(table, OptimizePolicy(), _HidingExecutor())
+    assert table.version() == 4
+
+
+class _Session:
+    """A session whose ``stop`` blocks (a task whose Python worker never answers) or fails."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.stopping = threading.Event()
+        self.release = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.error is not None:
+            raise self.error
+        self.release.wait(60)
+
+
+def test_a_stop_that_hangs_is_given_up_and_the_processes_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    aborted: list[bool] = []
+    monkeypatch.setattr(spark_session, "abort", lambda: aborted.append(True) or [])
+    session = _Session()
+    spark_session.stop(session, timeout=0.3)
+    assert session.stopping.is_set() and aborted == [True]
+    session.release.set()
+
+
+def test_a_stop_after_a_swallowed_interrupt_aborts_without_asking_spark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    aborted: list[bool] = []
+    monkeypatch.setattr(spark_session, "abort", lambda: aborted.append(True) or [])
+    session = _Session()
+    with raise_on_signals():
+        interrupts.note(KeyboardInterrupt())  # as the SIGINT handler does
+        spark_session.stop(session)
+    assert aborted == [True] and not session.stopping.is_set()
+
+
+def test_a_stop_that_fails_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark_session, "abort", lambda: pytest.fail("not an interrupt"))
+    with pytest.raises(RuntimeError, match="cannot stop"):
+        spark_session.stop(_Session(RuntimeError("cannot stop")))
