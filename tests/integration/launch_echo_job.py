@@ -1,7 +1,8 @@
 """A stand-in maintenance job for the local launcher tests (the real jobs need Spark).
 
 Prints a log line to stderr and, at the end, one JSON result line to stdout, like
-``txntable.jobs.*``. Options make it fail, wait for a file, or leave a grandchild behind.
+``txntable.jobs.*``. Options make it fail, wait for a file, leave a grandchild behind, or
+ignore SIGTERM (a job that does not stop when asked).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +23,10 @@ def main() -> int:
     parser.add_argument(
         "--grandchild-pid", default=None, help="start a sleeper, write its pid here"
     )
+    parser.add_argument("--ignore-sigterm", action="store_true")
     args, rest = parser.parse_known_args()
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.stderr.write("echo job starting\n")
     sys.stderr.flush()
     if args.grandchild_pid:

@@ -191,3 +191,27 @@ def test_a_run_past_its_deadline_is_stopped_and_failed(tmp_path: Path) -> None:
     st = finished(lx, req)
     assert st.state is RunState.FAILED
     assert st.message == f"exit code -{int(signal.SIGTERM)}: deadline of 1 s exceeded"
+
+
+def test_stop_started_records_each_stopped_run_even_one_that_ignores_sigterm(
+    tmp_path: Path,
+) -> None:
+    lx = launcher(tmp_path)
+    polite = request("--wait-for", str(tmp_path / "never"), hour=3)
+    stubborn = request("--wait-for", str(tmp_path / "never"), "--ignore-sigterm", hour=4)
+    for req in (polite, stubborn):
+        lx.launch(req)
+        log = tmp_path / "runs/lake" / req.name / "stderr.log"  # written after the handler is set
+        eventually(lambda log=log: log.exists() and "starting" in log.read_text(), bool)
+    stopped = lx.stop_started(timeout=2)
+    assert sorted(stopped) == sorted(f"lake/{r.name}" for r in (polite, stubborn))
+    first = lx.status(polite.namespace, polite.name)
+    assert first.state is RunState.FAILED
+    assert first.message.startswith(f"exit code -{int(signal.SIGTERM)}")
+    second = lx.status(stubborn.namespace, stubborn.name)
+    assert second.state is RunState.FAILED
+    assert second.message == (
+        f"exit code -{int(signal.SIGKILL)}: did not stop within 2 s of SIGTERM; killed"
+    )
+    assert not second.out_of_memory  # a kill we made, not the kernel's OOM killer
+    assert lx.stop_started() == []  # nothing is left running

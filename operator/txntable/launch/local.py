@@ -329,12 +329,13 @@ class LocalLauncher(Launcher):
                 time.sleep(0.05)
         log.warning("process group %d survived SIGKILL", pgid)
 
-    def stop_started(self) -> list[str]:
+    def stop_started(self, timeout: float = STOP_SECONDS) -> list[str]:
         """Stop the runs this launcher started that still run (``txntable run --local`` ends:
         whatever it started, it stops). Each supervisor gets SIGTERM, forwards it to its job
         and records the exit code, so the run's directory tells it was stopped; after
-        ``STOP_SECONDS`` the group gets SIGKILL, and any process still carrying the run's
-        marker (a Python worker of the job's Spark, in a group of its own) is stopped too.
+        ``timeout`` s the group gets SIGKILL (its exit code recorded as -9, with the
+        reason), and any process still carrying the run's marker (a Python worker of the job's
+        Spark, in a group of its own) is stopped too.
         Returns ``namespace/name`` of each run stopped. Runs adopted from an earlier process
         are left alone."""
         stopped = []
@@ -343,11 +344,20 @@ class LocalLauncher(Launcher):
                 continue
             try:
                 child.send_signal(signal.SIGTERM)
-                child.wait(timeout=STOP_SECONDS)
+                child.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 with suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
+                if not (run_dir / "exit.json").exists():  # the supervisor died before it wrote
+                    _write_json(
+                        run_dir / "exit.json",
+                        {
+                            "exitCode": -signal.SIGKILL,
+                            "finished": datetime.now(UTC).isoformat(),
+                            "error": f"did not stop within {timeout:g} s of SIGTERM; killed",
+                        },
+                    )
             stop_marked(ENV_RUN, str(run_dir.resolve()), grace_seconds=self.grace_seconds)
             self._children.pop(run_dir, None)
             stopped.append(f"{run_dir.parent.name}/{run_dir.name}")
