@@ -4,12 +4,22 @@ emulator every controller test runs against."""
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Ctrl-C as a terminal's foreground job has it, whatever started the suite: a shell's
+# background job (``make test &``, ``setsid ... &``) starts with SIGINT ignored, and every
+# process a test spawned inherited that, so the tests that send SIGINT to a command (a CLI
+# run, a Spark cluster's parent) sent one nobody heard. With a handler installed here, a
+# spawned child starts with the default disposition (exec resets handled signals, not ignored
+# ones).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # resolved: deltalake reports real paths, and a checkout may reach ../shared through a symlink
 TESTDATA = (REPO.parent / "shared" / "testdata" / "delta").resolve()
 

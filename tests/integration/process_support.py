@@ -14,20 +14,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 MARKER = "TXNTABLE_TEST_JOB"
-#: the command runs with SIGINT as a terminal's foreground job has it, whatever started the
-#: suite: a shell's background job (``make test &``) ignores SIGINT, and its children would too
-#: (the same process: ``exec``, after the disposition is reset)
-_WITH_DEFAULT_SIGINT = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execvp(sys.argv[1], sys.argv[1:])"
-)
 
 
 class Job:
@@ -47,7 +39,7 @@ class Job:
         environment = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {}), MARKER: self.marker}
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _WITH_DEFAULT_SIGINT, *argv],
+                list(argv),
                 env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

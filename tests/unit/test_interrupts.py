@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,6 +62,17 @@ def test_reraise_raises_the_interrupt_itself() -> None:
     interrupts.reraise(ValueError("plain"))  # nothing behind it: returns
 
 
+@pytest.fixture
+def sigint_default() -> Iterator[None]:
+    """SIGINT as Python sets it up in a terminal (not ignored, as in a background job)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_default")
 def test_signals_raise_and_are_noted_then_forgotten() -> None:
     before_int = signal.getsignal(signal.SIGINT)
     before_term = signal.getsignal(signal.SIGTERM)
