@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.conftest import REPO
+from txntable.arrow_pool import ONE_SHOT_POOL, VARIABLE
 from txntable.launch import LocalLauncher, RunKind, RunRequest, RunState, runs_to_delete
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError
 from txntable.launch.run import Backend, Resources
@@ -215,3 +216,13 @@ def test_stop_started_records_each_stopped_run_even_one_that_ignores_sigterm(
     )
     assert not second.out_of_memory  # a kill we made, not the kernel's OOM killer
     assert lx.stop_started() == []  # nothing is left running
+
+
+def test_a_run_gets_the_one_shot_arrow_pool_unless_one_was_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lx = launcher(tmp_path)
+    monkeypatch.delenv(VARIABLE, raising=False)
+    assert lx.environment(request())[VARIABLE] == ONE_SHOT_POOL
+    monkeypatch.setenv(VARIABLE, "mimalloc")
+    assert lx.environment(request())[VARIABLE] == "mimalloc"

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from txntable import interrupts
+from txntable import arrow_pool, interrupts
 from txntable.cli import (
     checkpoint_cmd,
     cleanup_cmd,
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arrow_pool.for_one_shot()  # before any command loads pyarrow (txntable.arrow_pool)
     parser = build_parser()
     args = parse(parser, argv)  # --help and --version end here; a usage error is returned
     if isinstance(args, int):

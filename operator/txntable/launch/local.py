@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from txntable.api.common import Backend, RunKind
 from txntable.api.constants import LABEL_TABLE
+from txntable.arrow_pool import one_shot_environment
 from txntable.launch.base import Launcher, check_adoptable
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError
 from txntable.launch.names import check_dns_label, label_value
@@ -174,7 +175,7 @@ class LocalLauncher(Launcher):
         threads = req.executor_instances * req.executor.cores
         conf = {"spark.driver.memory": req.driver.spark_memory, **req.spark_conf}
         return {
-            **os.environ,
+            **one_shot_environment(os.environ),  # the run pods' Arrow pool (txntable.arrow_pool)
             **self.env,
             **req.job_env,
             ENV_SPARK_MASTER: f"local[{threads}]",
