@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -206,9 +207,35 @@ class LocalStorage(Storage):
                     continue
 
     def delete_many(self, relatives: Sequence[str]) -> None:
-        # an unlink is a few microseconds: threads only add contention (serial: 6x faster)
+        # An unlink is a few microseconds: threads only add contention (serial: 6x faster).
+        # Hadoop's checksum files are looked up once per directory, not tried once per file:
+        # most tables have none, and the failed unlink per file was a third of a 50,000-file
+        # VACUUM's time. Each checksum still goes before its file (``delete``'s order).
+        by_dir: dict[str, list[str]] = {}
         for relative in relatives:
-            self.delete(relative)
+            by_dir.setdefault(posixpath.dirname(relative), []).append(relative)
+        for directory, names in by_dir.items():
+            checksums = self._checksums_in(directory)
+            for relative in names:
+                target = self._abs(relative)
+                checksum = hadoop_checksum_name(posixpath.basename(relative))
+                with _io_errors(f"deleting {relative}"):
+                    if checksum in checksums:
+                        with suppress(FileNotFoundError):
+                            os.unlink(os.path.join(os.path.dirname(target), checksum))
+                    with suppress(FileNotFoundError):
+                        os.unlink(target)
+
+    def _checksums_in(self, relative_dir: str) -> set[str]:
+        """The names of Hadoop checksum files in a directory (none if it is gone)."""
+        with _io_errors(f"listing {relative_dir or '/'}"):
+            try:
+                with os.scandir(self._abs(relative_dir) if relative_dir else self.root_path) as it:
+                    return {
+                        e.name for e in it if e.name.startswith(".") and e.name.endswith(".crc")
+                    }
+            except (FileNotFoundError, NotADirectoryError):
+                return set()
 
     def has_log_files(self) -> bool:
         # no stat per file: a 10,000-commit log lists in ~6 ms instead of ~50 ms

@@ -94,3 +94,21 @@ def test_a_deleted_file_takes_its_checksum_and_no_other(tmp_path: Path) -> None:
     assert not gone.exists() and not (tmp_path / "a=1/part-0.parquet").exists()
     assert not orphan.exists()  # the file was gone already: its checksum goes all the same
     assert kept.exists() and (tmp_path / "a=1/part-1.parquet").exists()
+
+
+def test_deleting_many_finds_the_checksums_of_each_directory(tmp_path: Path) -> None:
+    """``delete_many`` looks the checksums up per directory: at the root, in nested and
+    missing directories, and beside files that have none."""
+    at_root = _with_checksum(tmp_path, "part-root.parquet", b"r")
+    nested = _with_checksum(tmp_path, "a=1/b=2/part-0.parquet", b"n")
+    (tmp_path / "a=1/plain.parquet").write_bytes(b"p")
+    stays = _with_checksum(tmp_path, "a=1/b=2/part-1.parquet", b"s")
+    storage = LocalStorage(str(tmp_path))
+    storage.delete_many(
+        ["part-root.parquet", "a=1/b=2/part-0.parquet", "a=1/plain.parquet", "gone=1/part.parquet"]
+    )
+    assert not at_root.exists() and not (tmp_path / "part-root.parquet").exists()
+    assert not nested.exists() and not (tmp_path / "a=1/b=2/part-0.parquet").exists()
+    assert not (tmp_path / "a=1/plain.parquet").exists()
+    assert stays.exists() and (tmp_path / "a=1/b=2/part-1.parquet").exists()
+    assert sorted(p.name for p in (tmp_path / "a=1").iterdir()) == ["b=2"]
