@@ -22,6 +22,7 @@ stops what it started; no JVM survives any of these.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -426,17 +427,29 @@ def _gone(pgids: set[int], within: float = 60.0) -> list[str]:
 def test_nothing_survives_ctrl_c_or_a_killed_parent(tmp_path: Path) -> None:
     """Two clusters (one worker each) in child processes: Ctrl-C stops the first, whose JVMs
     are then gone; SIGKILL ends the second's parent, and its JVMs follow (PR_SET_PDEATHSIG)."""
-    interrupted, first = _cluster_process(tmp_path / "interrupted")
-    killed, second = _cluster_process(tmp_path / "killed")
-    groups = [set(first["pgids"]), set(second["pgids"])]
-    assert all(len(g) == 2 and cluster_support.processes_in(g) for g in groups)
-    interrupted.send_signal(signal.SIGINT)
-    out, err = interrupted.communicate(timeout=60)
-    assert interrupted.returncode == 0 and '"stopped": true' in out, err[-2000:]
-    assert cluster_support.processes_in(groups[0]) == []
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=10)
-    assert _gone(groups[1]) == []
+    started: list[tuple[subprocess.Popen[str], set[int]]] = []
+    try:
+        interrupted, first = _cluster_process(tmp_path / "interrupted")
+        started.append((interrupted, set(first["pgids"])))
+        killed, second = _cluster_process(tmp_path / "killed")
+        started.append((killed, set(second["pgids"])))
+        groups = [pgids for _, pgids in started]
+        assert all(len(g) == 2 and cluster_support.processes_in(g) for g in groups)
+        interrupted.send_signal(signal.SIGINT)
+        out, err = interrupted.communicate(timeout=60)
+        assert interrupted.returncode == 0 and '"stopped": true' in out, err[-2000:]
+        assert cluster_support.processes_in(groups[0]) == []
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=10)
+        assert _gone(groups[1]) == []
+    finally:  # a failed assertion must not leave the clusters' JVMs running
+        for proc, pgids in started:
+            proc.kill()
+            proc.wait(timeout=10)
+            for line in cluster_support.processes_in(pgids):
+                if str(tmp_path) in line:  # ours still (the JVMs' class path names it)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
 def test_a_failed_start_stops_what_it_started(tmp_path: Path) -> None:
