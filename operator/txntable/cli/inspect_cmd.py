@@ -2,14 +2,18 @@
 
 Protocol, metadata, schema, the last checkpoint, small-file figures and the files, all read from
 the log (no data file is opened), so it answers as fast as the log loads. The figures (pyarrow)
-and the engine are imported when the command runs, not when the parser is built.
+and the engine are imported when the command runs, not when the parser is built. The files are
+turned into JSON a slice at a time and the document written as it is made: at 100,000 files a
+dict per file and the document as one string were more memory than the snapshot itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+import sys
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
 
 from txntable.cli.errors import CliError
 from txntable.jobs.flags import at_least
@@ -48,9 +52,60 @@ def register(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def describe(snapshot: Snapshot, small_below: int | None = None) -> dict[str, Any]:
+#: live files turned into JSON entries at a time: the document of a 100,000-file table never
+#: holds a Python object per file (``file_batches``)
+BATCH_ROWS = 8192
+
+
+def file_batches(snapshot: Snapshot, limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The ``files`` entries of the document, in the log's order, ``BATCH_ROWS`` at a time;
+    only the first ``limit`` with a limit."""
+    files = snapshot.files()
+    total = files.num_rows if limit is None else min(limit, files.num_rows)
+    for start in range(0, total, BATCH_ROWS):
+        stop = min(start + BATCH_ROWS, total)
+        part = files.slice(start, stop - start)
+        yield [
+            {
+                "path": path,
+                "uri": uri,
+                "size": size,
+                "partitionValues": partitions,
+                "deletionVector": {k: v for k, v in dv.items() if v is not None} if dv else None,
+            }
+            for path, size, dv, uri, partitions in zip(
+                part.column("path").to_pylist(),
+                part.column("size").to_pylist(),
+                part.column("deletionVector").to_pylist(),
+                snapshot.file_uris(start, stop),
+                snapshot.raw_partition_values(start, stop),
+                strict=True,
+            )
+        ]
+
+
+def write_json(doc: dict[str, Any], batches: Iterable[list[dict[str, Any]]], out: TextIO) -> None:
+    """``doc`` with ``files`` set to the entries of ``batches``, byte for byte as
+    ``print(json.dumps(doc))`` prints it, a batch at a time: the document is never one string
+    (40 MB at 100,000 files, and as much again to encode it)."""
+    head = json.dumps({**doc, "files": []}, ensure_ascii=False)
+    if not head.endswith('"files": []}'):  # files is the last key: the list closes the object
+        raise AssertionError("files must be the document's last key")
+    out.write(head[: -len("]}")])
+    first = True
+    for batch in batches:
+        if batch:
+            out.write(("" if first else ", ") + json.dumps(batch, ensure_ascii=False)[1:-1])
+            first = False
+    out.write("]}\n")
+
+
+def describe(
+    snapshot: Snapshot, small_below: int | None = None, max_files: int | None = None
+) -> dict[str, Any]:
     """The JSON document of ``inspect --json``; files under ``small_below`` bytes count as small
-    (default: what optimize aims at, ``inspect_figures.DEFAULT_SMALL_BELOW``)."""
+    (default: what optimize aims at, ``inspect_figures.DEFAULT_SMALL_BELOW``). With
+    ``max_files``, ``files`` lists only the first ones (``file_batches``)."""
     from txntable.cli import inspect_figures as figures
     from txntable.maintenance.clustering import describe_clustering
 
@@ -58,24 +113,6 @@ def describe(snapshot: Snapshot, small_below: int | None = None) -> dict[str, An
         small_below = figures.DEFAULT_SMALL_BELOW
     protocol = snapshot.protocol
     metadata = snapshot.metadata
-    files = snapshot.files()
-    uris = snapshot.file_uris()
-    partitions = snapshot.raw_partition_values()
-    dvs = files.column("deletionVector").to_pylist()
-    out_files = []
-    for i, (path, size) in enumerate(
-        zip(files.column("path").to_pylist(), files.column("size").to_pylist(), strict=True)
-    ):
-        dv = dvs[i]
-        out_files.append(
-            {
-                "path": path,
-                "uri": uris[i],
-                "size": size,
-                "partitionValues": partitions[i],
-                "deletionVector": {k: v for k, v in dv.items() if v is not None} if dv else None,
-            }
-        )
     return {
         "uri": snapshot.storage.root_uri,
         "version": snapshot.version,
@@ -101,7 +138,7 @@ def describe(snapshot: Snapshot, small_below: int | None = None) -> dict[str, An
         "numFiles": snapshot.num_files,
         "sizeBytes": snapshot.size_bytes,
         "smallFiles": figures.small_files(snapshot, small_below),
-        "files": out_files,
+        "files": [entry for batch in file_batches(snapshot, max_files) for entry in batch],
     }
 
 
@@ -189,9 +226,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--small-below: {exc}") from None
     table = open_table(args)
     snapshot = table.snapshot(version=args.version)
-    doc = describe(snapshot, below)
     if args.json:
-        print(json.dumps(doc, ensure_ascii=False))
+        write_json(describe(snapshot, below, max_files=0), file_batches(snapshot), sys.stdout)
     else:
-        print(summary(doc, args.max_files))
+        print(summary(describe(snapshot, below, max_files=args.max_files), args.max_files))
     return 0

@@ -10,8 +10,10 @@ import pyarrow as pa
 import pytest
 
 from tests import deltagen as g
-from tests.conftest import TESTDATA
+from tests.conftest import TESTDATA, reference_tables
+from txntable.cli import inspect_cmd
 from txntable.cli.main import main
+from txntable.engine import EngineError
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.table import Table
 
@@ -216,3 +218,25 @@ def test_summary_shows_schema_checkpoint_and_small_files(
     _code, out, _ = run(capsys, "inspect", str(bare))
     assert "checkpoint none (1 commit since the start)" in out
     assert "small      0 files under 128.0 MiB" in out
+
+
+@pytest.mark.parametrize("name", reference_tables())
+def test_the_streamed_document_is_what_one_dumps_would_print(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--json`` writes the files a batch at a time; with batches of 2 rows every reference
+    table (partitions, deletion vectors, encoded paths) must print byte for byte what
+    ``print(json.dumps(describe(snapshot)))`` prints, and the summary the same lines."""
+    try:
+        snapshot = Table.open(str(TESTDATA / name)).snapshot()
+    except EngineError:  # refused before anything is written: no part of a document
+        code, out, err = run(capsys, "inspect", str(TESTDATA / name), "--json")
+        assert code != 0 and '"files"' not in out and err.startswith("error: "), (out, err)
+        return
+    whole = json.dumps(inspect_cmd.describe(snapshot), ensure_ascii=False) + "\n"
+    monkeypatch.setattr(inspect_cmd, "BATCH_ROWS", 2)
+    code, out, err = run(capsys, "inspect", str(TESTDATA / name), "--json")
+    assert (code, err, out) == (0, "", whole)
+    assert json.loads(out)["numFiles"] == len(json.loads(out)["files"])
+    limited = inspect_cmd.describe(snapshot, max_files=3)
+    assert limited["files"] == json.loads(whole)["files"][:3]

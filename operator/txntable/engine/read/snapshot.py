@@ -313,11 +313,12 @@ class Snapshot:
         total: int | None = pc.sum(self._state.files.column("size")).as_py()
         return int(total or 0)
 
-    def file_uris(self) -> list[str]:
-        """Absolute, percent-decoded location of every live file (aligned with ``files()``)."""
+    def file_uris(self, start: int = 0, stop: int | None = None) -> list[str]:
+        """Absolute, percent-decoded location of every live file (aligned with ``files()``),
+        or of its rows ``start:stop`` only (a caller streaming a big table in slices)."""
         prefix = self._relative_prefix()
         out: list[str] = []
-        for chunk in self._state.files.column("path").chunks:
+        for chunk in self._rows(self._state.files.column("path"), start, stop).chunks:
             if prefix is None or chunk.null_count:
                 out.extend(self.resolve(p) for p in chunk.to_pylist())
                 continue
@@ -377,13 +378,28 @@ class Snapshot:
             names.append(name)
         return pa.Table.from_arrays(columns, names=names) if names else pa.table({})
 
-    def raw_partition_values(self) -> list[dict[str, str | None]]:
-        """Partition values as in the log, keyed by logical column names."""
+    def raw_partition_values(
+        self, start: int = 0, stop: int | None = None
+    ) -> list[dict[str, str | None]]:
+        """Partition values as in the log, keyed by logical column names (aligned with
+        ``files()``, or with its rows ``start:stop``)."""
         by_physical = {f.physical_name: f.name for f in self.fields}
         out: list[dict[str, str | None]] = []
-        for row in self._state.files.column("partitionValues").to_pylist():
+        column = self._rows(self._state.files.column("partitionValues"), start, stop)
+        for row in column.to_pylist():
             out.append({by_physical.get(k, k): v for k, v in (row or [])})
         return out
+
+    @staticmethod
+    def _rows(column: pa.ChunkedArray, start: int, stop: int | None) -> pa.ChunkedArray:
+        """Rows ``start:stop`` of a column of ``files()`` (all of it by default)."""
+        if start < 0 or (stop is not None and stop < start):
+            raise ValueError(f"not a slice of the live files: {start}:{stop}")
+        if start == 0 and stop is None:
+            return column
+        end = len(column) if stop is None else min(stop, len(column))
+        start = min(start, end)
+        return column.slice(start, end - start)
 
     # -- other state -----------------------------------------------------------------------
     def txn_version(self, app_id: str) -> int | None:

@@ -95,3 +95,18 @@ def test_sliced_chunks_read_only_their_own_bytes(tmp_path: Path) -> None:
         snapshot = Snapshot(storage, state, 0)
         raw = sliced.column("path").to_pylist()
         assert snapshot.file_uris() == [snapshot.resolve(p) for p in raw]
+
+
+def test_a_slice_is_the_slice_of_the_whole(tmp_path: Path) -> None:
+    """``file_uris(start, stop)`` and ``raw_partition_values(start, stop)`` (what a caller
+    streaming a big table asks for) are the slices of the whole lists, across chunks."""
+    snapshot = _snapshot(LocalStorage(str(tmp_path)), [PATHS[:1] * 5, PATHS, [], PATHS[3:]])
+    uris, values = snapshot.file_uris(), snapshot.raw_partition_values()
+    n = snapshot.num_files
+    assert len(uris) == len(values) == n == 5 + len(PATHS) + len(PATHS) - 3
+    for start, stop in ((0, 2), (3, 9), (4, n), (n - 1, None), (2, n + 50), (n, None), (7, 7)):
+        assert snapshot.file_uris(start, stop) == uris[start:stop], (start, stop)
+        assert snapshot.raw_partition_values(start, stop) == values[start:stop], (start, stop)
+    for start, stop in ((-1, None), (3, 2)):
+        with pytest.raises(ValueError, match="not a slice"):
+            snapshot.file_uris(start, stop)
