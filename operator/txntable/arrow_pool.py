@@ -8,9 +8,10 @@ point, and the two kinds of process want different pools. Measured on the read-p
 Arrow allocator"):
 
 * a one-shot command or job (``txntable checkpoint``, ``inspect``, a run's driver and tasks)
-  loads, writes and exits: glibc's allocator (``system``) peaked 18-21% lower (checkpoint 256
-  MB against 313 MB at the same 0.66 s; ``inspect --json`` 403 MB against 500 MB, 0.12 s
-  slower), because mimalloc keeps the freed pages of a load mapped;
+  loads, writes and exits: glibc's allocator (``system``) peaked 18-26% lower (checkpoint 230
+  MB against 313 MB in about the same 0.65 s; ``inspect --json``, before it streamed its
+  document, 403 MB against 500 MB, 0.12 s slower), because mimalloc keeps the freed pages of a
+  load mapped;
 * the controller keeps a summary of every table for its lifetime and replaces them tick after
   tick: there mimalloc, pyarrow's default, reuses what it keeps and ended 18% lower (1,000
   summaries, 50 of the big table: 296 MB against 361 MB); with small tables the two were equal
