@@ -46,6 +46,17 @@ class Table:
             )
         return cls(storage)
 
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> Table:
+        """A handle on ``snapshot``'s table whose next ``snapshot()`` refreshes that one (the
+        new commits only) instead of loading the table again: for a caller that holds a
+        snapshot and then commits, as VACUUM does. A snapshot loaded without statistics is
+        not kept (nothing may be written from it): the handle then loads its own."""
+        table = cls(snapshot.storage)
+        if snapshot.has_stats:
+            table._latest = snapshot
+        return table
+
     @property
     def uri(self) -> str:
         return self.storage.root_uri

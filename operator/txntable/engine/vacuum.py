@@ -519,7 +519,7 @@ def vacuum(
             sweeper.name,
             iceberg,
         )
-    table = Table(snapshot.storage)
+    table = Table.from_snapshot(snapshot)  # its commits refresh this snapshot, not reload
     default_ms = retention.duration_ms(
         snapshot.configuration,
         retention.DELETED_FILE_RETENTION,
