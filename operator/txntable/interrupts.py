@@ -27,12 +27,18 @@ _noted: list[KeyboardInterrupt] = []
 
 def interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
     """``exc`` when it is a ``KeyboardInterrupt``, else the one it was raised while handling
-    (or from), if any."""
-    seen = 0
-    while exc is not None and seen < _DEPTH:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    or from, if any (both links are followed: ``raise X from Y`` while an interrupt is being
+    handled keeps the interrupt in ``__context__``)."""
+    todo: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < _DEPTH:
+        current = todo.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        todo += [current.__cause__, current.__context__]
     return None
 
 

@@ -170,3 +170,63 @@ def test_a_stop_that_fails_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spark_session, "abort", lambda: pytest.fail("not an interrupt"))
     with pytest.raises(RuntimeError, match="cannot stop"):
         spark_session.stop(_Session(RuntimeError("cannot stop")))
+
+
+def test_an_interrupt_is_found_behind_raise_from() -> None:
+    """``raise X from Y`` while an interrupt is handled: the interrupt is X's context."""
+    interrupt = KeyboardInterrupt()
+    try:
+        try:
+            raise interrupt
+        except KeyboardInterrupt:
+            raise NetworkError("send failed") from ValueError("the cause")
+    except NetworkError as exc:
+        error = exc
+    assert isinstance(error.__cause__, ValueError) and error.__context__ is interrupt
+    assert interrupts.interrupt_in(error) is interrupt
+
+
+@pytest.mark.usefixtures("sigint_default")
+def test_a_block_that_fails_after_a_swallowed_interrupt_ends_with_it() -> None:
+    with pytest.raises(KeyboardInterrupt) as raised, raise_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass  # a library swallowed it whole
+        raise RuntimeError("the job failed afterwards")
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    with raise_on_signals():  # one that finishes its work all the same ends normally
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+    assert interrupts.noted() is None
+
+
+def test_vacuum_on_spark_reports_an_interrupt_py4j_hid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from txntable.cli.main import main
+    from txntable.maintenance import vacuum_spark
+    from txntable.maintenance.errors import SparkJobError
+
+    class HidingSweeper:
+        name = "spark"
+
+        def __init__(self, **kwargs: object) -> None:
+            del kwargs
+
+        def doomed(self, storage: object, rules: object) -> list[object]:
+            raise SparkJobError("VACUUM's listing job failed") from _hidden(KeyboardInterrupt())
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(vacuum_spark, "SparkSweeper", HidingSweeper)
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1]}))
+    assert main(["vacuum", str(tmp_path / "t"), "--executor", "spark"]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err.splitlines() == ["error: interrupted"]
+    assert table.version() == 1  # nothing recorded

@@ -13,6 +13,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from txntable import interrupts
 from txntable.cli.errors import CliError
 from txntable.cli.optimize_cmd import iceberg_lines
 from txntable.jobs.flags import duration_ms, spark_master
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except MaintenanceError as exc:
+        interrupts.reraise(exc)  # Ctrl-C that py4j turned into a failed Spark job
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:

@@ -45,9 +45,11 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def raise_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM raises ``Terminated`` and SIGINT ``KeyboardInterrupt`` in
-    the main thread, each recorded (``interrupts.noted``). A SIGINT that is ignored (a
-    shell's background job) stays ignored; the handlers before are restored after, and the
-    record forgotten. In another thread nothing changes."""
+    the main thread, each recorded (``interrupts.noted``). A block that fails after an
+    interrupt arrived ends with that interrupt (the failure as its cause), even when a library
+    swallowed it whole; one that ends normally (its work done all the same) ends normally. A
+    SIGINT that is ignored (a shell's background job) stays ignored; the handlers before are
+    restored after, and the record forgotten. In another thread nothing changes."""
     inside = signal.getsignal(signal.SIGTERM) is _raise_terminated  # nested: the outer one rules
     if inside or threading.current_thread() is not threading.main_thread():
         yield
@@ -58,6 +60,11 @@ def raise_on_signals() -> Iterator[None]:
         signal.signal(signal.SIGINT, _raise_interrupted)
     try:
         yield
+    except Exception as exc:  # a failure after an interrupt that a library swallowed whole
+        noted = interrupts.noted()
+        if noted is not None and interrupts.interrupt_in(exc) is None:
+            raise noted from exc
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous_term)
         if previous_int is signal.default_int_handler:

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable import interrupts
 from txntable.engine.checkpoint.spark_hash import partition_ids
 from txntable.engine.errors import CorruptLogError
 from txntable.engine.model.actions import (
@@ -250,6 +251,7 @@ def replay(
             .collect()
         )
     except Exception as exc:
+        interrupts.reraise(exc)  # py4j's clean-up after Ctrl-C failed: still Ctrl-C
         raise SparkJobError(f"the log replay on Spark failed: {spark_error_line(exc)}") from exc
     state = assemble(segment.version, results)
     log.info(

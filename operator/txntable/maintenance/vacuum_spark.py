@@ -38,6 +38,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from txntable import interrupts
 from txntable.engine.errors import StorageError
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.azure import AzureStorage
@@ -279,6 +280,7 @@ class SparkSweeper:
                 .collect()
             )
         except Exception as exc:
+            interrupts.reraise(exc)  # py4j's clean-up after Ctrl-C failed: still Ctrl-C
             raise SparkJobError(f"VACUUM's listing job failed: {spark_error_line(exc)}") from exc
         finally:
             dv_ids.unpersist()
@@ -315,6 +317,7 @@ class SparkSweeper:
                 .collect()
             )
         except Exception as exc:
+            interrupts.reraise(exc)  # py4j's clean-up after Ctrl-C failed: still Ctrl-C
             raise SparkJobError(f"VACUUM's delete job failed: {spark_error_line(exc)}") from exc
         self.last["deleteTasks"] = len(slices)
         if done != len(names):  # pragma: no cover - a task returned without raising

@@ -46,6 +46,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txntable import interrupts
 from txntable.engine.write.writer import data_file_name
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.executor_arrow import (
@@ -250,6 +251,7 @@ def zorder_bin(spark_context: Any, task: BinTask, max_bytes: int | None = None) 
             seconds=time.monotonic() - start,
         )
     except Exception as exc:  # the bin fails, the run goes on (as rewrite_bin reports)
+        interrupts.reraise(exc)  # unless py4j's clean-up after Ctrl-C failed: that stops the run
         return BinResult(
             task.bin_id,
             written=_leftovers(io, plan),
