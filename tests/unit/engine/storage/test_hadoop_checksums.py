@@ -112,3 +112,20 @@ def test_deleting_many_finds_the_checksums_of_each_directory(tmp_path: Path) -> 
     assert not (tmp_path / "a=1/plain.parquet").exists()
     assert stays.exists() and (tmp_path / "a=1/b=2/part-1.parquet").exists()
     assert sorted(p.name for p in (tmp_path / "a=1").iterdir()) == ["b=2"]
+
+
+def test_a_directory_much_bigger_than_the_deletes_is_not_listed_to_the_end(
+    tmp_path: Path,
+) -> None:
+    """One name out of 20 (40 entries with the checksums): the listing stops at its budget
+    and each checksum is tried instead; 15 names: the directory is listed. Both ways every
+    deleted file's checksum goes and no other."""
+    checksums = [_with_checksum(tmp_path, f"d/part-{i:02d}.parquet", b"x") for i in range(20)]
+    storage = LocalStorage(str(tmp_path))
+    assert storage._checksums_in("d", 4 * 1) is None
+    assert storage._checksums_in("d", 4 * 15) == {c.name for c in checksums}
+    storage.delete_many(["d/part-00.parquet"])
+    storage.delete_many([f"d/part-{i:02d}.parquet" for i in range(1, 16)])
+    assert [c.exists() for c in checksums] == [False] * 16 + [True] * 4
+    left = sorted(p.name for p in (tmp_path / "d").iterdir() if not p.name.startswith("."))
+    assert left == [f"part-{i:02d}.parquet" for i in range(16, 20)]
