@@ -17,10 +17,11 @@ Arrow allocator"):
   summaries, 50 of the big table: 296 MB against 361 MB); with small tables the two were equal
   (the real controller at 1,000 tables: 363 and 364 MB).
 
-Both images set ``system`` (Dockerfile); this module makes the CLI and the runs the local
-launcher starts behave as the run pods do. The controller (``python -m txntable``) is left to
-its environment: outside the image, pyarrow's default. A value the user set always wins.
-Standard library only, outside the layers.
+Both images set ``system`` (Dockerfile); this module makes the CLI's one-shot commands and the
+runs the local launcher starts behave as the run pods do (``txntable run --local`` and
+``demo``, which run the controller's loop, keep the default). The controller (``python -m
+txntable``) is left to its environment: outside the image, pyarrow's default. A value the
+user set always wins. Standard library only, outside the layers.
 """
 
 from __future__ import annotations

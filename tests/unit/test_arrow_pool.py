@@ -11,13 +11,14 @@ import sys
 from tests.conftest import REPO
 from txntable.arrow_pool import ONE_SHOT_POOL, VARIABLE
 
-#: the pool a fresh interpreter ends with after the CLI's main() ran (--help exits inside it)
+#: the pool a fresh interpreter ends with after the CLI's main() ran a command (one that fails at
+#: once, on a path that does not exist: the choice is made before the command runs)
 _PROBE = """
 import json, sys
 from txntable.cli.main import main
 try:
     main(sys.argv[1:])
-except SystemExit:
+except SystemExit:  # --version
     pass
 import pyarrow as pa
 print(json.dumps(pa.default_memory_pool().backend_name))
@@ -40,8 +41,14 @@ def _pool_after_cli(*args: str, **env: str) -> str:
 
 
 def test_a_command_runs_with_the_one_shot_pool() -> None:
-    assert _pool_after_cli("inspect", "--help") == ONE_SHOT_POOL
+    assert _pool_after_cli("inspect", "/nonexistent") == ONE_SHOT_POOL
+
+
+def test_the_controller_loop_keeps_pyarrows_default() -> None:
+    default = _pool_after_cli("--version")  # ends in the parser: nothing chosen
+    assert default != ONE_SHOT_POOL
+    assert _pool_after_cli("run", "--local", "/nonexistent") == default
 
 
 def test_a_pool_the_user_chose_wins() -> None:
-    assert _pool_after_cli("inspect", "--help", **{VARIABLE: "jemalloc"}) == "jemalloc"
+    assert _pool_after_cli("inspect", "/nonexistent", **{VARIABLE: "jemalloc"}) == "jemalloc"

@@ -43,6 +43,11 @@ COMMANDS: tuple[ModuleType, ...] = (
     vacuum_cmd,
 )
 
+#: commands that run the controller's loop, which keeps table summaries for as long as it
+#: runs: pyarrow's default pool suits it (txntable.arrow_pool); the runs it starts get the
+#: one-shot pool from the local launcher
+LOOPS = frozenset({"run", "demo"})
+
 EXIT_ENGINE_ERROR = 1
 EXIT_USAGE = 2
 #: the reader of the output went away (``| head``): 128 + SIGPIPE, what the shell reports for a
@@ -82,11 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arrow_pool.for_one_shot()  # before any command loads pyarrow (txntable.arrow_pool)
     parser = build_parser()
     args = parse(parser, argv)  # --help and --version end here; a usage error is returned
     if isinstance(args, int):
         return args
+    if args.command not in LOOPS:  # before the command loads pyarrow (txntable.arrow_pool)
+        arrow_pool.for_one_shot()
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         with raise_on_signals():
