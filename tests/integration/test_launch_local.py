@@ -204,7 +204,7 @@ def test_stop_started_records_each_stopped_run_even_one_that_ignores_sigterm(
         lx.launch(req)
         log = tmp_path / "runs/lake" / req.name / "stderr.log"  # written after the handler is set
         eventually(lambda log=log: log.exists() and "starting" in log.read_text(), bool)
-    stopped = lx.stop_started(timeout=2)
+    stopped = lx.stop_started(timeout=5)  # the polite one needs far less, even under load
     assert sorted(stopped) == sorted(f"lake/{r.name}" for r in (polite, stubborn))
     first = lx.status(polite.namespace, polite.name)
     assert first.state is RunState.FAILED
@@ -212,7 +212,7 @@ def test_stop_started_records_each_stopped_run_even_one_that_ignores_sigterm(
     second = lx.status(stubborn.namespace, stubborn.name)
     assert second.state is RunState.FAILED
     assert second.message == (
-        f"exit code -{int(signal.SIGKILL)}: did not stop within 2 s of SIGTERM; killed"
+        f"exit code -{int(signal.SIGKILL)}: did not stop within 5 s of SIGTERM; killed"
     )
     assert not second.out_of_memory  # a kill we made, not the kernel's OOM killer
     assert lx.stop_started() == []  # nothing is left running

@@ -87,8 +87,10 @@ def file_batches(snapshot: Snapshot, limit: int | None = None) -> Iterator[list[
 
 def write_json(doc: dict[str, Any], batches: Iterable[list[dict[str, Any]]], out: TextIO) -> None:
     """``doc`` with ``files`` set to the entries of ``batches``, byte for byte as
-    ``print(json.dumps(doc))`` prints it, a batch at a time: the document is never one string
-    (40 MB at 100,000 files, and as much again to encode it)."""
+    ``print(json.dumps(doc, ensure_ascii=False))`` prints it, a batch at a time: the document
+    is never one string (40 MB at 100,000 files, and as much again to encode it). Like any
+    stream, one stopped part-way (Ctrl-C, a stdout that cannot encode a path) leaves a cut-off
+    document before the error; the exit status says it failed."""
     head = json.dumps({**doc, "files": []}, ensure_ascii=False)
     if not head.endswith('"files": []}'):  # files is the last key: the list closes the object
         raise AssertionError("files must be the document's last key")
@@ -227,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--small-below: {exc}") from None
     from txntable.engine import Snapshot
 
-    # without the checkpoint's statistics, which nothing here reads: less than half the memory
+    # without the checkpoint's statistics, which nothing here reads: the snapshot takes less
+    # than half the memory
     snapshot = Snapshot.load(open_table(args).storage, args.version, stats=False)
     if args.json:
         write_json(describe(snapshot, below, max_files=0), file_batches(snapshot), sys.stdout)
