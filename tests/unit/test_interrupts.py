@@ -143,11 +143,15 @@ class _Session:
         self.release.wait(60)
 
 
-def test_a_stop_that_hangs_is_given_up_and_the_processes_stopped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    aborted: list[bool] = []
-    monkeypatch.setattr(spark_session, "abort", lambda: aborted.append(True) or [])
+@pytest.fixture
+def aborted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per call of ``spark_session.abort`` (which is not run)."""
+    calls: list[bool] = []
+    monkeypatch.setattr(spark_session, "abort", lambda: calls.append(True) or [])
+    return calls
+
+
+def test_a_stop_that_hangs_is_given_up_and_the_processes_stopped(aborted: list[bool]) -> None:
     session = _Session()
     spark_session.stop(session, timeout=0.3)
     assert session.stopping.is_set() and aborted == [True]
@@ -155,10 +159,8 @@ def test_a_stop_that_hangs_is_given_up_and_the_processes_stopped(
 
 
 def test_a_stop_after_a_swallowed_interrupt_aborts_without_asking_spark(
-    monkeypatch: pytest.MonkeyPatch,
+    aborted: list[bool],
 ) -> None:
-    aborted: list[bool] = []
-    monkeypatch.setattr(spark_session, "abort", lambda: aborted.append(True) or [])
     session = _Session()
     with raise_on_signals():
         interrupts.note(KeyboardInterrupt())  # as the SIGINT handler does
@@ -189,20 +191,21 @@ def test_an_interrupt_is_found_behind_raise_from() -> None:
 @pytest.mark.usefixtures("sigint_default")
 def test_a_block_that_fails_after_a_swallowed_interrupt_ends_with_it() -> None:
     with pytest.raises(KeyboardInterrupt) as raised, raise_on_signals():
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
-        except KeyboardInterrupt:
-            pass  # a library swallowed it whole
+        _swallowed_ctrl_c()
         raise RuntimeError("the job failed afterwards")
     assert isinstance(raised.value.__cause__, RuntimeError)
     with raise_on_signals():  # one that finishes its work all the same ends normally
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5)
-        except KeyboardInterrupt:
-            pass
+        _swallowed_ctrl_c()
     assert interrupts.noted() is None
+
+
+def _swallowed_ctrl_c() -> None:
+    """Ctrl-C arrives and a library swallows it whole."""
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises at once
+    except KeyboardInterrupt:
+        pass
 
 
 def test_vacuum_on_spark_reports_an_interrupt_py4j_hid(
