@@ -20,8 +20,8 @@ Each case (``N`` tables) on a control plane of its own:
    over them round-robin; one storage Secret.
 2. start-up: the controller starts; timed until every table has been observed once (its
    ``txntable_table_observed_timestamp_seconds`` gauge is set, read from /metrics).
-3. settle: until Kopf has handled every TxnTable (its last-handled mark is on each) and an
-   interval passes without a TxnTable metadata patch (Kopf's one-off writes).
+3. settle: until Kopf has handled every TxnTable (its finalizer is on each) and an interval
+   passes without a TxnTable metadata patch (Kopf's one-off writes).
 4. the steady window, ``WINDOW_INTERVALS`` intervals: a probe commit every ``PROBE_EVERY``
    seconds to one of ``PROBE_TABLES`` tables in turn; the controller's requests in the window
    from the audit log, split into those naming a probed table (what commits cause) and the
@@ -434,14 +434,15 @@ def _heap_report(controller: Any, report: Path, timeout: float = 900.0) -> None:
     print(f"no heap report in {report} after {timeout:.0f} s", flush=True)
 
 
-#: what Kopf writes on an object once its handlers have run (the chart's diffbase storage)
-HANDLED_ANNOTATION = f"{GROUP}/last-handled-configuration"
+#: what Kopf writes on a new object, and since the controller has no change handler for a
+#: live one, the only thing (kopf_handlers._being_deleted)
+FINALIZER = f"{GROUP}/finalizer"
 
 
 def _settle(
     audit: AuditTail, interval: float, ages: Ages, controller: Any, api: Any, n: int
 ) -> float:
-    """Wait until Kopf has handled every TxnTable (each carries Kopf's last-handled mark) and
+    """Wait until Kopf has handled every TxnTable (each carries the controller's finalizer) and
     then an interval passes without the controller patching a TxnTable's metadata (Kopf's
     one-off writes of each new object), scraping on; seconds waited. A quiet interval alone
     was not enough: at 3,000 tables Kopf's handling paused for one and went on in the window."""
@@ -452,8 +453,8 @@ def _settle(
 
     def handled() -> int:
         listed = custom.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "txntables")
-        marks = (((o.get("metadata") or {}).get("annotations") or {}) for o in listed["items"])
-        return sum(1 for a in marks if HANDLED_ANNOTATION in a)
+        marks = ((o.get("metadata") or {}).get("finalizers") or () for o in listed["items"])
+        return sum(1 for f in marks if FINALIZER in f)
 
     def patches() -> int:
         return sum(1 for r in audit.read() if r.what == "patch txntables")

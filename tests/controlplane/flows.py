@@ -265,6 +265,26 @@ def status_writes(
     return out
 
 
+def metadata_writes(
+    plane: ControlPlane, user: str, ns: str, resource: str, name: str
+) -> list[list[str]]:
+    """The metadata paths of each patch of ``name``'s object (not its status) by ``user``
+    that the server accepted, oldest first: a JSON patch's operations (Kopf's finalizer,
+    after its resourceVersion test) or a merge patch's metadata keys."""
+    out = []
+    for event in requests_by(plane, user, "patch", resource, ns):
+        if event["objectRef"].get("name") != name:
+            continue
+        if event.get("responseStatus", {}).get("code") != 200:
+            continue
+        sent = event.get("requestObject")
+        if isinstance(sent, list):
+            out.append(sorted(op["path"] for op in sent if op.get("op") != "test"))
+        elif isinstance(sent, dict):
+            out.append(sorted(f"/metadata/{key}" for key in sent.get("metadata") or {}))
+    return out
+
+
 def dropped(sent: Any, kept: Any, path: str = "") -> list[str]:
     """Where the object ``kept`` lacks a value the JSON merge patch ``sent`` set (the server
     pruned it or changed it): a null in the patch deletes, anything else must read back equal."""

@@ -70,6 +70,11 @@ AUDIT_POLICY = {
             "verbs": ["patch", "update"],
             "resources": [{"group": "txntable.io", "resources": ["txntables/status"]}],
         },
+        {  # what the controller writes to a table's object itself (Kopf's finalizer)
+            "level": "Request",
+            "verbs": ["patch", "update"],
+            "resources": [{"group": "txntable.io", "resources": ["txntables"]}],
+        },
         {"level": "Metadata"},
     ],
 }

@@ -120,6 +120,10 @@ def test_a_table_is_planned_compacted_by_its_run_and_read_back(
     # server's structural pruning, and what is read back is the last one written
     flows.assert_status_kept(control_plane, install.user, ns, name)
     flows.wait_read_back(control_plane, admin, install.user, ns, name)
+    # Kopf's own writes of the object in its whole life until deleted: its finalizer, once
+    # (no handler progress, no copy of the spec in an annotation)
+    writes = flows.metadata_writes(control_plane, install.user, ns, "txntables", name)
+    assert writes == [["/metadata/finalizers"]], writes
     flows.delete_table(admin, ns, name)
 
 

@@ -70,6 +70,8 @@ class Driven:
     #: the observe interval the table was last asked to tick with (its spec.observeInterval):
     #: the daemon reads the next due time without parsing the table again
     interval: float = 0.0
+    #: the object's metadata.generation its daemon knows: a new one wakes the daemon
+    generation: int | None = None
     #: how its commit-events daemon is woken (the Kopf daemon's loop and event)
     waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 

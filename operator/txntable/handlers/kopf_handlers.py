@@ -286,10 +286,7 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     try:
         policy = parse(dict(body))
     except InvalidSpecError as exc:
-        new = _invalid_status(body, exc)
-        new["phase"] = "Invalid"
-        if changed(body.get("status") or {}, new):
-            patch.status.update(new)
+        _say_invalid(body, patch, str(exc))
         return
     namespace = policy.metadata.namespace or "default"
     state: State | None = getattr(kwargs.get("memo"), "state", None)
@@ -326,30 +323,55 @@ def _announce_invalid(body: kopf.Body, before: Any, after: Any, said: dict[str, 
     kopf.event(body, type="Warning", reason=EventReason.INVALID_SPEC, message=new.message)
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="validate-compaction-policy")
-@kopf.on.update(
-    GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="revalidate-compaction-policy", field="spec"
-)
-def validate_compaction_policy(*, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    """Reject an invalid policy once, as a condition, instead of at every table tick."""
-    _validate_policy(CompactionPolicy.from_manifest, body, patch)
+@kopf.on.event(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="judge-compaction-policy")
+def judge_compaction_policy(
+    *, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    """Say at once that a new or edited policy is invalid, instead of at its timer's next
+    firing (an event handler: Kopf keeps no record of it on the object)."""
+    _judge_policy(CompactionPolicy.from_manifest, body, patch, memo)
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="validate-checkpoint-policy")
-@kopf.on.update(
-    GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="revalidate-checkpoint-policy", field="spec"
-)
-def validate_checkpoint_policy(*, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
-    _validate_policy(CheckpointPolicy.from_manifest, body, patch)
+@kopf.on.event(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="judge-checkpoint-policy")
+def judge_checkpoint_policy(
+    *, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    _judge_policy(CheckpointPolicy.from_manifest, body, patch, memo)
 
 
-def _validate_policy(parse: Any, body: kopf.Body, patch: kopf.Patch) -> None:
-    try:
-        parse(dict(body))
-    except InvalidSpecError as exc:
-        new = _invalid_status(body, exc)
+def _judge_policy(parse: Any, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo) -> None:
+    """An invalid policy's conditions, written once per generation and reason: the event of
+    our own write (or any later event of the same version of the spec) finds them said."""
+    meta = body.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return  # a deletion's events, or a DELETED event's last body
+    state: State | None = getattr(memo, "state", None)
+    parsed = state.parsed if state is not None else ParsedResources()
+    why = parsed.invalid([_without_status(body)], parse)
+    for message in why.values():
+        _say_invalid(body, patch, message)
+
+
+def _say_invalid(body: kopf.Body, patch: kopf.Patch, message: str) -> None:
+    """Patch in an invalid policy's conditions unless its status says them already (at each
+    attempt the conditions' transition times are new: comparing them would write every time)."""
+    generation = (body.get("metadata") or {}).get("generation")
+    new = invalid_spec_status(generation, message, datetime.now(UTC))
+    if not _said(body.get("status") or {}, new):
         patch.status.update(new)
-        raise kopf.PermanentError(f"invalid policy: {exc}") from exc
+
+
+def _said(status: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``status`` already says what ``new`` does, transition times aside."""
+
+    def gist(s: Mapping[str, Any]) -> tuple[Any, ...]:
+        conds = sorted(
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+            for c in s.get("conditions") or ()
+        )
+        return s.get("phase"), s.get("observedGeneration"), conds
+
+    return gist(status) == gist(new)
 
 
 # Handler ids must be unique across resources: Kopf mixes up handlers that share one.
@@ -380,22 +402,24 @@ def _invalid_status(body: Mapping[str, Any], exc: InvalidSpecError) -> dict[str,
     return invalid_spec_status(generation, str(exc), datetime.now(UTC))
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL_TABLE, id="validate")
-@kopf.on.update(GROUP, VERSION, PLURAL_TABLE, id="validate-update", field="spec")
-def validate(*, body: kopf.Body, old: Any, memo: kopf.Memo, **_: Any) -> None:
-    """Reject an invalid spec once, as a condition, instead of failing every timer tick. The
-    condition goes through the status writer, so the timer's next tick knows it is written.
-    A valid changed spec wakes the table's daemon: the table is observed under it at once
-    (a shorter observeInterval included), not at the due time the old spec set."""
-    raw = dict(body)
-    old_body = {**raw, "spec": old} if isinstance(old, dict) else None
-    try:
-        table = TxnTable.from_manifest(raw, old=old_body)
-    except InvalidSpecError as exc:
-        _write_invalid(_state(memo), raw, Current.of(raw), exc)
-        raise kopf.PermanentError(f"invalid TxnTable: {exc}") from exc
-    if old_body is not None:  # an update; a new table's daemon observes it as it starts
-        _state(memo).wake(table.metadata.key)
+@kopf.on.event(GROUP, VERSION, PLURAL_TABLE, id="spec-changes")
+async def spec_changes(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Wake the table's daemon when its spec changes (a new generation): the table is
+    observed under the new spec at once (a shorter observeInterval included), not at the due
+    time the old one set, and a spec that no longer validates is said so by that tick. An
+    event handler, not an update handler: Kopf would keep the whole spec in an annotation of
+    every table to tell what changed, and write it at every table's creation."""
+    state: State | None = getattr(memo, "state", None)
+    meta = body.get("metadata") or {}
+    if state is None or meta.get("deletionTimestamp"):
+        return
+    key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
+    known = state.memories.peek(key, Driven)  # none yet: its daemon observes it as it starts
+    generation = meta.get("generation")
+    if known is not None and known.generation != generation:
+        seen, known.generation = known.generation, generation
+        if seen is not None:
+            state.wake(key)
 
 
 @kopf.timer(
@@ -425,7 +449,9 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
     meta = body.get("metadata", {})
     key = resource_key(meta.get("namespace", "default"), meta.get("name"), meta.get("uid"))
     wake = asyncio.Event()
-    state.memories.of(key, Driven).waker = (asyncio.get_running_loop(), wake)
+    mine = state.memories.of(key, Driven)
+    mine.waker = (asyncio.get_running_loop(), wake)
+    mine.generation = meta.get("generation")  # a later one wakes it (``spec_changes``)
     _hold_if_found_at_start(state, key, body, kwargs)
 
     def wanted() -> bool:  # a daemon told to stop writes no status: the timer does
@@ -552,7 +578,15 @@ def _write_invalid(
         state.driver.writer.write(key, namespace, name, current, new, whole=False)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs")
+def _being_deleted(body: kopf.Body, **_: Any) -> bool:
+    """Filter of the deletion handler: Kopf gives an object's changes to its change handlers
+    only while one of them matches, so with this filter Kopf writes nothing of its own to a
+    live object but the finalizer its daemons and timers need (no handler progress, no
+    last-handled configuration: one patch per new object, not two or more)."""
+    return bool(body.get("metadata", {}).get("deletionTimestamp"))
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL_TABLE, id="stop-runs", when=_being_deleted)
 def stop_runs(*, body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
     """Deleting a TxnTable stops its runs; it never touches the table's data or log."""
     state = _state(memo)

@@ -284,10 +284,10 @@ def simulate(
         compaction.setdefault(NAMESPACE, []).append(manifest)
 
     def edit(raw: dict[str, Any], interval: str) -> None:
-        old = dict(raw["spec"])
         raw["spec"]["observeInterval"] = interval
         raw["metadata"]["generation"] += 1
-        kopf_handlers.validate(body=kopf.Body(raw), old=old, memo=memo)  # type: ignore[arg-type]
+        event = kopf_handlers.spec_changes(body=kopf.Body(raw), memo=memo)  # type: ignore[arg-type]
+        loop.create_task(event)
 
     async def main() -> None:
         tasks: list[asyncio.Task[None]] = []
