@@ -17,8 +17,11 @@ pytestmark = pytest.mark.e2e
 
 
 def can(kube: Kube, inst: Install, verb: str, resource: str, namespace: str) -> bool:
-    pods = kube.get("-n", inst.namespace, "pods", "-l", "app.kubernetes.io/component=controller")
-    (pod,) = pods["items"]
+    # this release's live controller pod: a pod of the install guide's release (run first,
+    # tests/e2e/test_install_doc.py) may still be terminating in the same namespace
+    selector = f"app.kubernetes.io/component=controller,app.kubernetes.io/instance={inst.release}"
+    pods = kube.get("-n", inst.namespace, "pods", "-l", selector)
+    (pod,) = [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
     account = pod["spec"]["serviceAccountName"]
     user = f"system:serviceaccount:{inst.namespace}:{account}"
     out = kube.kubectl("auth", "can-i", verb, resource, "-n", namespace, "--as", user, check=False)
