@@ -79,6 +79,8 @@ DAEMON_IDLE_SECONDS = 60.0
 #: a table created this little before the controller started is new, not found: the clocks of
 #: the API server and the controller's node may differ by a few seconds
 CREATED_AT_START_SLACK = timedelta(seconds=10)
+#: kubectl's copy of the whole applied manifest, which nothing here reads
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 @dataclass
@@ -245,6 +247,25 @@ def _state(memo: kopf.Memo) -> State:
     return state
 
 
+def _shed(body: kopf.Body) -> None:
+    """Drop from an arriving object what nothing in the controller reads, before Kopf keeps
+    it: ``metadata.managedFields`` (the server's field ownership, half the JSON of a TxnTable
+    whose status we write) and kubectl's last-applied copy of the manifest. Kopf keeps the
+    newest body of every object for its daemons and timers and our indexes share its parts,
+    so this is most of what an idle table costs the controller (docs/benchmarks.md,
+    scale_apiserver). Kopf calls the indexes first for every event of an object, before its
+    other handlers; it reads neither field. The raw dict is changed in place: ``metadata``
+    loses a key, which is safe for a tick thread reading it at the same time (nothing iterates
+    ``metadata``), and ``annotations`` is replaced, not changed, since ticks iterate it."""
+    meta = body.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    meta.pop("managedFields", None)
+    notes = meta.get("annotations")
+    if isinstance(notes, dict) and LAST_APPLIED in notes:
+        meta["annotations"] = {k: v for k, v in notes.items() if k != LAST_APPLIED}
+
+
 def _without_status(body: kopf.Body) -> dict[str, Any]:
     """A policy as table ticks need it: a policy's status lists every table it matches, so
     keeping it would make each tick's policy reading grow with the number of tables."""
@@ -253,16 +274,19 @@ def _without_status(body: kopf.Body) -> dict[str, Any]:
 
 @kopf.index(GROUP, VERSION, PLURAL_COMPACTION_POLICY, id="compaction_policies")
 def compaction_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    _shed(body)
     return {namespace or "default": _without_status(body)}
 
 
 @kopf.index(GROUP, VERSION, PLURAL_CHECKPOINT_POLICY, id="checkpoint_policies")
 def checkpoint_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    _shed(body)
     return {namespace or "default": _without_status(body)}
 
 
 @kopf.index(GROUP, VERSION, PLURAL_TABLE, id="tables")
 def tables(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    _shed(body)
     return {namespace or "default": dict(body)}
 
 
