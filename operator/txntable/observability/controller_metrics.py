@@ -34,6 +34,7 @@ from txntable.observability.run_report import (
     parse_summary,
     run_outcome_label,
 )
+from txntable.observability.table_gauges import GaugeSpec, TableGauge, TableGaugeStore
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ class Metric:
     def per_table(self) -> bool:
         """Labelled by namespace and table first: dropped with the table (``forget_table``)."""
         return self.labels[: len(TABLE)] == TABLE
+
+    @property
+    def table_gauge(self) -> bool:
+        """A per-table gauge: kept in the ``TableGaugeStore`` rather than as a
+        ``prometheus_client`` child per table (``observability.table_gauges``)."""
+        return self.cls is Gauge and self.per_table
 
     def build(self, registry: CollectorRegistry) -> Collector:
         if self.buckets is not None:
@@ -234,32 +241,32 @@ class ControllerMetrics:
     attribute per row of ``METRICS``."""
 
     start_time: Gauge
-    version: Gauge
-    files: Gauge
-    bytes: Gauge
-    small_files: Gauge
-    small_bytes: Gauge
-    compactable: Gauge
-    partitions: Gauge
-    dv_files: Gauge
-    deleted_rows: Gauge
-    reclaimable: Gauge
-    since_checkpoint: Gauge
-    last_commit: Gauge
-    last_checkpoint: Gauge
-    writable: Gauge
-    maintainable: Gauge
-    observed: Gauge
-    observe_interval: Gauge
-    ready: Gauge
-    conflict_backoff: Gauge
-    event_driven: Gauge
+    version: TableGauge
+    files: TableGauge
+    bytes: TableGauge
+    small_files: TableGauge
+    small_bytes: TableGauge
+    compactable: TableGauge
+    partitions: TableGauge
+    dv_files: TableGauge
+    deleted_rows: TableGauge
+    reclaimable: TableGauge
+    since_checkpoint: TableGauge
+    last_commit: TableGauge
+    last_checkpoint: TableGauge
+    writable: TableGauge
+    maintainable: TableGauge
+    observed: TableGauge
+    observe_interval: TableGauge
+    ready: TableGauge
+    conflict_backoff: TableGauge
+    event_driven: TableGauge
     log_commits: Counter
     log_retries: Counter
     runs: Counter
     run_duration: Histogram
-    last_success: Gauge
-    failure_streak: Gauge
+    last_success: TableGauge
+    failure_streak: TableGauge
     partial_runs: Counter
     files_removed: Counter
     files_added: Counter
@@ -280,9 +287,18 @@ class ControllerMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._table_gauges = TableGaugeStore(
+            [GaugeSpec(m.name, m.doc, m.labels) for m in METRICS if m.table_gauge]
+        )
+        self.registry.register(self._table_gauges)
         for metric in METRICS:
-            setattr(self, metric.attr, metric.build(self.registry))
-        self._per_table: list[Collector] = [getattr(self, m.attr) for m in METRICS if m.per_table]
+            if metric.table_gauge:
+                setattr(self, metric.attr, self._table_gauges.gauge(metric.name))
+            else:
+                setattr(self, metric.attr, metric.build(self.registry))
+        self._per_table: list[Collector] = [
+            getattr(self, m.attr) for m in METRICS if m.per_table and not m.table_gauge
+        ]
         self._operations = OperationLabels()
         self._log_position: dict[tuple[str, str], int] = {}
         self._streaks: dict[tuple[str, str, str], int] = {}
@@ -309,7 +325,8 @@ class ControllerMetrics:
         if health.checkpoint_time is not None:
             self.last_checkpoint.labels(*labels).set(health.checkpoint_time.timestamp())
         else:
-            _remove(self.last_checkpoint, labels)
+            with contextlib.suppress(KeyError):
+                self.last_checkpoint.remove(*labels)
         self.writable.labels(*labels).set(1 if health.writable else 0)
         self.maintainable.labels(*labels).set(1 if health.maintainable else 0)
         self.observed.labels(*labels).set(time.time())
@@ -498,6 +515,7 @@ class ControllerMetrics:
             self._ready_reason.pop((namespace, name), None)
             for k in [k for k in self._streaks if k[:2] == (namespace, name)]:
                 del self._streaks[k]
+        self._table_gauges.forget((namespace, name))
         for metric in self._per_table:
             _remove(metric, (namespace, name))
 
