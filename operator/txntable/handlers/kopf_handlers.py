@@ -457,9 +457,17 @@ async def spec_changes(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 )
 def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: Any) -> None:
     """Observe the table's log, follow and start runs, and write the status if it changed
-    (``handlers.driver``; the table's own observe interval gates the tick)."""
+    (``handlers.driver``; the table's own observe interval gates the tick). Most firings
+    find the table observed by its daemon within its interval: the gate is asked first, by
+    the interval the last tick was given (a changed spec wakes the daemon, which ticks with
+    the new one), so such a firing parses neither the table nor its policies."""
     _drop_legacy_finalizer(body, patch)
-    _tick(_state(memo), body, kwargs, woken=False)
+    state = _state(memo)
+    meta = body.get("metadata") or {}
+    key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
+    if not state.driver.due(key):
+        return
+    _tick(state, body, kwargs, woken=False)
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL_TABLE, id="commit-events", cancellation_timeout=10.0)
@@ -534,15 +542,9 @@ def _policies(state: State, namespace: str, kwargs: Mapping[str, Any]) -> Polici
     """The policies of ``namespace`` from Kopf's indexes, parsed once per version."""
     comp_store = kwargs["compaction_policies"].get(namespace)
     ckpt_store = kwargs["checkpoint_policies"].get(namespace)
-    parse_comp, parse_ckpt = CompactionPolicy.from_manifest, CheckpointPolicy.from_manifest
-    return Policies(
-        state.parsed.parse_all(comp_store, parse_comp),
-        state.parsed.parse_all(ckpt_store, parse_ckpt),
-        {
-            "compaction": state.parsed.invalid(comp_store, parse_comp),
-            "checkpoint": state.parsed.invalid(ckpt_store, parse_ckpt),
-        },
-    )
+    comp, comp_invalid = state.parsed.split(comp_store, CompactionPolicy.from_manifest)
+    ckpt, ckpt_invalid = state.parsed.split(ckpt_store, CheckpointPolicy.from_manifest)
+    return Policies(comp, ckpt, {"compaction": comp_invalid, "checkpoint": ckpt_invalid})
 
 
 def _run_backends(state: State, body: Mapping[str, Any], kwargs: Mapping[str, Any]) -> set[Backend]:
