@@ -85,6 +85,48 @@ def observe_summary(
 ) -> TableHealth:
     """Health from a ``TableSummary``: the same figures ``observe`` gives for the snapshot of
     the same version (``now_ms``: the clock for reclaimable tombstones, default now)."""
+    key = ("file figures", min_file_size)
+    figures = summary.derived.get(key)
+    if not isinstance(figures, _FileFigures):
+        figures = summary.derived[key] = _file_figures(summary, min_file_size)
+    tombs = summary.tombstones
+    return _health(
+        version=summary.version,
+        protocol=summary.protocol,
+        metadata=summary.metadata,
+        timestamp_ms=summary.timestamp_ms,
+        checkpoint=summary.checkpoint,
+        files=summary.num_files,
+        size_bytes=summary.size_bytes,
+        small_files=figures.small,
+        small_file_bytes=figures.small_bytes,
+        compactable_small_files=figures.compactable,
+        partitions=figures.partitions,
+        files_with_deletion_vectors=figures.dv_files,
+        deleted_rows=figures.deleted_rows,
+        reclaimable_bytes=_reclaimable(
+            summary.configuration,
+            tombs.column("deletion_timestamp"),
+            tombs.column("size"),
+            now_ms,
+        ),
+        **_removals(summary.configuration, tombs.column("deletion_timestamp"), now_ms),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _FileFigures:
+    """What ``observe_summary`` reads from a summary's live files, for one minimum size."""
+
+    small: int
+    small_bytes: int
+    partitions: int
+    compactable: int
+    dv_files: int
+    deleted_rows: int
+
+
+def _file_figures(summary: TableSummary, min_file_size: int) -> _FileFigures:
     files = summary.files
     sizes = files.column("size")
     small_mask = pc.less(sizes, min_file_size)
@@ -104,28 +146,13 @@ def observe_summary(
             merged = pc.sum(pc.if_else(pc.greater_equal(sums, 2), sums, 0)).as_py()
             partitions, compactable = int(grouped.num_rows), int(merged or 0)
     dv_rows = files.column("dv_rows")
-    tombs = summary.tombstones
-    return _health(
-        version=summary.version,
-        protocol=summary.protocol,
-        metadata=summary.metadata,
-        timestamp_ms=summary.timestamp_ms,
-        checkpoint=summary.checkpoint,
-        files=summary.num_files,
-        size_bytes=summary.size_bytes,
-        small_files=small,
-        small_file_bytes=small_bytes,
-        compactable_small_files=compactable,
-        partitions=partitions,
-        files_with_deletion_vectors=len(dv_rows) - dv_rows.null_count,
-        deleted_rows=int(pc.sum(dv_rows).as_py() or 0),
-        reclaimable_bytes=_reclaimable(
-            summary.configuration,
-            tombs.column("deletion_timestamp"),
-            tombs.column("size"),
-            now_ms,
-        ),
-        **_removals(summary.configuration, tombs.column("deletion_timestamp"), now_ms),
+    return _FileFigures(
+        small,
+        small_bytes,
+        partitions,
+        compactable,
+        len(dv_rows) - dv_rows.null_count,
+        int(pc.sum(dv_rows).as_py() or 0),
     )
 
 

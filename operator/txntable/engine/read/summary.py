@@ -79,6 +79,13 @@ class TableSummary:
     #: partition value tuples (raw log strings, in ``metadata.partition_columns`` order) by id
     partitions: tuple[PartitionKey, ...]
     _partition_ids: dict[PartitionKey, int] = field(repr=False, compare=False)
+    #: figures a caller derived from this version's files, kept with them: an idle table's
+    #: summary is the same object tick after tick (``advance`` returns it), so its file
+    #: figures are computed once per version, not at every observation. Not copied by
+    #: ``replace``: a new summary starts empty.
+    derived: dict[object, object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     # -- building --------------------------------------------------------------------------
     @classmethod

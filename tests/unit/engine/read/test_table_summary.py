@@ -216,6 +216,30 @@ def test_reference_tables_summarize_as_they_observe() -> None:
             assert ours == observe(snapshot, threshold, now_ms=now), name
 
 
+def test_file_figures_are_computed_once_per_version_and_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle table's summary is the same object tick after tick: its file figures (small
+    files, partitions, compactable files, deletion vectors) are computed once per minimum
+    size, and each observation still gives what a fresh computation gives."""
+    from txntable.reconcile import health
+
+    calls = []
+    real = health._file_figures
+    monkeypatch.setattr(health, "_file_figures", lambda *a: calls.append(a[1]) or real(*a))
+    snapshot = Table.open(str(TESTDATA / "delta-0.8.0-partitioned")).snapshot()
+    summary = TableSummary.from_snapshot(snapshot)
+    for threshold in (*THRESHOLDS, *THRESHOLDS):
+        assert observe_summary(summary, threshold, now_ms=0) == observe(
+            snapshot, threshold, now_ms=0
+        )
+    assert calls == list(THRESHOLDS)
+    # a summary made from this one (here: a new checkpoint) starts without them
+    moved = dataclasses.replace(summary, checkpoint=None)
+    observe_summary(moved, THRESHOLDS[0], now_ms=0)
+    assert calls == [*THRESHOLDS, THRESHOLDS[0]]
+
+
 def test_a_summary_advanced_from_an_old_version_matches(tmp_path: Path) -> None:
     """The reference table's log from its first version on, one commit at a time."""
     source = TESTDATA / "delta-0.8.0-partitioned"
