@@ -40,6 +40,7 @@ from txntable.handlers.api_session import bounded_session
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.driver import Driven, Driver, Policies, first_observation_delay
 from txntable.handlers.following import run_backends
+from txntable.handlers.governed_views import GovernedViews
 from txntable.handlers.liveness import Liveness
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.operate import Event, Operator
@@ -59,7 +60,7 @@ from txntable.launch.run_cache import CachedRuns, ListsManagedRuns
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.observability.server import MetricsServer, register_process_collectors
-from txntable.reconcile.policy_status import policy_status
+from txntable.reconcile.policy_status import governed_status
 from txntable.reconcile.resolve import resolve
 from txntable.reconcile.status import invalid_spec_status
 
@@ -97,6 +98,8 @@ class State:
     readiness: Readiness = field(default_factory=Readiness)
     #: policies and tables parsed once per resourceVersion
     parsed: ParsedResources = field(default_factory=ParsedResources)
+    #: who governs what in each namespace, shared by the policies' ticks
+    governed: GovernedViews = field(default_factory=GovernedViews)
     #: per policy (uid): the reason it is Invalid that was announced last
     policies_said: dict[str, str] = field(default_factory=dict)
     #: when the controller started (wall clock): a table created before was found at start-up
@@ -315,11 +318,18 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     namespace = policy.metadata.namespace or "default"
     state: State | None = getattr(kwargs.get("memo"), "state", None)
     parsed = state.parsed if state is not None else ParsedResources()
-    found = parsed.parse_all(kwargs["tables"].get(namespace), TxnTable.from_manifest)
-    index = "compaction_policies" if parse == CompactionPolicy.from_manifest else None
-    index = index or "checkpoint_policies"
-    rivals = parsed.parse_all(kwargs[index].get(namespace), parse)
-    status = policy_status(policy, found, now, rivals)
+    kind = "compaction" if parse == CompactionPolicy.from_manifest else "checkpoint"
+    rivals = parsed.parse_all(kwargs[f"{kind}_policies"].get(namespace), parse)
+    kin = [*(p for p in rivals if p.metadata.name != policy.metadata.name), policy]
+    views = state.governed if state is not None else GovernedViews()
+    governed = views.governed(
+        namespace,
+        kind,
+        kwargs["tables"].get(namespace),
+        kin,
+        lambda bodies: parsed.parse_all(bodies, TxnTable.from_manifest),
+    )
+    status = governed_status(policy, governed, now)
     rendered = policy.__class__(
         metadata=policy.metadata, spec=policy.spec, status=status
     ).to_status()

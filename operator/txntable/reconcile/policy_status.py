@@ -1,20 +1,25 @@
 """The status of a CompactionPolicy or CheckpointPolicy: what it selects and when it runs next.
 
-Pure: given the policy, the tables of its namespace (with their last runs, from their statuses),
-the other policies of its kind there and the clock, return the next ``PolicyStatus``. A table is
-matched when ``resolve`` gives it this policy among all of them: one that names another policy,
-or that a second policy selects too (a conflict ``resolve`` never breaks: the table follows
-neither and says ``PolicyConflict``), is not listed; the Ready message counts the conflicts.
-A schedule the controller cannot evaluate (a date that never occurs, ``0 0 30 2 *``; the CRD
-refuses what a rule can see) makes the policy Invalid, with the reason on its status.
-Which policy governs each table is remembered across ticks (``GOVERNING``, a memo of ``resolve``
-by what decides it), so a tick costs O(tables), not O(tables x policies).
+Pure: given the policy, who governs what among the tables of its namespace (``Governed``, from
+the tables with their last runs in their statuses and the policies of its kind there) and the
+clock, return the next ``PolicyStatus``. A table is matched when ``resolve`` gives it this policy
+among all of them: one that names another policy, or that a second policy selects too (a
+conflict ``resolve`` never breaks: the table follows neither and says ``PolicyConflict``), is not
+listed; the Ready message counts the conflicts. A schedule the controller cannot evaluate (a date
+that never occurs, ``0 0 30 2 *``; the CRD refuses what a rule can see) makes the policy Invalid,
+with the reason on its status.
+
+``govern`` answers for every policy of a namespace in one pass over its tables, so the
+controller computes it once per change of the namespace's tables or policies and every policy's
+tick reads its part (``handlers.governed_views``): a tick that walked every table for itself
+made the policies' ticks O(tables x policies) per interval, a tenth of a core at 5,000 tables
+and 200 policies (docs/benchmarks.md, scale_apiserver).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from txntable.api.conditions import ConditionType, Reason, set_condition
@@ -27,34 +32,85 @@ from txntable.api.types import (
     RunRecord,
     TxnTable,
 )
-from txntable.reconcile.resolve import GoverningPolicies
 from txntable.reconcile.schedule import ScheduleError, parse_cron, zone
 
-#: which policy governs each table, shared by every policy's tick (``GoverningPolicies``)
-GOVERNING = GoverningPolicies()
+Policy = CompactionPolicy | CheckpointPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Governed:
+    """Who governs what among a namespace's tables, for one kind of policy: by policy name, the
+    tables ``resolve`` gives it (sorted by name) and how many more it selects that another
+    policy selects too (``resolve`` gives those tables neither)."""
+
+    matched: Mapping[str, tuple[TxnTable, ...]]
+    contested: Mapping[str, int]
+
+
+def govern(tables: Sequence[TxnTable], policies: Sequence[Policy], kind: str) -> Governed:
+    """``resolve``'s choice of a ``kind`` policy among ``policies`` for every table, with the
+    conflicts counted by policy, in one pass over ``tables``. The choice depends only on a
+    table's policy reference and labels, so it is made once per distinct pair."""
+    by_name = {p.metadata.name: p for p in policies}
+    selecting = [p for p in policies if p.spec.table_selector is not None]
+    choices: dict[tuple[str | None, tuple[tuple[str, str], ...]], tuple[str, ...]] = {}
+    matched: dict[str, list[TxnTable]] = {}
+    contested: dict[str, int] = {}
+    for table in tables:
+        spec = table.spec
+        ref = spec.compaction_policy_ref if kind == "compaction" else spec.checkpoint_policy_ref
+        key = (ref.name if ref is not None else None, tuple(sorted(table.metadata.labels.items())))
+        chosen = choices.get(key)
+        if chosen is None:
+            if ref is not None:  # by name: its policy or none, never a conflict
+                chosen = (ref.name,) if ref.name in by_name else ()
+            else:
+                labels = table.metadata.labels
+                chosen = tuple(
+                    p.metadata.name
+                    for p in selecting
+                    if p.spec.table_selector is not None and p.spec.table_selector.matches(labels)
+                )
+            choices[key] = chosen
+        if len(chosen) == 1:
+            matched.setdefault(chosen[0], []).append(table)
+        else:
+            for name in chosen:
+                contested[name] = contested.get(name, 0) + 1
+    return Governed(
+        {
+            name: tuple(sorted(found, key=lambda t: t.metadata.name))
+            for name, found in matched.items()
+        },
+        contested,
+    )
 
 
 def policy_status(
-    policy: CompactionPolicy | CheckpointPolicy,
-    tables: list[TxnTable],
+    policy: Policy,
+    tables: Sequence[TxnTable],
     now: datetime,
-    rivals: Sequence[CompactionPolicy | CheckpointPolicy] = (),
+    rivals: Sequence[Policy] = (),
 ) -> PolicyStatus:
     """The next status of ``policy``; ``rivals``: the policies of its kind in its namespace
     (itself among them or not), which decide between policies selecting one table."""
     kind = "compaction" if isinstance(policy, CompactionPolicy) else "checkpoint"
     same = CompactionPolicy if kind == "compaction" else CheckpointPolicy
     field = [p for p in rivals if p.metadata.name != policy.metadata.name and isinstance(p, same)]
-    governing = GOVERNING.governing([policy, *field], kind)
-    alone = GOVERNING.governing([policy], kind)
+    return governed_status(policy, govern(tables, [policy, *field], kind), now)
+
+
+def governed_status(policy: Policy, governed: Governed, now: datetime) -> PolicyStatus:
+    """The next status of ``policy`` from who governs what in its namespace (``govern`` over
+    its tables and its kind's policies, itself among them)."""
+    kind = "compaction" if isinstance(policy, CompactionPolicy) else "checkpoint"
     name = policy.metadata.name
-    matched = sorted(t.metadata.name for t in tables if governing(t) == name)
-    contested = sum(1 for t in tables if alone(t) == name and t.metadata.name not in matched)
+    mine = governed.matched.get(name, ())
+    matched = [t.metadata.name for t in mine]
+    contested = governed.contested.get(name, 0)
     records: list[RunRecord] = []
     vacuuming: list[RunRecord] = []  # VACUUM-only runs: active runs of the policy, not schedules
-    for t in tables:
-        if t.metadata.name not in matched:
-            continue
+    for t in mine:
         record = t.status.last_compaction if kind == "compaction" else t.status.last_checkpoint
         if record is not None:
             records.append(record)

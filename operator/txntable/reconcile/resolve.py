@@ -7,11 +7,9 @@ matching policies of one kind with no explicit choice is reported as a condition
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar
 
 from txntable.api.conditions import Reason
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
@@ -68,71 +66,3 @@ def resolve(
         )
     chosen = matching[0]
     return Resolution(chosen, Reason.POLICY_MATCHED, f"{kind} policy {chosen.metadata.name}")
-
-
-#: what decides a table's resolution: the policy it names (None: none) and its labels, sorted
-TableKey = tuple[str | None, tuple[tuple[str, str], ...]]
-#: what decides it of the policies: each one's name and selector, by name
-Fingerprint = tuple[tuple[str, object], ...]
-
-
-class GoverningPolicies:
-    """``resolve``'s choice for many tables against one set of policies, remembered.
-
-    Every policy's status tick asks, of every table of its namespace, whether the table resolves
-    to it (``reconcile.policy_status``): resolving each table against every policy in each tick
-    cost O(tables x policies) per tick and O(tables x policies²) per interval; on 2 cores 100
-    CompactionPolicy ticks over 1,000 tables took 9.9 CPU-s, two thirds of a core at a 30 s
-    interval with the CheckpointPolicies' ticks, and ten times that at 10,000 tables. The
-    choice depends only on the table's policy reference and labels and on the policies' names
-    and selectors, so it is kept per such table key, for the last ``capacity`` sets of policies
-    (a policy edited makes a new set; the old one ages out). Thread-safe: Kopf runs policy
-    ticks in several threads."""
-
-    def __init__(self, capacity: int = 64) -> None:
-        self._capacity = capacity
-        self._sets: OrderedDict[tuple[str, Fingerprint], dict[TableKey, str | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def governing(
-        self, policies: Sequence[CompactionPolicy | CheckpointPolicy], kind: str
-    ) -> Callable[[TxnTable], str | None]:
-        """For ``policies`` (one kind, one namespace): the name of the policy each table
-        resolves to, None when none governs it."""
-        named = sorted((p.metadata.name, _selector_key(p)) for p in policies)
-        fingerprint = (kind, tuple(named))  # in any order: resolve's choice does not depend on it
-        with self._lock:
-            known = self._sets.get(fingerprint)
-            if known is None:
-                known = self._sets[fingerprint] = {}
-                while len(self._sets) > self._capacity:
-                    self._sets.popitem(last=False)
-            else:
-                self._sets.move_to_end(fingerprint)
-
-        def name_of(table: TxnTable) -> str | None:
-            key = _table_key(table, kind)
-            if key in known:
-                return known[key]
-            chosen = resolve(table, cast(Sequence[Any], policies), kind).policy
-            name = chosen.metadata.name if chosen is not None else None
-            known[key] = name  # one dict item: atomic; a race computes the same name twice
-            return name
-
-        return name_of
-
-
-def _table_key(table: TxnTable, kind: str) -> TableKey:
-    spec = table.spec
-    ref = spec.compaction_policy_ref if kind == "compaction" else spec.checkpoint_policy_ref
-    return (ref.name if ref is not None else None, tuple(sorted(table.metadata.labels.items())))
-
-
-def _selector_key(policy: CompactionPolicy | CheckpointPolicy) -> object:
-    selector = policy.spec.table_selector
-    if selector is None:
-        return None
-    return (
-        tuple(sorted(selector.match_labels.items())),
-        tuple((r.key, str(r.operator), r.values) for r in selector.match_expressions),
-    )

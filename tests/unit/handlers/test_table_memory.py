@@ -100,6 +100,7 @@ NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
     ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
+    ("handlers/governed_views.py", "GovernedViews", "_views"),  # by (namespace, kind)
     # a tally every tick reads (the sum kept beside it), dropped through on_forget
     ("handlers/operate.py", "RunsInFlight", "_runs"),
     ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy

@@ -1,7 +1,7 @@
-"""``GoverningPolicies``: the policy each table resolves to, remembered per set of policies,
-gives ``resolve``'s answer for every table, whatever the order of the policies, and a new
-answer as soon as a policy's selector or a table's labels or reference change (issue 30.2:
-it makes a policy's status tick O(tables) instead of O(tables x policies))."""
+"""``govern``: who governs what among a namespace's tables in one pass gives ``resolve``'s
+answer for every table, whatever the order of the policies, and the policy statuses built from
+it match and contest what table-by-table resolution would (issue 30.2: a namespace's policy
+ticks share one pass instead of each walking every table)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from tests.unit.reconcile.test_decide import NOW, compaction
 from txntable.api.types import CompactionPolicy, TxnTable
-from txntable.reconcile.policy_status import policy_status
-from txntable.reconcile.resolve import GoverningPolicies, resolve
+from txntable.reconcile.policy_status import govern, policy_status
+from txntable.reconcile.resolve import resolve
 
 TIERS = ("gold", "silver", "bronze", None)
 
@@ -48,9 +48,8 @@ def _policies(rng: random.Random) -> list[CompactionPolicy]:
     return out
 
 
-def test_the_remembered_choice_is_resolves_for_every_table_and_order() -> None:
+def test_the_choice_is_resolves_for_every_table_and_order() -> None:
     rng = random.Random(30)
-    governing = GoverningPolicies(capacity=4)  # small: sets are evicted during the run
     for _ in range(200):
         policies = _policies(rng)
         names = [p.metadata.name for p in policies]
@@ -59,21 +58,21 @@ def test_the_remembered_choice_is_resolves_for_every_table_and_order() -> None:
             for i in range(30)
         ]
         shuffled = rng.sample(policies, len(policies))
-        name_of = governing.governing(shuffled, "compaction")
+        governed = govern(tables, shuffled, "compaction")
+        chosen_by = {t.metadata.name: name for name, ts in governed.matched.items() for t in ts}
         for t in tables:
             chosen = resolve(t, policies, "compaction").policy
-            assert name_of(t) == (chosen.metadata.name if chosen else None), t
+            assert chosen_by.get(t.metadata.name) == (chosen.metadata.name if chosen else None), t
 
 
-def test_an_edited_selector_is_a_new_set_of_policies() -> None:
-    governing = GoverningPolicies()
+def test_an_edited_selector_or_label_changes_the_choice() -> None:
     gold = _table(1, "gold", None)
     before = [compaction("p", tableSelector={"matchLabels": {"tier": "gold"}})]
-    assert governing.governing(before, "compaction")(gold) == "p"
+    assert [t.metadata.name for t in govern([gold], before, "compaction").matched["p"]] == ["t1"]
     after = [compaction("p", tableSelector={"matchLabels": {"tier": "silver"}})]
-    assert governing.governing(after, "compaction")(gold) is None
+    assert govern([gold], after, "compaction").matched == {}
     relabelled = _table(1, "silver", None)
-    assert governing.governing(after, "compaction")(relabelled) == "p"
+    assert "p" in govern([relabelled], after, "compaction").matched
 
 
 def test_policy_status_matches_and_contests_as_before() -> None:
