@@ -70,6 +70,9 @@ class Driven:
     #: the observe interval the table was last asked to tick with (its spec.observeInterval):
     #: the daemon reads the next due time without parsing the table again
     interval: float = 0.0
+    #: the metadata.generation of the spec ``interval`` came from: a firing of the timer that
+    #: reads another one parses the table instead of trusting the gate (``due``)
+    ticked_generation: int | None = None
     #: the object's metadata.generation its daemon knows: a new one wakes the daemon
     generation: int | None = None
     #: how its commit-events daemon is woken (the Kopf daemon's loop and event)
@@ -108,11 +111,14 @@ class Driver:
     events: CommitEvents | None = None
     liveness: Liveness | None = None
 
-    def due(self, key: str, interval: float | None = None) -> bool:
+    def due(self, key: str, interval: float | None = None, generation: int | None = None) -> bool:
         """Whether ``key`` would tick now without being woken: it never ticked, or ``interval``
-        (by default the one it was last asked to tick with) has passed since its last tick."""
+        (by default the one it was last asked to tick with) has passed since its last tick, or
+        ``generation`` (the object's, when given) is not the one that interval came from."""
         driven = self.operator.memories.peek(key, Driven)
         if driven is None:
+            return True
+        if generation is not None and generation != driven.ticked_generation:
             return True
         return _due(driven, driven.interval if interval is None else interval, time.monotonic())
 
@@ -162,6 +168,7 @@ class Driver:
         # the interval is remembered even when the gate holds: the daemon's next due time
         # follows a changed spec.observeInterval at once (and it never waits on a stale one)
         driven.interval = interval
+        driven.ticked_generation = table.metadata.generation
         if not woken and not _due(driven, interval, started):
             return None  # at once: a timer firing during the daemon's tick holds no thread
         with driven.lock:

@@ -469,13 +469,14 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     """Observe the table's log, follow and start runs, and write the status if it changed
     (``handlers.driver``; the table's own observe interval gates the tick). Most firings
     find the table observed by its daemon within its interval: the gate is asked first, by
-    the interval the last tick was given (a changed spec wakes the daemon, which ticks with
-    the new one), so such a firing parses neither the table nor its policies."""
+    the interval the last tick was given, unless the object's generation is not the one that
+    interval came from (a spec edited while the daemon was down: its wake-up reached no one),
+    so such a firing parses neither the table nor its policies."""
     _drop_legacy_finalizer(body, patch)
     state = _state(memo)
     meta = body.get("metadata") or {}
     key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
-    if not state.driver.due(key):
+    if not state.driver.due(key, generation=meta.get("generation")):
         return
     _tick(state, body, kwargs, woken=False)
 

@@ -164,6 +164,21 @@ def test_without_its_daemon_the_timer_still_observes_a_table_once_due(
         assert 0 < run.max_age(table.name) <= _interval(table) + TIMER + 1, table
 
 
+def test_a_shorter_interval_reaches_a_table_whose_daemon_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An edit made while the table's daemon is down (Kopf restarting it after an error) wakes
+    nothing; the timer's firing sees a generation its gate's interval did not come from and
+    parses the table. When the gate was asked by the old interval alone, a 1 h interval
+    shortened to 1 m held every firing for the rest of the hour (review of f8609a0)."""
+    table = Table("edited-alone", "1h", edits=[(100.0, "1m")])
+    run = simulate(monkeypatch, [table], timer=TIMER, seconds=600, daemons=False)
+    after = [at for at in run.observed["edited-alone"].at if at >= 100]
+    assert after and after[0] - 100 <= TIMER + 1, after
+    gaps = [b - a for a, b in itertools.pairwise(after)] + [600 - after[-1]]
+    assert max(gaps) <= 60 + TIMER + 1, gaps
+
+
 def test_a_table_whose_spec_does_not_parse_does_not_make_its_daemon_spin(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
