@@ -113,12 +113,12 @@ class TableGaugeStore(Collector):
                     continue
                 if isinstance(cell, dict):
                     for extra, value in cell.items():
-                        labels = {
+                        wider = {
                             names[0]: key[0],
                             names[1]: key[1],
                             **dict(zip(rest, extra, strict=True)),
                         }
-                        samples.append(Sample(spec.name, labels, value, None))
+                        samples.append(Sample(spec.name, wider, value, None))
                     continue
                 labels = by_table.get(key)
                 if labels is None:
