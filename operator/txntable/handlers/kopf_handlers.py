@@ -49,6 +49,7 @@ from txntable.handlers.readiness import Readiness
 from txntable.handlers.secret_cache import SecretCache
 from txntable.handlers.secret_source import SecretCredentials, read_secret
 from txntable.handlers.status_writer import Current, KubeStatus, StatusWriter, changed
+from txntable.handlers.table_index import TableIndex, count_tables
 from txntable.launch import (
     Backend,
     Launcher,
@@ -98,6 +99,8 @@ class State:
     readiness: Readiness = field(default_factory=Readiness)
     #: policies and tables parsed once per resourceVersion
     parsed: ParsedResources = field(default_factory=ParsedResources)
+    #: the TxnTable bodies by namespace (``handlers.table_index``: not a Kopf index)
+    tables: TableIndex = field(default_factory=TableIndex)
     #: who governs what in each namespace, shared by the policies' ticks
     governed: GovernedViews = field(default_factory=GovernedViews)
     #: per policy (uid): the reason it is Invalid that was announced last
@@ -203,7 +206,7 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         credentials=SecretCredentials(secrets, operator.memories, operator.reopen),
         liveness=Liveness(STUCK_RECONCILE_SECONDS),
     )
-    state = State(config, driver, metrics=metrics)
+    state = State(config, driver, metrics=metrics, tables=_counted_tables(api_client, config))
     state.readiness.peering.install()
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
     # /readyz (not paused by peering) here
@@ -219,6 +222,19 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     operator.memories.on_forget(lambda key, _: events.unwatch(key))
     memo.state = state
     state.readiness.started()
+
+
+def _counted_tables(api_client: Any, config: Config) -> TableIndex:
+    """The table index, told how many tables there are now (``handlers.table_index``); a
+    count that fails or is not given makes it wait for its deadline, two intervals."""
+    deadline = time.monotonic() + 2 * config.observe_interval_seconds
+    try:
+        expected = count_tables(api_client, GROUP, VERSION, PLURAL_TABLE, list(config.namespaces))
+    except Exception as exc:  # any failure of the client: the deadline alone
+        log.warning("cannot count the TxnTables at start (%s); policy statuses wait %.0f s",
+                    type(exc).__name__, deadline - time.monotonic())  # fmt: skip
+        expected = None
+    return TableIndex(expected, deadline)
 
 
 @kopf.on.probe(id="reconciles")
@@ -287,12 +303,6 @@ def checkpoint_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
     return {namespace or "default": _without_status(body)}
 
 
-@kopf.index(GROUP, VERSION, PLURAL_TABLE, id="tables")
-def tables(*, namespace: str | None, body: kopf.Body, **_: Any) -> dict[str, Any]:
-    _shed(body)
-    return {namespace or "default": dict(body)}
-
-
 def _drop_legacy_finalizer(body: kopf.Body, patch: kopf.Patch) -> None:
     """Remove Kopf's default finalizer left by an earlier release: nothing would ever remove
     it now that Kopf uses ours, so the object would hang in Terminating when deleted."""
@@ -317,6 +327,8 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
         return
     namespace = policy.metadata.namespace or "default"
     state: State | None = getattr(kwargs.get("memo"), "state", None)
+    if state is not None and not state.tables.complete():
+        return  # at start, before every table is listed: it would count too few
     parsed = state.parsed if state is not None else ParsedResources()
     kind = "compaction" if parse == CompactionPolicy.from_manifest else "checkpoint"
     rivals = parsed.parse_all(kwargs[f"{kind}_policies"].get(namespace), parse)
@@ -325,7 +337,7 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     governed = views.governed(
         namespace,
         kind,
-        kwargs["tables"].get(namespace),
+        state.tables.bodies(namespace) if state is not None else (),
         kin,
         lambda bodies: parsed.parse_all(bodies, TxnTable.from_manifest),
     )
@@ -437,15 +449,24 @@ def _invalid_status(body: Mapping[str, Any], exc: InvalidSpecError) -> dict[str,
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL_TABLE, id="spec-changes")
-async def spec_changes(*, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def spec_changes(
+    *, body: kopf.Body, memo: kopf.Memo, type: str | None = None, **_: Any
+) -> None:
     """Wake the table's daemon when its spec changes (a new generation): the table is
     observed under the new spec at once (a shorter observeInterval included), not at the due
     time the old one set, and a spec that no longer validates is said so by that tick. An
     event handler, not an update handler: Kopf would keep the whole spec in an annotation of
     every table to tell what changed, and write it at every table's creation."""
+    _shed(body)
     state: State | None = getattr(memo, "state", None)
+    if state is None:
+        return
+    if type == "DELETED":
+        state.tables.drop(body)
+        return
+    state.tables.put(dict(body))
     meta = body.get("metadata") or {}
-    if state is None or meta.get("deletionTimestamp"):
+    if meta.get("deletionTimestamp"):
         return
     key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
     known = state.memories.peek(key, Driven)  # none yet: its daemon observes it as it starts
@@ -526,7 +547,8 @@ def _hold_if_found_at_start(
 ) -> None:
     """A table that existed when the controller started is first observed at its phase of
     the start-up spread (``driver.first_observation_delay``); one created since, at once.
-    Kopf starts the daemons once its indexes are filled, so ``tables`` holds every table."""
+    The spread is paced by the tables counted at start (``handlers.table_index``), or by those
+    seen so far when the count could not be read."""
     created = (body.get("metadata") or {}).get("creationTimestamp")
     try:
         born = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
@@ -535,7 +557,7 @@ def _hold_if_found_at_start(
         return  # no creation time, or a spec whose tick reports it: at once
     if born >= state.started - CREATED_AT_START_SLACK:
         return
-    found = sum(len(store) for store in kwargs["tables"].values())
+    found = max(len(state.tables), state.tables.expected or 0)
     state.driver.hold_first(key, first_observation_delay(key, interval, found))
 
 

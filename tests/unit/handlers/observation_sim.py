@@ -276,7 +276,6 @@ def simulate(
     indexes: dict[str, Any] = {
         "compaction_policies": compaction,
         "checkpoint_policies": {},
-        "tables": {},
     }
     stopped = _Stopped()
 
@@ -296,7 +295,8 @@ def simulate(
             tasks.append(loop.create_task(coroutine))
 
         raws = [table.manifest() for table in tables]
-        indexes["tables"][NAMESPACE] = raws  # Kopf fills its indexes before the daemons start
+        for raw in raws:  # the spec-changes handler indexes each before its daemon starts
+            state.tables.put(raw)
         for table, raw in zip(tables, raws, strict=True):
             body = kopf.Body(raw)  # type: ignore[arg-type]
 

@@ -1,8 +1,12 @@
-"""The indexes drop what the controller never reads from the body Kopf keeps of every object:
-``managedFields`` and kubectl's last-applied manifest (issue 30.4: most of an idle table's cost)."""
+"""The first handlers of each event (the policies' indexes, the tables' spec-changes handler,
+which fills the table index) drop what the controller never reads from the body Kopf keeps of
+every object: ``managedFields`` and kubectl's last-applied manifest (issue 30.4: most of an idle
+table's cost)."""
 
 from __future__ import annotations
 
+import asyncio
+import types
 from typing import Any
 
 import kopf
@@ -13,8 +17,19 @@ from txntable.handlers.kopf_handlers import (
     LAST_APPLIED,
     checkpoint_policies,
     compaction_policies,
-    tables,
+    spec_changes,
 )
+from txntable.handlers.memory import TableMemories
+from txntable.handlers.table_index import TableIndex
+
+
+def tables(*, namespace: str, body: kopf.Body, kind: str | None = None) -> dict[str, Any]:
+    """The table index as the spec-changes handler fills it, by namespace (the one body)."""
+    state = types.SimpleNamespace(tables=TableIndex(), memories=TableMemories())
+    memo = types.SimpleNamespace(state=state)
+    asyncio.run(spec_changes(body=body, memo=memo, type=kind))  # type: ignore[arg-type]
+    found = state.tables.bodies(namespace)
+    return {namespace: found[0]} if found else {}
 
 MANAGED = [
     {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}},
@@ -75,3 +90,15 @@ def test_a_body_without_the_fields_is_left_as_it_is() -> None:
     tables(namespace="ns", body=kopf.Body(raw))
     assert raw["metadata"]["annotations"] is notes
     tables(namespace="ns", body=kopf.Body({"kind": "TxnTable"}))  # no metadata: nothing to do
+
+
+def test_a_deleted_table_leaves_the_index() -> None:
+    index = TableIndex()
+    state = types.SimpleNamespace(tables=index, memories=TableMemories())
+    memo = types.SimpleNamespace(state=state)
+    raw = body("TxnTable", location="s3://b/t")
+    asyncio.run(spec_changes(body=kopf.Body(raw), memo=memo, type=None))  # type: ignore[arg-type]
+    asyncio.run(spec_changes(body=kopf.Body(raw), memo=memo, type="MODIFIED"))  # type: ignore[arg-type]
+    assert len(index) == 1 and index.bodies("ns")[0]["metadata"]["uid"] == "u1"
+    asyncio.run(spec_changes(body=kopf.Body(raw), memo=memo, type="DELETED"))  # type: ignore[arg-type]
+    assert len(index) == 0 and index.bodies("ns") == []

@@ -101,6 +101,8 @@ NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
     ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
     ("handlers/governed_views.py", "GovernedViews", "_views"),  # by (namespace, kind)
+    # the table bodies by namespace and uid, as Kopf's index kept them: put/dropped by events
+    ("handlers/table_index.py", "TableIndex", "_by_namespace"),
     # a tally every tick reads (the sum kept beside it), dropped through on_forget
     ("handlers/operate.py", "RunsInFlight", "_runs"),
     ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
