@@ -9,6 +9,7 @@ waits for or asserts one thing, so that the tests say what they check and not ho
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -67,11 +68,24 @@ def table(ns: str, name: str, location: Path, policy_name: str, **spec: Any) -> 
 
 
 def create(api: Any, *objects: dict[str, Any]) -> None:
-    """Create our custom objects, in the order given."""
+    """Create our custom objects, in the order given. A 404 (the server's "page not found",
+    not an object's) right after the CRDs were installed is retried for a few seconds: the
+    kube-apiserver serves a new CRD's path a moment after it says Established, and under load
+    that moment was long enough for a create to miss it (seen once at -n 2)."""
     custom = client.CustomObjectsApi(api)
     for obj in objects:
         ns = obj["metadata"]["namespace"]
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURALS[obj["kind"]], obj)
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                custom.create_namespaced_custom_object(
+                    GROUP, VERSION, ns, PLURALS[obj["kind"]], obj
+                )
+                break
+            except client.ApiException as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def fragmented(api: Any, ns: str, name: str, root: Path, **policy_spec: Any) -> Path:
