@@ -1,10 +1,10 @@
 """Policies and tables parsed once per resourceVersion, for the Kopf handlers.
 
-Kopf's indexes hand every table tick the raw bodies of its namespace's policies, and the
-table index (``handlers.table_index``) every policy tick those of its namespace's tables. Parsing them again at each tick was most of the
-controller's steady CPU at 1,000 tables (bench/scale.py's profile); ``ParsedResources`` keeps
-the newest parse of each resource by (parser, uid), with its resourceVersion. Kopf-free: it
-reads plain bodies.
+Kopf's indexes hand every table tick the raw bodies of its namespace's policies, and the table
+index (``handlers.table_index``) every policy tick those of its namespace's tables. Parsing
+them again at each tick was most of the controller's steady CPU at 1,000 tables
+(bench/scale.py's profile); ``ParsedResources`` keeps the newest parse of each resource by
+(parser, uid), with its resourceVersion. Kopf-free: it reads plain bodies.
 """
 
 from __future__ import annotations
