@@ -31,6 +31,7 @@ def tables(*, namespace: str, body: kopf.Body, kind: str | None = None) -> dict[
     found = state.tables.bodies(namespace)
     return {namespace: found[0]} if found else {}
 
+
 MANAGED = [
     {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}},
     {"manager": "txntable", "operation": "Update", "subresource": "status", "fieldsV1": {}},
