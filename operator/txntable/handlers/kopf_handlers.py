@@ -616,9 +616,19 @@ def _tick(
     wanted: Callable[[], bool] | None = None,
 ) -> None:
     """One tick of the table (``Driver.tick``) from one reading of the object: Kopf replaces
-    a live body when a watch event arrives, so the tick judges and patches one version."""
+    a live body when a watch event arrives, so the tick judges and patches one version, with
+    the newest status known for it (``StatusWriter.newest``)."""
     body = dict(live)
     current = Current.of(body)
+    meta = body.get("metadata") or {}
+    key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
+    newest = state.driver.writer.newest(key, current)
+    if newest is not current.status:
+        # the body lags behind a write of ours (its watch event is not processed yet): the
+        # tick starts from what it wrote, or its conditions would all look new, each with a
+        # new transition time, and it would write the same status again (a third of the
+        # status writes at 10,000 tables)
+        body["status"] = dict(newest)
     try:
         table = TxnTable.from_manifest(body)
     except InvalidSpecError as exc:
