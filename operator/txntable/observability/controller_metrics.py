@@ -290,7 +290,7 @@ class ControllerMetrics:
         self._table_gauges = TableGaugeStore(
             [GaugeSpec(m.name, m.doc, m.labels) for m in METRICS if m.table_gauge]
         )
-        self.registry.register(self._table_gauges)
+        self._table_gauges.register(self.registry)
         for metric in METRICS:
             if metric.table_gauge:
                 setattr(self, metric.attr, self._table_gauges.gauge(metric.name))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.metrics_core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
 #: a table's labels: (namespace, table)
@@ -34,16 +34,24 @@ class GaugeSpec:
     labels: tuple[str, ...]
 
 
-class TableGaugeStore(Collector):
-    """The values of every per-table gauge, one row per table; a ``Collector`` of the
-    registry it is registered on."""
+class TableGaugeStore:
+    """The values of every per-table gauge, one row per table. ``register`` puts one
+    ``Collector`` per gauge on a registry: a scrape that asks for some families by name
+    (``/metrics?name[]=...``) builds the samples of those alone."""
 
     def __init__(self, specs: Sequence[GaugeSpec]) -> None:
         self._specs = tuple(specs)
-        #: (namespace, table) -> one slot per spec: a float, or for a spec with labels beyond
-        #: the table's, {the other label values: float}; None when the series is absent
+        #: (namespace, table) -> the table's labels dict (shared by its samples, scrape after
+        #: scrape: the exposition reads them, never changes them), then one slot per spec: a
+        #: float, or for a spec with labels beyond the table's, {the other label values:
+        #: float}; None when the series is absent
         self._rows: dict[Key, list[Any]] = {}
         self._lock = threading.Lock()
+
+    def register(self, registry: CollectorRegistry) -> None:
+        """Register one collector per gauge on ``registry``."""
+        for slot, spec in enumerate(self._specs):
+            registry.register(_Family(self, slot, spec))
 
     def gauge(self, name: str) -> TableGauge:
         """The handle of the gauge called ``name``."""
@@ -55,13 +63,15 @@ class TableGaugeStore(Collector):
         with self._lock:
             row = self._rows.get(key)
             if row is None:
-                row = self._rows[key] = [None] * len(self._specs)
+                names = self._specs[slot].labels
+                row = self._rows[key] = [{names[0]: key[0], names[1]: key[1]}]
+                row += [None] * len(self._specs)
             if not extra:
-                row[slot] = float(value)
+                row[slot + 1] = float(value)
                 return
-            cell = row[slot]
+            cell = row[slot + 1]
             if cell is None:
-                cell = row[slot] = {}
+                cell = row[slot + 1] = {}
             cell[extra] = float(value)
 
     def remove(self, slot: int, values: tuple[str, ...]) -> None:
@@ -69,12 +79,12 @@ class TableGaugeStore(Collector):
         key, extra = (values[0], values[1]), values[2:]
         with self._lock:
             row = self._rows.get(key)
-            if row is None or row[slot] is None or (extra and extra not in row[slot]):
+            if row is None or row[slot + 1] is None or (extra and extra not in row[slot + 1]):
                 return
-            if extra and len(row[slot]) > 1:
-                del row[slot][extra]
+            if extra and len(row[slot + 1]) > 1:
+                del row[slot + 1][extra]
             else:
-                row[slot] = None
+                row[slot + 1] = None
 
     def forget(self, key: Key) -> None:
         """Drop every series of the table ``key``."""
@@ -86,45 +96,43 @@ class TableGaugeStore(Collector):
         with self._lock:
             return len(self._rows)
 
+    def samples(self, slot: int) -> list[Sample]:
+        """The samples of the gauge in ``slot``, as ``Gauge`` children would give them. Made
+        here, not by ``add_metric``, which builds a label dict per sample: at 10,000 tables a
+        scrape has 220,000 samples."""
+        spec = self._specs[slot]
+        rest = spec.labels[2:]
+        with self._lock:  # a copy, so that ticks are not held while the samples are built
+            cells = [
+                (row[0], dict(c) if isinstance(c, dict) else c)
+                for row in self._rows.values()
+                if (c := row[slot + 1]) is not None
+            ]
+        out: list[Sample] = []
+        for labels, cell in cells:
+            if isinstance(cell, dict):
+                for extra, value in cell.items():
+                    wider = {**labels, **dict(zip(rest, extra, strict=True))}
+                    out.append(Sample(spec.name, wider, value, None))
+            else:
+                out.append(Sample(spec.name, labels, cell, None))
+        return out
+
+
+class _Family(Collector):
+    """The collector of one per-table gauge of a ``TableGaugeStore``."""
+
+    def __init__(self, store: TableGaugeStore, slot: int, spec: GaugeSpec) -> None:
+        self._store, self._slot, self._spec = store, slot, spec
+
     def describe(self) -> Iterator[GaugeMetricFamily]:
-        """The families without samples, for the registry's check of duplicate names."""
-        for spec in self._specs:
-            yield GaugeMetricFamily(spec.name, spec.doc, labels=spec.labels)
+        """The family without samples, for the registry's check of duplicate names."""
+        yield GaugeMetricFamily(self._spec.name, self._spec.doc, labels=self._spec.labels)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        """Every series as ``Gauge`` children would give them. The samples are made here, not
-        by ``add_metric``, which builds a label dict per sample: at 10,000 tables a scrape has
-        220,000 samples, and the dict of a table's two labels is one, shared by its gauges
-        (samples are read, never changed, by the exposition)."""
-        with self._lock:  # a copy, so that ticks are not held while the samples are built
-            rows = [
-                (key, [dict(c) if isinstance(c, dict) else c for c in row])
-                for key, row in self._rows.items()
-            ]
-        shared: dict[tuple[str, str], dict[Key, dict[str, str]]] = {}  # by the label names
-        for slot, spec in enumerate(self._specs):
-            family = GaugeMetricFamily(spec.name, spec.doc, labels=spec.labels)
-            names, rest = (spec.labels[0], spec.labels[1]), spec.labels[2:]
-            by_table = shared.setdefault(names, {})
-            samples = family.samples
-            for key, row in rows:
-                cell = row[slot]
-                if cell is None:
-                    continue
-                if isinstance(cell, dict):
-                    for extra, value in cell.items():
-                        wider = {
-                            names[0]: key[0],
-                            names[1]: key[1],
-                            **dict(zip(rest, extra, strict=True)),
-                        }
-                        samples.append(Sample(spec.name, wider, value, None))
-                    continue
-                labels = by_table.get(key)
-                if labels is None:
-                    labels = by_table[key] = {names[0]: key[0], names[1]: key[1]}
-                samples.append(Sample(spec.name, labels, cell, None))
-            yield family
+        family = GaugeMetricFamily(self._spec.name, self._spec.doc, labels=self._spec.labels)
+        family.samples = self._store.samples(self._slot)
+        yield family
 
 
 class TableGauge:

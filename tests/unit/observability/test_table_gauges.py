@@ -22,7 +22,7 @@ SPECS = [
 def stores() -> tuple[CollectorRegistry, TableGaugeStore, CollectorRegistry, list[Gauge]]:
     ours = CollectorRegistry()
     store = TableGaugeStore(SPECS)
-    ours.register(store)
+    store.register(ours)
     theirs = CollectorRegistry()
     gauges = [Gauge(s.name, s.doc, s.labels, registry=theirs) for s in SPECS]
     return ours, store, theirs, gauges
@@ -106,4 +106,19 @@ def test_a_name_already_registered_is_refused() -> None:
     registry = CollectorRegistry()
     Gauge("t_files", "Files.", ("namespace", "table"), registry=registry)
     with pytest.raises(ValueError, match="Duplicated"):
-        registry.register(TableGaugeStore(SPECS))
+        TableGaugeStore(SPECS).register(registry)
+
+
+def test_a_scrape_by_name_builds_that_gauge_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/metrics?name[]=...`` (prometheus_client's restricted registry) asks only the
+    collectors of the names given: one per gauge, so the other gauges' samples are not made
+    (at 10,000 tables: 0.05 CPU-s for the observed timestamps against 1.5 s for everything)."""
+    ours, store, _, _ = stores()
+    store.gauge("t_files").labels("ns", "a").set(1)
+    store.gauge("t_ready").labels("ns", "a", "Observed").set(1)
+    built: list[int] = []
+    real = store.samples
+    monkeypatch.setattr(store, "samples", lambda slot: built.append(slot) or real(slot))
+    text = generate_latest(ours.restricted_registry(["t_files"])).decode()
+    assert 't_files{namespace="ns",table="a"} 1.0' in text and "t_ready" not in text
+    assert built == [0]
