@@ -585,8 +585,8 @@ def _policies(state: State, namespace: str, kwargs: Mapping[str, Any]) -> Polici
     """The policies of ``namespace`` from Kopf's indexes, parsed once per version."""
     comp_store = kwargs["compaction_policies"].get(namespace)
     ckpt_store = kwargs["checkpoint_policies"].get(namespace)
-    comp, comp_invalid = state.parsed.split(comp_store, CompactionPolicy.from_manifest)
-    ckpt, ckpt_invalid = state.parsed.split(ckpt_store, CheckpointPolicy.from_manifest)
+    comp, comp_invalid = state.parsed.split(comp_store, CompactionPolicy.from_manifest, namespace)
+    ckpt, ckpt_invalid = state.parsed.split(ckpt_store, CheckpointPolicy.from_manifest, namespace)
     return Policies(comp, ckpt, {"compaction": comp_invalid, "checkpoint": ckpt_invalid})
 
 
@@ -630,7 +630,14 @@ def _tick(
         # status writes at 10,000 tables)
         body["status"] = dict(newest)
     try:
-        table = TxnTable.from_manifest(body)
+        # parsed once per resourceVersion (shared with the policies' ticks) unless the status
+        # was replaced by a newer one of ours
+        lagging = newest is not current.status
+        table = (
+            TxnTable.from_manifest(body)
+            if lagging
+            else state.parsed.one(body, TxnTable.from_manifest)
+        )
     except InvalidSpecError as exc:
         _write_invalid(state, body, current, exc)
         return

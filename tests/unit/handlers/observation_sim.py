@@ -284,7 +284,8 @@ def simulate(
 
     def edit(raw: dict[str, Any], interval: str) -> None:
         raw["spec"]["observeInterval"] = interval
-        raw["metadata"]["generation"] += 1
+        raw["metadata"]["generation"] += 1  # as the API server does at an edit of the spec
+        raw["metadata"]["resourceVersion"] = str(int(raw["metadata"]["resourceVersion"]) + 1)
         event = kopf_handlers.spec_changes(body=kopf.Body(raw), memo=memo)  # type: ignore[arg-type]
         loop.create_task(event)
 

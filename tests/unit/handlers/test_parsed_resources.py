@@ -106,3 +106,39 @@ def test_a_table_naming_an_invalid_policy_says_it_is_invalid() -> None:
     assert "compaction policy bad is invalid: " in found.message and "minFileSize" in found.message
     missing = table({"compactionPolicyRef": {"name": "gone"}})
     assert resolve(missing, valid, "compaction", invalid).reason is Reason.POLICY_NOT_FOUND
+
+
+def test_a_namespaces_split_is_kept_until_one_of_its_bodies_changes() -> None:
+    parsed, parse = ParsedResources(), Counting()
+    store = [policy("a", "1"), policy("b", "7", minFileSize="not a size")]
+    first = parsed.split(store, parse, "ns")
+    assert [p.metadata.name for p in first[0]] == ["a"] and list(first[1]) == ["b"]
+    looked_up = {"n": 0}
+    real = parsed._each
+
+    def counted(items: Any, how: Any) -> Any:
+        looked_up["n"] += 1
+        return real(items, how)
+
+    parsed._each = counted  # type: ignore[method-assign]
+    assert parsed.split(store, parse, "ns") is first  # the same bodies: no lookup at all
+    assert looked_up["n"] == 0
+    store[0] = policy("a", "2", minFileSize="1Mi")  # an event brings a new body
+    again = parsed.split(store, parse, "ns")
+    assert looked_up["n"] == 1 and again is not first and again[0][0].metadata.name == "a"
+    assert parsed.split(store[:1], parse, "ns")[1] == {}  # one went: computed again
+
+
+def test_one_body_is_parsed_once_per_version_and_its_error_kept() -> None:
+    parsed, parse = ParsedResources(), Counting()
+    good = policy("a", "1")
+    assert parsed.one(good, parse) is parsed.one(good, parse)
+    bad = policy("b", "3", minFileSize="not a size")
+    for _ in range(2):
+        try:
+            parsed.one(bad, parse)
+        except InvalidSpecError as exc:
+            assert "minFileSize" in str(exc)
+        else:
+            raise AssertionError("an invalid body parsed")
+    assert parse.calls == ["a", "b"]

@@ -100,6 +100,7 @@ NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
     ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
+    ("handlers/parsed_resources.py", "ParsedResources", "_splits"),  # by (parser, namespace)
     ("handlers/governed_views.py", "GovernedViews", "_views"),  # by (namespace, kind)
     # the table bodies by namespace and uid, as Kopf's index kept them: put/dropped by events
     ("handlers/table_index.py", "TableIndex", "_by_namespace"),
