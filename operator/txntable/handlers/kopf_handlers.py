@@ -124,6 +124,10 @@ class State:
             loop.call_soon_threadsafe(event.set)
 
 
+#: objects per page of Kopf's initial listing of each kind (``settings.watching.chunk_size``)
+LIST_PAGE = 500
+
+
 def _api_client(threads: int) -> Any:
     """The handlers' own client (launchers, Secrets, status from the commit-events daemon), found
     as Kopf's login finds its own: in-cluster credentials, else ``KUBECONFIG``. Tests point
@@ -174,6 +178,10 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = max(4, config.max_concurrent_runs * 2)
     settings.watching.server_timeout = 300
+    # Kopf lists each kind before it watches it, by default in one response: at 10,000
+    # tables that is one JSON document of about 60 MB, decoded whole, and the controller's
+    # peak memory at start-up. Pages of LIST_PAGE objects are decoded and let go one by one.
+    settings.watching.chunk_size = LIST_PAGE
     # A table deleted while its timer ticks (a thread Kopf cannot cancel) keeps its finalizer
     # until Kopf sees the timer has exited, and Kopf looks again only after this many seconds
     # (60 by default) unless another event of the object comes first: deleting a TxnTable
