@@ -50,6 +50,7 @@ from txntable.handlers.secret_cache import SecretCache
 from txntable.handlers.secret_source import SecretCredentials, read_secret
 from txntable.handlers.status_writer import Current, KubeStatus, StatusWriter, changed
 from txntable.handlers.table_index import TableIndex, count_tables
+from txntable.handlers.tick_pool import AGAIN, FIRST, TickPool
 from txntable.launch import (
     Backend,
     Launcher,
@@ -105,6 +106,8 @@ class State:
     governed: GovernedViews = field(default_factory=GovernedViews)
     #: per policy (uid): the reason it is Invalid that was announced last
     policies_said: dict[str, str] = field(default_factory=dict)
+    #: the threads of the daemons' ticks, a table observed before ahead of a first observation
+    ticks: TickPool | None = None
     #: when the controller started (wall clock): a table created before was found at start-up
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
@@ -192,9 +195,9 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     # grant it, and without them Kopf retried the refused listing for about a minute at every
     # start before serving any table. Resources are discovered once, at start.
     settings.scanning.disabled = bool(config.namespaces)
-    # asyncio's default executor (the daemons' ticks) has min(32, cores + 4) threads
-    default_executor = min(32, (os.cpu_count() or 1) + 4)
-    api_client = _api_client((settings.execution.max_workers or 0) + default_executor + 4)
+    # the daemons' ticks take as many threads as asyncio's default executor would
+    ticks = TickPool(min(32, (os.cpu_count() or 1) + 4))
+    api_client = _api_client((settings.execution.max_workers or 0) + ticks.threads + 4)
     launchers: dict[Backend, Launcher] = {}
 
     def launcher_for(backend: Backend) -> Launcher:
@@ -224,7 +227,9 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         credentials=SecretCredentials(secrets, operator.memories, operator.reopen),
         liveness=Liveness(STUCK_RECONCILE_SECONDS),
     )
-    state = State(config, driver, metrics=metrics, tables=_counted_tables(api_client, config))
+    state = State(
+        config, driver, metrics=metrics, tables=_counted_tables(api_client, config), ticks=ticks
+    )
     state.readiness.peering.install()
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
     # /readyz (not paused by peering) here
@@ -277,6 +282,8 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
         state.readiness.peering.uninstall()
     if state is not None and state.driver.events is not None:
         state.driver.events.close()
+    if state is not None and state.ticks is not None:
+        state.ticks.close()
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -553,7 +560,13 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
             if not tried:
                 continue  # look at ``stopped`` and the due time again
             wake.clear()
-            await asyncio.to_thread(_tick, state, body, kwargs, woken=woken, wanted=wanted)
+            if state.ticks is None:  # tests: asyncio's default executor
+                await asyncio.to_thread(_tick, state, body, kwargs, woken=woken, wanted=wanted)
+                continue
+            again = state.driver.last_tick(key) is not None
+            await state.ticks.run(
+                AGAIN if again else FIRST, _tick, state, body, kwargs, woken=woken, wanted=wanted
+            )
     finally:
         driven = state.memories.peek(key, Driven)
         if driven is not None:
