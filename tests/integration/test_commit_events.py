@@ -68,6 +68,24 @@ def test_probe_finds_commits_a_writer_makes_on_disk(tmp_path: Path) -> None:
     assert events.probe_once() == ["ns/t"]
 
 
+def test_more_tables_than_a_rounds_budget_are_probed_in_turn(tmp_path: Path) -> None:
+    """A round checks at most ``probe_budget`` tables, the next ones at the next round: every
+    table is checked within ceil(tables / budget) rounds, and none is checked twice before
+    every other one was checked once."""
+    woken = Woken()
+    events = CommitEvents(woken, probe_interval=1.0, probe_budget=3, debounce=0)  # by hand
+    tables = {f"ns/t{i}": Table.create(str(tmp_path / f"t{i}"), SCHEMA) for i in range(7)}
+    for key in tables:
+        events.watch(key, str(tmp_path / key.split("/")[1]), version=0)
+    for table in tables.values():
+        _append(table)
+    found = [events.probe_once() for _ in range(3)]
+    assert [len(hits) for hits in found] == [3, 3, 1]
+    assert sorted(k for hits in found for k in hits) == sorted(tables)
+    assert events.stats.probes == 7 * 2 + 2  # each hit is 2 checks; round 3 wraps to t0, t1
+    assert "3 tables a round" in events.status("ns/t0").message
+
+
 def test_file_uri_and_unknown_version(tmp_path: Path) -> None:
     table = Table.create(str(tmp_path / "t"), SCHEMA)
     _append(table)

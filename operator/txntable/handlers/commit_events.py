@@ -9,8 +9,9 @@ the safety net (an event lost is a commit seen at the next poll, never a commit 
 Two sources (docs/observation.md):
 
 * **LogProbe**, local-disk tables: every ``probe_interval`` one existence check (a ``stat``) of
-  the next commit file ``_delta_log/<v+1>.json`` per table; a hit walks forward through the
-  commits that followed. It needs no dependency and, unlike inotify, sees commits written by
+  the next commit file ``_delta_log/<v+1>.json`` per table, for at most ``PROBE_BUDGET``
+  tables a round (more are checked in turn); a hit walks forward through the commits that
+  followed. It needs no dependency and, unlike inotify, sees commits written by
   other hosts on a network file system (an NFS or CephFS volume shared by writer pods), which
   inotify never reports; a ``stat`` of an absent name is cheaper than the listing a poll does.
 * **SQS**, S3 tables that name a queue in ``spec.notifications.sqsQueueUrl``: the bucket's
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 MAX_DELAY_FACTOR = 10
 #: Commits a probe walks forward through in one round (the rest at the next round).
 PROBE_WALK_LIMIT = 1000
+#: Tables a probe round checks at most; more are checked in turn over several rounds. Every
+#: table every second cost 39 ms of CPU a round at 10,000 tables (4% of a core) and up to a
+#: seventh of the controller's samples at 5,000 under load, for wake-ups the interval's
+#: observation would bring anyway; 2,000 a round keeps a local commit seen within 5 s there.
+PROBE_BUDGET = 2000
 
 OnWake = Callable[[str], None]
 OnEvent = Callable[[EventSource], None]
@@ -97,6 +103,7 @@ class CommitEvents:
         on_wake: OnWake,
         *,
         probe_interval: float = 1.0,
+        probe_budget: int = PROBE_BUDGET,
         debounce: float = 1.0,
         on_event: OnEvent | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -105,6 +112,8 @@ class CommitEvents:
         self.on_wake = on_wake
         self.on_event = on_event
         self.probe_interval = probe_interval
+        self.probe_budget = max(1, probe_budget)
+        self._probe_from = 0  # where the next round starts among the local tables
         self.debounce = debounce
         self.clock = clock
         self.stats = ProbeStats()
@@ -186,7 +195,10 @@ class CommitEvents:
             return ObservationStatus(
                 mode=ObservationMode.EVENTS,
                 source=EventSource.LOG_PROBE,
-                message=f"next commit file checked every {self.probe_interval:g}s",
+                message=(
+                    f"next commit file checked every {self.probe_interval:g}s, "
+                    f"{self.probe_budget} tables a round in turn"
+                ),
             )
         if known.queue_url is None:
             return _polling("no event source: spec.notifications.sqsQueueUrl is unset")
@@ -253,13 +265,18 @@ class CommitEvents:
 
     # -- LogProbe ----------------------------------------------------------------------------
     def probe_once(self) -> list[str]:
-        """One round of existence checks over the local tables; returns the keys signalled."""
+        """One round of existence checks over the local tables (at most ``probe_budget``
+        of them, the next ones in turn); returns the keys signalled."""
         with self._lock:
             targets = [
                 (w.key, w.root, w.cursor)
                 for w in self._watched.values()
                 if w.root is not None and w.cursor is not None
             ]
+        if len(targets) > self.probe_budget:  # this round's share, the next one after it
+            start = self._probe_from % len(targets)
+            targets = (targets[start:] + targets[:start])[: self.probe_budget]
+            self._probe_from = start + self.probe_budget
         hits: list[str] = []
         for key, root, cursor in targets:
             assert root is not None and cursor is not None
