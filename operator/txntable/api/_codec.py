@@ -107,6 +107,19 @@ def json_name(field: dataclasses.Field[Any]) -> str:
 
 
 @cache
+def json_fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    """A dataclass's fields by manifest key (cached: ``dataclasses.fields`` builds a tuple at
+    every call, and every parse of every body called it for each nested object)."""
+    return {json_name(f): f for f in dataclasses.fields(cls)}
+
+
+@cache
+def field_names(cls: type) -> tuple[tuple[str, str, Any], ...]:
+    """(attribute, manifest key, metadata) of each field of a dataclass, for ``to_obj``."""
+    return tuple((f.name, json_name(f), f.metadata) for f in dataclasses.fields(cls))
+
+
+@cache
 def hints(cls: type) -> dict[str, Any]:
     """Resolved type hints of a dataclass (cached: they never change at run time)."""
     return typing.get_type_hints(cls)
@@ -304,7 +317,7 @@ def from_obj(cls: type[T], obj: Any, path: str, *, ignore_unknown: bool = False)
     """
     if not isinstance(obj, dict):
         _fail(path, "must be an object")
-    fields = {json_name(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = json_fields(typing.cast(type, cls))
     errors = _Errors()
     if ignore_unknown:
         obj = {k: v for k, v in obj.items() if k in fields}
@@ -354,8 +367,8 @@ def _dump(value: Any, meta: Mapping[str, Any]) -> Any:
 def to_obj(instance: Any) -> dict[str, Any]:
     """The JSON object for a dataclass instance (camelCase keys, ``None`` omitted)."""
     out: dict[str, Any] = {}
-    for field in dataclasses.fields(instance):
-        value = getattr(instance, field.name)
+    for attr, key, metadata in field_names(typing.cast(type, type(instance))):
+        value = getattr(instance, attr)
         if value is not None:
-            out[json_name(field)] = _dump(value, field.metadata)
+            out[key] = _dump(value, metadata)
     return out
