@@ -32,20 +32,11 @@ FIRST = 1
 
 class TickPool:
     """A fixed number of threads taking ticks by priority (``AGAIN`` before ``FIRST``), then
-    in the order they came, with at most ``first_at_once`` first observations in flight (the
-    others wait in their daemons). Each tick runs in a copy of its caller's context, as
-    ``asyncio.to_thread`` does (Kopf's event posting reads it).
+    in the order they came. Each tick runs in a copy of its caller's context, as
+    ``asyncio.to_thread`` does (Kopf's event posting reads it)."""
 
-    Why the limit: the ticks hold the GIL most of their time, and so does Kopf's event loop,
-    which wakes the daemons when their tables are due. With every thread on a first
-    observation the loop got a seventh of the interpreter, woke due daemons late, and at 10,000
-    tables a table went 87 s between two observations during the start-up; the priority alone
-    does not help a tick that has not been handed over yet."""
-
-    def __init__(self, threads: int, first_at_once: int = 2) -> None:
+    def __init__(self, threads: int) -> None:
         self.threads = threads
-        self.first_at_once = max(1, min(first_at_once, threads))
-        self._first: asyncio.Semaphore | None = None  # made in the loop that runs the daemons
         self._queue: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
         self._order = itertools.count()
         self._workers: list[threading.Thread] = []
@@ -53,16 +44,7 @@ class TickPool:
         self._closed = False
 
     async def run(self, priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` in one of the threads; its result. A ``FIRST`` waits
-        for one of the ``first_at_once`` slots first."""
-        if priority != FIRST:
-            return await self._run(priority, fn, *args, **kwargs)
-        if self._first is None:
-            self._first = asyncio.Semaphore(self.first_at_once)
-        async with self._first:
-            return await self._run(priority, fn, *args, **kwargs)
-
-    async def _run(self, priority: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in one of the threads; its result."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         context = contextvars.copy_context()
         call = functools.partial(context.run, fn, *args, **kwargs)

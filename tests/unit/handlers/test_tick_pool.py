@@ -65,36 +65,3 @@ def test_a_closed_pool_stops_its_threads_and_takes_no_more_ticks() -> None:
     assert not any(t.is_alive() for t in pool._workers)
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(pool.run(FIRST, lambda: 8))
-
-
-def test_at_most_first_at_once_first_observations_run_together() -> None:
-    """First observations hold the interpreter as Kopf's loop does; two at a time leave the
-    loop and the due ticks the rest, whatever the number of threads."""
-    pool = TickPool(threads=6, first_at_once=2)
-    lock = threading.Lock()
-    running, most = [0], [0]
-
-    def first() -> None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        threading.Event().wait(0.02)
-        with lock:
-            running[0] -= 1
-
-    async def main() -> None:
-        await asyncio.gather(*(pool.run(FIRST, first) for _ in range(12)))
-        await asyncio.gather(*(pool.run(AGAIN, first) for _ in range(12)))
-
-    asyncio.run(main())
-    pool.close()
-    assert most[0] >= 3  # the due ones (AGAIN) are not limited: all six threads
-    pool2 = TickPool(threads=6, first_at_once=2)
-    running[0] = most[0] = 0
-
-    async def firsts() -> None:
-        await asyncio.gather(*(pool2.run(FIRST, first) for _ in range(12)))
-
-    asyncio.run(firsts())
-    pool2.close()
-    assert most[0] == 2
