@@ -68,14 +68,6 @@ class ParsedResources:
             self._splits[(parse, namespace)] = (items, result)
         return result
 
-    def one(self, body: Any, parse: Any) -> Any:
-        """``parse(body)``, kept like the others (a table's tick parses its body this way);
-        raises ``InvalidSpecError`` with the reason when it does not parse."""
-        ((_, found),) = self._each([body], parse)
-        if isinstance(found, str):
-            raise InvalidSpecError("", found)  # its message as first said
-        return found
-
     def _each(self, store: Any, parse: Any) -> list[tuple[str, Any]]:
         out = []
         for body in store or ():

@@ -127,18 +127,3 @@ def test_a_namespaces_split_is_kept_until_one_of_its_bodies_changes() -> None:
     again = parsed.split(store, parse, "ns")
     assert looked_up["n"] == 1 and again is not first and again[0][0].metadata.name == "a"
     assert parsed.split(store[:1], parse, "ns")[1] == {}  # one went: computed again
-
-
-def test_one_body_is_parsed_once_per_version_and_its_error_kept() -> None:
-    parsed, parse = ParsedResources(), Counting()
-    good = policy("a", "1")
-    assert parsed.one(good, parse) is parsed.one(good, parse)
-    bad = policy("b", "3", minFileSize="not a size")
-    for _ in range(2):
-        try:
-            parsed.one(bad, parse)
-        except InvalidSpecError as exc:
-            assert "minFileSize" in str(exc)
-        else:
-            raise AssertionError("an invalid body parsed")
-    assert parse.calls == ["a", "b"]
