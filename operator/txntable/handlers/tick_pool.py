@@ -19,6 +19,7 @@ import functools
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -75,11 +76,22 @@ class TickPool:
                 future.set_exception(exc)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Let the threads finish their ticks and stop; later ``run`` calls fail."""
+        """Stop: ticks running finish, ticks still queued are cancelled (their callers see
+        ``CancelledError``; at a stop thousands of first observations may be queued, and
+        running them would hold the process up), later ``run`` calls fail. Waits at most
+        ``timeout`` seconds in all for the threads."""
         with self._lock:
             self._closed = True
             workers = list(self._workers)
+        while True:
+            try:
+                _, _, job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job[0].cancel()
         for _ in workers:
-            self._queue.put((FIRST + 1, next(self._order), None))  # after every queued tick
+            self._queue.put((FIRST + 1, next(self._order), None))
+        deadline = time.monotonic() + timeout
         for worker in workers:
-            worker.join(timeout)
+            worker.join(max(0.0, deadline - time.monotonic()))

@@ -65,3 +65,29 @@ def test_a_closed_pool_stops_its_threads_and_takes_no_more_ticks() -> None:
     assert not any(t.is_alive() for t in pool._workers)
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(pool.run(FIRST, lambda: 8))
+
+
+def test_closing_cancels_the_queued_ticks_and_lets_the_running_one_end() -> None:
+    pool = TickPool(threads=1)
+    gate, ran = threading.Event(), []
+
+    def tick(name: str) -> None:
+        if name == "running":
+            gate.wait(10)
+        ran.append(name)
+
+    async def main() -> list[object]:
+        running = asyncio.ensure_future(pool.run(AGAIN, tick, "running"))
+        await asyncio.sleep(0.05)
+        queued = [asyncio.ensure_future(pool.run(FIRST, tick, f"q{i}")) for i in range(50)]
+        await asyncio.sleep(0.01)
+        closer = asyncio.get_running_loop().run_in_executor(None, pool.close)
+        await asyncio.sleep(0.05)
+        gate.set()
+        await closer
+        return list(await asyncio.gather(running, *queued, return_exceptions=True))
+
+    results = asyncio.run(main())
+    assert ran == ["running"] and results[0] is None
+    assert all(isinstance(r, asyncio.CancelledError) for r in results[1:])
+    assert not any(t.is_alive() for t in pool._workers)
