@@ -99,6 +99,8 @@ def test_a_storage_failure_reopens_the_table_but_keeps_what_was_learnt(tmp_path:
 NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
+    ("handlers/shards.py", "Shards", "_held"),  # by shard number: until when it is held
+    ("handlers/shards.py", "Shards", "_seen"),  # by Lease name: the version first seen when
     ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
     ("handlers/parsed_resources.py", "ParsedResources", "_splits"),  # by (parser, namespace)
     ("handlers/governed_views.py", "GovernedViews", "_views"),  # by (namespace, kind)
