@@ -53,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     # Kopf's liveness endpoint runs on the Kopf event loop, so a stuck loop fails the probe
     # (a side thread would answer regardless). It is served once the startup handler is done,
     # which makes it the readiness signal too; the probe handlers add what they check.
+    # with shards, replicas split the tables through Leases (handlers.shards), and Kopf's
+    # peering, which would pause every replica but one, is off
     kopf.run(
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
-        peering_name=config.peering_name,
+        peering_name=None if config.shards else config.peering_name,
+        standalone=bool(config.shards),
         liveness_endpoint=liveness_endpoint(config.health_port),
     )
     return 0

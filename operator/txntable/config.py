@@ -21,6 +21,8 @@ LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 #: The shortest time a finished run is kept (TXNTABLE_RUN_TTL_SECONDS)
 MIN_RUN_TTL_SECONDS = 30
+#: The most shards (TXNTABLE_SHARDS): one Lease each, renewed every few seconds
+MAX_SHARDS = 256
 
 
 class ConfigError(ValueError):
@@ -76,8 +78,13 @@ class Config:
     log_format: str = "json"
     #: Log level.
     log_level: str = "INFO"
-    #: Kopf peering name for high availability (two replicas never run the same handler).
+    #: Kopf peering name for high availability (two replicas never run the same handler);
+    #: with shards, the name of the controller's set of Leases.
     peering_name: str = "txntable"
+    #: Shards the tables are split into among the controller's replicas, each held through a
+    #: Lease in the controller's namespace (docs/adr/0011-shards.md). 0: no shards, one
+    #: replica serves every table (Kopf peering keeps a second one paused).
+    shards: int = 0
 
     def __post_init__(self) -> None:
         if self.observe_interval_seconds <= 0:
@@ -107,6 +114,8 @@ class Config:
             port = getattr(self, name)
             if not 1 <= port <= 65535:
                 raise ConfigError(f"{PREFIX}{name.upper()} must be a port number (1-65535)")
+        if not 0 <= self.shards <= MAX_SHARDS:
+            raise ConfigError(f"{PREFIX}SHARDS must be between 0 and {MAX_SHARDS}")
         if self.inline_checkpoint_max_files < 0:
             raise ConfigError(f"{PREFIX}INLINE_CHECKPOINT_MAX_FILES must be >= 0")
 

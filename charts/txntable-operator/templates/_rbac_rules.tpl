@@ -64,9 +64,18 @@ cluster-scoped). */}}
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+{{- if not .Values.config.shards }}
 - apiGroups: ["kopf.dev"]
   resources: ["clusterkopfpeerings"]
   verbs: ["list", "watch", "patch"]
+{{- end }}
+{{- end }}
+
+{{/* Scope LEASES: the shards' Leases in the release namespace (config.shards > 0). */}}
+{{- define "txntable.rules.leases" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["list", "create", "update", "delete"]
 {{- end }}
 
 {{/* What Spark drivers do with their ServiceAccount (launch/permissions.py SPARK_DRIVER). */}}

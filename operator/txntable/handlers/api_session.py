@@ -63,12 +63,18 @@ class InFlightLimit:
                 self._now -= 1
 
 
-def bounded_session(info: ConnectionInfo, in_flight: int) -> aiohttp.ClientSession:
+def bounded_session(
+    info: ConnectionInfo, in_flight: int, *, user_agent: str | None = None
+) -> aiohttp.ClientSession:
     """An aiohttp session like Kopf's own for ``info``, with at most ``in_flight`` requests
-    in flight. Call it in the operator's event loop (the session binds to the running loop)."""
+    in flight (and ``user_agent``, else Kopf's). Call it in the operator's event loop (the
+    session binds to the running loop)."""
+    headers = info.as_http_headers()
+    if user_agent:
+        headers = headers | {"User-Agent": user_agent}
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
-        headers=info.as_http_headers(),
+        headers=headers,
         proxy=info.proxy_url,
         trust_env=info.trust_env,
         middlewares=(InFlightLimit(in_flight),),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,15 @@ from txntable.handlers.parsed_resources import ParsedResources
 from txntable.handlers.readiness import Readiness
 from txntable.handlers.secret_cache import SecretCache
 from txntable.handlers.secret_source import SecretCredentials, read_secret
+from txntable.handlers.shards import (
+    LEASE_SECONDS,
+    Change,
+    KubeLeases,
+    ShardKeeper,
+    Shards,
+    run_share,
+    shard_of,
+)
 from txntable.handlers.status_writer import Current, KubeStatus, StatusWriter, changed
 from txntable.handlers.table_index import TableIndex, count_tables
 from txntable.handlers.tick_pool import AGAIN, FIRST, TickPool
@@ -110,6 +120,13 @@ class State:
     ticks: TickPool | None = None
     #: when the controller started (wall clock): a table created before was found at start-up
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: the shards this replica holds (``handlers.shards``); None: it serves every table
+    shards: Shards | None = None
+    keeper: ShardKeeper | None = None
+
+    def owns(self, namespace: str | None, name: str) -> bool:
+        """Whether this replica maintains the object ``namespace/name`` (always, unsharded)."""
+        return self.shards is None or self.shards.owns(namespace or "default", name)
 
     @property
     def operator(self) -> Operator:
@@ -118,6 +135,29 @@ class State:
     @property
     def memories(self) -> TableMemories:
         return self.driver.operator.memories
+
+    def shards_changed(self, change: Change) -> None:
+        """Shards gained: their tables are observed at once (their daemons are woken). Shards
+        lost: what was kept of their tables goes (the observer's handle, runs, metric series,
+        the commit-events watch); the daemon's waker stays, for when the shard comes back."""
+        assert self.shards is not None
+        count = self.shards.count
+        if change.lost:
+            for key, memory in list(self.memories.items()):
+                if memory.name is None:
+                    continue
+                if shard_of(memory.namespace or "default", memory.name, count) in change.lost:
+                    driven = memory.peek(Driven)
+                    waker = driven.waker if driven is not None else None
+                    self.operator.forget(key)
+                    if waker is not None:
+                        self.memories.of(key, Driven).waker = waker
+        if change.gained:
+            for body in self.tables.all():
+                meta = body.get("metadata") or {}
+                namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
+                if shard_of(namespace, name, count) in change.gained:
+                    self.wake(resource_key(namespace, name, meta.get("uid")))
 
     def wake(self, key: str) -> None:
         """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
@@ -129,6 +169,27 @@ class State:
 
 #: objects per page of Kopf's initial listing of each kind (``settings.watching.chunk_size``)
 LIST_PAGE = 500
+#: this replica's name among its peers: the pod's (``POD_ID``, as Kopf reads it), else the host's
+IDENTITY = os.environ.get("POD_ID") or f"{socket.gethostname()}-{os.getpid()}"
+#: how the API server's audit log tells the replicas apart (they share one ServiceAccount)
+USER_AGENT = f"txntable ({IDENTITY})"
+#: the namespace a pod's service account is in (where the shards' Leases live)
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str:
+    """The controller's namespace: its pod's, else the kubeconfig context's, else default."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        pass
+    from kubernetes import config
+
+    try:
+        _, context = config.list_kube_config_contexts()  # type: ignore[no-untyped-call, unused-ignore]
+    except Exception:  # no kubeconfig: the client's own failure comes at the first call
+        return "default"
+    return str((context or {}).get("context", {}).get("namespace") or "default")
 
 
 def _api_client(threads: int) -> Any:
@@ -149,7 +210,9 @@ def _api_client(threads: int) -> Any:
         config.load_kube_config()  # type: ignore[no-untyped-call, unused-ignore]
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = threads
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = USER_AGENT
+    return api
 
 
 @kopf.on.login(id="login")
@@ -165,7 +228,7 @@ async def login(**kwargs: Any) -> Any:
         default_namespace=info.default_namespace,
         priority=info.priority,
         expiration=info.expiration,
-        aiohttp_session=bounded_session(info, CONFIG.api_requests_in_flight),
+        aiohttp_session=bounded_session(info, CONFIG.api_requests_in_flight, user_agent=USER_AGENT),
     )
 
 
@@ -230,7 +293,22 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     state = State(
         config, driver, metrics=metrics, tables=_counted_tables(api_client, config), ticks=ticks
     )
-    state.readiness.peering.install()
+    if config.shards:
+        state.shards = Shards(
+            KubeLeases(api_client, _own_namespace(), config.peering_name, LEASE_SECONDS),
+            identity=IDENTITY,
+            set_name=config.peering_name,
+            count=config.shards,
+        )
+        shards = state.shards
+        operator.run_limit = lambda: run_share(
+            config.max_concurrent_runs, len(shards.held()), shards.count
+        )
+        operator.launching.permit = lambda t: shards.owns(
+            t.metadata.namespace or "", t.metadata.name
+        )
+    else:
+        state.readiness.peering.install()
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
     # /readyz (not paused by peering) here
     state.servers = [
@@ -244,6 +322,8 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     ).start()
     operator.memories.on_forget(lambda key, _: events.unwatch(key))
     memo.state = state
+    if state.shards is not None:
+        state.keeper = ShardKeeper(state.shards, state.shards_changed).start()
     state.readiness.started()
 
 
@@ -284,6 +364,8 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
         state.driver.events.close()
     if state is not None and state.ticks is not None:
         state.ticks.close()
+    if state is not None and state.keeper is not None:
+        state.keeper.close()  # after the ticks: none acts on a shard once it is released
 
 
 def _state(memo: kopf.Memo) -> State:
@@ -328,6 +410,12 @@ def checkpoint_policies(*, namespace: str | None, body: kopf.Body, **_: Any) -> 
     return {namespace or "default": _without_status(body)}
 
 
+def _mine(state: State, body: Mapping[str, Any]) -> bool:
+    """Whether this replica maintains the object of ``body`` (``State.owns``)."""
+    meta = body.get("metadata") or {}
+    return state.owns(meta.get("namespace"), str(meta.get("name")))
+
+
 def _drop_legacy_finalizer(body: kopf.Body, patch: kopf.Patch) -> None:
     """Remove Kopf's default finalizer left by an earlier release: nothing would ever remove
     it now that Kopf uses ours, so the object would hang in Terminating when deleted."""
@@ -343,6 +431,9 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
     replaces when a watch event of the object arrives, so the tick judges, patches and
     announces one version of it."""
     body = kopf.Body(cast(kopf.RawBody, dict(live)))
+    state: State | None = getattr(kwargs.get("memo"), "state", None)
+    if state is not None and not _mine(state, body):
+        return  # another replica holds its shard and writes its status
     _drop_legacy_finalizer(body, patch)
     now = datetime.now(UTC)
     try:
@@ -351,7 +442,6 @@ def _policy_timer(parse: Any, live: kopf.Body, patch: kopf.Patch, **kwargs: Any)
         _say_invalid(body, patch, str(exc))
         return
     namespace = policy.metadata.namespace or "default"
-    state: State | None = getattr(kwargs.get("memo"), "state", None)
     if state is not None and not state.tables.complete():
         return  # at start, before every table is listed: it would count too few
     parsed = state.parsed if state is not None else ParsedResources()
@@ -417,6 +507,8 @@ def _judge_policy(parse: Any, body: kopf.Body, patch: kopf.Patch, memo: kopf.Mem
     if meta.get("deletionTimestamp"):
         return  # a deletion's events, or a DELETED event's last body
     state: State | None = getattr(memo, "state", None)
+    if state is not None and not _mine(state, body):
+        return
     parsed = state.parsed if state is not None else ParsedResources()
     why = parsed.invalid([_without_status(body)], parse)
     for message in why.values():
@@ -518,8 +610,10 @@ def reconcile(*, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **kwargs: 
     the interval the last tick was given, unless the object's generation is not the one that
     interval came from (a spec edited while the daemon was down: its wake-up reached no one),
     so such a firing parses neither the table nor its policies."""
-    _drop_legacy_finalizer(body, patch)
     state = _state(memo)
+    if not _mine(state, body):
+        return  # another replica's table (``handlers.shards``)
+    _drop_legacy_finalizer(body, patch)
     meta = body.get("metadata") or {}
     key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
     if not state.driver.due(key, generation=meta.get("generation")):
@@ -560,6 +654,9 @@ async def commit_events(*, body: kopf.Body, memo: kopf.Memo, stopped: Any, **kwa
             if not tried:
                 continue  # look at ``stopped`` and the due time again
             wake.clear()
+            if not _mine(state, body):
+                tried = True  # another replica's: asleep until its shard comes here (a wake)
+                continue
             if state.ticks is None:  # tests: asyncio's default executor
                 await asyncio.to_thread(_tick, state, body, kwargs, woken=woken, wanted=wanted)
                 continue
@@ -640,6 +737,8 @@ def _tick(
     a live body when a watch event arrives, so the tick judges and patches one version, with
     the newest status known for it (``StatusWriter.newest``)."""
     body = dict(live)
+    if not _mine(state, body):
+        return
     current = Current.of(body)
     meta = body.get("metadata") or {}
     key = resource_key(meta.get("namespace", "default"), str(meta.get("name")), meta.get("uid"))
@@ -662,9 +761,12 @@ def _tick(
     def post(event: Event) -> None:
         kopf.event(live, type=event.type, reason=event.reason, message=event.message)
 
+    def still_wanted() -> bool:  # and still this replica's, right before the status write
+        return (wanted is None or wanted()) and _mine(state, body)
+
     interval = table.spec.observe_interval
     state.driver.tick(
-        table, policies, current, interval=interval, woken=woken, sink=post, wanted=wanted
+        table, policies, current, interval=interval, woken=woken, sink=post, wanted=still_wanted
     )
 
 

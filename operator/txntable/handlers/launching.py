@@ -66,6 +66,9 @@ class Launching:
     clock: Callable[[], datetime]
     holds: Holds
     metrics: ControllerMetrics | None = None
+    #: whether this replica may still start a run of the table (``handlers.shards``: it holds
+    #: the table's shard); asked right before each launch, since a tick can outlive the lease
+    permit: Callable[[TxnTable], bool] | None = None
 
     def refused(
         self,
@@ -110,6 +113,8 @@ class Launching:
         replaces, launch; the run's name (the request's: an API server's answer need not echo
         it) and status, after its ``RunStarted`` Event (``note`` added when it was started
         rather than adopted), or the decision that says why nothing started."""
+        if self.permit is not None and not self.permit(table):
+            return _launch_failed(kind, LaunchError("this replica no longer holds the table"))
         try:
             req = request()
             launcher = self.launchers(req.backend)

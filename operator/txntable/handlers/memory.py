@@ -117,3 +117,8 @@ class TableMemories:
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._tables)
+
+    def items(self) -> list[tuple[str, TableMemory]]:
+        """(key, memory) of every table remembered now."""
+        with self._lock:
+            return list(self._tables.items())

@@ -135,6 +135,9 @@ class Operator:
     acting: Acting = field(init=False)
     #: Every table's runs in flight and their sum, toward the controller-wide limit.
     in_flight: RunsInFlight = field(init=False, default_factory=RunsInFlight)
+    #: This replica's share of ``max_concurrent_runs`` when replicas split the tables
+    #: (``handlers.shards.run_share``); None: the whole limit.
+    run_limit: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         self.observer = Observer(self.memories, self.engine_metrics)
@@ -213,7 +216,7 @@ class Operator:
             now,
             seen.active,
             len(seen.active) + max(active_total, self._in_flight_elsewhere(key)),
-            self.config.max_concurrent_runs,
+            self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
             self.following.retries(key, comp.policy, seen, now),
             conflicts=ahead.conflicts.hold,
             plan_id=self.foresight.plan_id(key, ahead.plan, table.status.plan, spent),

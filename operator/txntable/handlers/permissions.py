@@ -13,8 +13,13 @@ Scopes say where a permission applies, so the chart can stay namespaced by defau
   ClusterRole for a cluster-wide install);
 * ``SECRETS``: like ``TABLES`` but kept apart, so the chart can narrow it to named Secrets,
   to fewer namespaces, or drop it when storage needs no credentials;
-* ``PEERING``: the watched namespaces of a namespaced install (Kopf's KopfPeering);
-* ``CLUSTER_WIDE``: cluster-scoped, only when the controller watches every namespace.
+* ``PEERING``: the watched namespaces of a namespaced install (Kopf's KopfPeering), only
+  without shards;
+* ``CLUSTER_WIDE``: cluster-scoped, only when the controller watches every namespace;
+* ``CLUSTER_PEERING``: cluster-scoped, Kopf's ClusterKopfPeering, only for a cluster-wide
+  install without shards;
+* ``LEASES``: the controller's own namespace, only with shards (``handlers.shards``: the
+  shards' and the members' Leases).
 
 A namespaced install needs nothing cluster-scoped: it serves the namespaces it is given and
 discovers the resources once at start (Kopf's scanning is off, ``kopf_handlers.startup``).
@@ -59,6 +64,8 @@ class Scope(StrEnum):
     SECRETS = "secrets"
     PEERING = "peering"
     CLUSTER_WIDE = "cluster-wide"
+    CLUSTER_PEERING = "cluster-peering"
+    LEASES = "leases"
 
 
 _OWN_RESOURCES: Final = (PLURAL_TABLE, PLURAL_COMPACTION_POLICY, PLURAL_CHECKPOINT_POLICY)
@@ -78,7 +85,13 @@ CONTROLLER: Final[tuple[tuple[Scope, Permission], ...]] = (
     # cluster-wide: Kopf follows CRDs (resources appearing later) and peers through
     # ClusterKopfPeering; it does not follow namespaces when it serves them all
     (Scope.CLUSTER_WIDE, Permission("apiextensions.k8s.io", "customresourcedefinitions", _WATCH)),
-    (Scope.CLUSTER_WIDE, Permission(KOPF_GROUP, "clusterkopfpeerings", (*_WATCH, "patch"))),
+    (Scope.CLUSTER_PEERING, Permission(KOPF_GROUP, "clusterkopfpeerings", (*_WATCH, "patch"))),
+    # shards: each replica lists the set, creates and renews (replaces) its leases, and
+    # deletes its member lease on the way out and those of replicas long dead
+    (
+        Scope.LEASES,
+        Permission("coordination.k8s.io", "leases", ("list", "create", "update", "delete")),
+    ),
 )
 
 

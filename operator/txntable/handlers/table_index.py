@@ -60,6 +60,11 @@ class TableIndex:
         with self._lock:
             return list(self._by_namespace.get(namespace, {}).values())
 
+    def all(self) -> list[Mapping[str, Any]]:
+        """Every table's body, in every namespace."""
+        with self._lock:
+            return [body for tables in self._by_namespace.values() for body in tables.values()]
+
     def __len__(self) -> int:
         return self._size
 

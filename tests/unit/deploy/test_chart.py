@@ -155,6 +155,7 @@ MAPPING: dict[str, tuple[str, Any, str]] = {
     "TXNTABLE_LOG_FORMAT": ("config.logFormat", "text", "text"),
     "TXNTABLE_LOG_LEVEL": ("config.logLevel", "DEBUG", "DEBUG"),
     "TXNTABLE_PEERING_NAME": ("config.peeringName", "lake", "lake"),
+    "TXNTABLE_SHARDS": ("config.shards", 12, "12"),
 }
 
 
@@ -215,7 +216,10 @@ def test_the_oldest_kubernetes_claimed_is_the_one_tested() -> None:
 
 
 BAD_VALUES = [
-    {"replicaCount": 2},
+    {"replicaCount": 2},  # without shards: two Kopf peers would freeze each other
+    {"replicaCount": 3, "config": {"shards": 0}},
+    {"config": {"shards": -1}},
+    {"config": {"shards": 257}},
     {"watch": {"clusterWide": True, "namespaces": ["a"]}},
     {"watch": {"namespaces": ["Not_A_Namespace"]}},
     {"rbac": {"secrets": {"namespaces": ["a"]}}},  # only for cluster-wide installs
@@ -331,7 +335,9 @@ def test_monitoring_is_off_by_default(rendered: dict[str, Rendered]) -> None:
 def test_kopf_peering_objects(rendered: dict[str, Rendered], case: str) -> None:
     r = rendered[case]
     name = r.values["config"]["peeringName"]
-    if r.values["watch"]["clusterWide"]:
+    if r.values["config"]["shards"]:  # Leases instead: Kopf's peering is off
+        assert r.of_kind("KopfPeering") == r.of_kind("ClusterKopfPeering") == []
+    elif r.values["watch"]["clusterWide"]:
         assert [p["metadata"]["name"] for p in r.of_kind("ClusterKopfPeering")] == [name]
         assert r.of_kind("KopfPeering") == []
     else:
@@ -350,3 +356,26 @@ def test_notes_name_the_watched_namespaces(rendered: dict[str, Rendered]) -> Non
     assert f"watches: {NAMESPACE}." in rendered["default"].notes
     assert "every namespace" in rendered["cluster-wide"].notes
     assert "analytics, finance" in rendered["job-backend"].notes
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replicas_and_disruptions_follow_the_shards(
+    rendered: dict[str, Rendered], case: str
+) -> None:
+    """Without shards one pod at a time, never two (Recreate) and no PodDisruptionBudget (it
+    would block every drain of the node); with shards a rolling update one pod at a time and,
+    for more than one replica, a budget that keeps all but one."""
+    r = rendered[case]
+    strategy = r.one("Deployment")["spec"]["strategy"]
+    budgets = r.of_kind("PodDisruptionBudget")
+    if not r.values["config"]["shards"]:
+        assert strategy == {"type": "Recreate"} and budgets == []
+        return
+    assert strategy == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    (budget,) = budgets
+    assert budget["spec"]["maxUnavailable"] == 1
+    selector = r.one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert budget["spec"]["selector"]["matchLabels"] == selector

@@ -88,13 +88,17 @@ def expected_controller(values: dict[str, Any]) -> set[Grant]:
 
     secrets = values["rbac"]["secrets"]
     names = tuple(secrets["names"])
+    sharded = bool(values["config"]["shards"])
     out: set[Grant] = set()
+    if sharded:  # Leases in the release namespace, and none of Kopf's peering
+        out |= _expand(NAMESPACE, of(Scope.LEASES))
     if values["watch"]["clusterWide"]:
-        out |= _expand(ALL, of(Scope.TABLES) + of(Scope.CLUSTER_WIDE))
+        peering = [] if sharded else of(Scope.CLUSTER_PEERING)
+        out |= _expand(ALL, of(Scope.TABLES) + of(Scope.CLUSTER_WIDE) + peering)
         secret_ns = list(secrets["namespaces"]) or [ALL]
     else:
         for ns in watched(values):
-            out |= _expand(ns, of(Scope.TABLES) + of(Scope.PEERING))
+            out |= _expand(ns, of(Scope.TABLES) + ([] if sharded else of(Scope.PEERING)))
         secret_ns = watched(values)
     if secrets["enabled"]:
         for ns in secret_ns:
