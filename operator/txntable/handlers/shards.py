@@ -60,7 +60,7 @@ LEASE_SECONDS: Final = 15.0
 #: seconds after sending a renewal that its holder stops acting if no renewal succeeded since
 RENEW_DEADLINE_SECONDS: Final = 10.0
 #: seconds between two rounds (renewals, takeovers, releases)
-ROUND_SECONDS: Final = 3.0
+ROUND_SECONDS: Final = 5.0
 #: a member lease left by a replica that died is deleted once it is this many durations old
 STALE_MEMBER_DURATIONS: Final = 20
 
