@@ -233,6 +233,8 @@ METRICS: Final[tuple[Metric, ...]] = (
            ("source",)),
     Metric("last_reconcile", Gauge, "txntable_last_reconcile_timestamp_seconds",
            "Unix time the last reconcile finished without error."),
+    Metric("shards_held", Gauge, "txntable_controller_shards_held",
+           "Shards of the tables this replica holds and maintains (0 without TXNTABLE_SHARDS)."),
 )  # fmt: skip
 
 
@@ -284,6 +286,7 @@ class ControllerMetrics:
     reconcile_duration: Histogram
     commit_events: Counter
     last_reconcile: Gauge
+    shards_held: Gauge
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
