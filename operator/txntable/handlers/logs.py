@@ -10,6 +10,12 @@ timer per table that was a line per table per interval, 340 lines a second at 10
 a 30 s interval, 29 million a day saying nothing an absent error does not. ``RoutineSuccess``
 drops those lines of the handlers that run routinely (per table per interval, per event) unless
 the level is DEBUG; the deletion handler's success and everything else Kopf says stay.
+
+It also drops Kopf's WARNING that a table's commit-events daemon "is cancelled": the daemon waits
+in asyncio, and Kopf stops it by cancelling it right after setting its ``stopped`` flag, the
+way Kopf recommends for async daemons, whenever a table is deleted or the controller stops. It
+said so once per table at every stop (thousands of warnings per rolling update with shards,
+where every replica runs a daemon for every table) and meant nothing was wrong.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import kopf
 
 from txntable.config import Config
 
+#: the daemons that Kopf stops by cancelling them (async, asleep in asyncio)
+CANCELLED_TO_STOP = ("commit-events",)
 #: the handlers (``handlers.kopf_handlers`` ids) that succeed at every firing or event
 ROUTINE = (
     "reconcile",
@@ -34,14 +42,20 @@ ROUTINE = (
 
 
 class RoutineSuccess(logging.Filter):
-    """Drops Kopf's INFO line of a routine handler's success (``ROUTINE``)."""
+    """Drops Kopf's INFO line of a routine handler's success (``ROUTINE``), and its WARNING
+    that a daemon stopped by cancellation was cancelled (``CANCELLED_TO_STOP``)."""
 
-    def __init__(self, ids: tuple[str, ...] = ROUTINE) -> None:
+    def __init__(
+        self, ids: tuple[str, ...] = ROUTINE, cancelled: tuple[str, ...] = CANCELLED_TO_STOP
+    ) -> None:
         super().__init__()
         kinds = ("Handler", "Timer", "Indexer", "Daemon")
         self._quiet = frozenset(f"{kind} {i!r} succeeded." for kind in kinds for i in ids)
+        self._stopped = frozenset(f"Daemon {i!r} is cancelled. Will escalate." for i in cancelled)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING:
+            return record.msg not in self._stopped
         return record.levelno != logging.INFO or record.msg not in self._quiet
 
 
