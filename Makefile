@@ -9,6 +9,7 @@ PYTEST_ARGS ?=
 SRC    := $(wildcard operator tests bench)
 
 .PHONY: setup testdeps deltaspark demo test lint typecheck layers unit bench bench-ab soak \
+	bench-shards \
 	soak-deltaspark clean sysdeps controlplane cluster nodesysdeps node images node-up e2e
 
 $(STAMP): pyproject.toml | sysdeps
@@ -136,6 +137,11 @@ bench: setup deltaspark
 SCALE_ARGS ?= --cases 1000,5000,10000
 bench-scale: setup controlplane
 	$(PY) -m bench.scale_apiserver $(SCALE_ARGS)
+
+# Three sharded replicas, one SIGKILLed: takeover, observation and who wrote what, from the
+# audit log (bench/shards_apiserver.py, issue 30.3). SHARDS_ARGS e.g. "--tables 3000".
+bench-shards: setup controlplane
+	$(PY) -m bench.shards_apiserver $(SHARDS_ARGS)
 
 # The same benchmarks on two checkouts, interleaved (bench/ab.py, docs/benchmarks.md "Comparing
 # two commits"): make bench-ab A=../other-checkout [B=.] [AB_ARGS="--rounds 6 bench.scale:full"].

@@ -323,7 +323,13 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     operator.memories.on_forget(lambda key, _: events.unwatch(key))
     memo.state = state
     if state.shards is not None:
-        state.keeper = ShardKeeper(state.shards, state.shards_changed).start()
+        held = state.shards
+
+        def changed(change: Change) -> None:
+            metrics.shards_held.set(len(held.held()))
+            state.shards_changed(change)
+
+        state.keeper = ShardKeeper(held, changed).start()
     state.readiness.started()
 
 
