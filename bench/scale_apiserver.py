@@ -97,6 +97,8 @@ class Ages:
     gap: dict[str, float] = field(default_factory=dict)
     #: every gap seen, with the observed timestamp that ended it: the p95 and the phases
     gaps: list[tuple[float, float]] = field(default_factory=list)
+    #: the observed timestamp that ended each table's largest gap (when it happened)
+    gap_end: dict[str, float] = field(default_factory=dict)
 
     #: scrapes that timed out (a controller too busy to answer /metrics in SCRAPE_TIMEOUT)
     timeouts: int = 0
@@ -122,7 +124,8 @@ class Ages:
                 continue
             before = self.last.get(name)
             if before is not None and stamp > before:
-                self.gap[name] = max(self.gap.get(name, 0.0), stamp - before)
+                if stamp - before > self.gap.get(name, 0.0):
+                    self.gap[name], self.gap_end[name] = stamp - before, stamp
                 self.gaps.append((stamp, stamp - before))
             self.last[name] = max(stamp, before or 0.0)
 

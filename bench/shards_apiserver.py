@@ -162,6 +162,7 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
         ages = Ages()
         with LoadSampler() as load:
             started = time.monotonic()
+            started_wall = time.time()
             replicas = [
                 ControllerProcess.start(
                     plane, install, directory / f"r{i}-{n}", name=f"r{i}", wait=False
@@ -265,6 +266,10 @@ def measure(n: int, interval: float, directory: Path) -> dict[str, Any]:
             ),
             "max_observation_gap_s": worst,
             "max_gap_table": worst_table,
+            "max_gap_ended_after_start_s": ages.gap_end.get(worst_table, end) - started_wall,
+            "max_gap_ended_after_kill_s": ages.gap_end.get(worst_table, end) - killed,
+            "max_gap_table_orphan": worst_table in orphans,
+            "startup_end_after_start_s": startup,
             "p95_observation_gap_s": ages.p95(),
             "tables_written": len(by_table),
             "writes": sum(len(w) for w in by_table.values()),

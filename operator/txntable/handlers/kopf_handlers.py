@@ -147,17 +147,22 @@ class State:
                 if memory.name is None:
                     continue
                 if shard_of(memory.namespace or "default", memory.name, count) in change.lost:
-                    driven = memory.peek(Driven)
-                    waker = driven.waker if driven is not None else None
-                    self.operator.forget(key)
-                    if waker is not None:
-                        self.memories.of(key, Driven).waker = waker
+                    self.let_go(key)
         if change.gained:
             for body in self.tables.all():
                 meta = body.get("metadata") or {}
                 namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
                 if shard_of(namespace, name, count) in change.gained:
                     self.wake(resource_key(namespace, name, meta.get("uid")))
+
+    def let_go(self, key: str) -> None:
+        """Forget what was kept of a table another replica maintains now, but its daemon's
+        waker (for when its shard comes back)."""
+        driven = self.memories.peek(key, Driven)
+        waker = driven.waker if driven is not None else None
+        self.operator.forget(key)
+        if waker is not None:
+            self.memories.of(key, Driven).waker = waker
 
     def wake(self, key: str) -> None:
         """Wake ``key``'s commit-events daemon (called from the debounce thread)."""
@@ -774,6 +779,8 @@ def _tick(
     state.driver.tick(
         table, policies, current, interval=interval, woken=woken, sink=post, wanted=still_wanted
     )
+    if not _mine(state, body):  # its shard went while it ticked: what the tick kept goes too
+        state.let_go(key)
 
 
 def _write_invalid(
