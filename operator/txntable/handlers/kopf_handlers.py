@@ -142,18 +142,15 @@ class State:
         the commit-events watch); the daemon's waker stays, for when the shard comes back."""
         assert self.shards is not None
         count = self.shards.count
-        if change.lost:
-            for key, memory in list(self.memories.items()):
-                if memory.name is None:
-                    continue
-                if shard_of(memory.namespace or "default", memory.name, count) in change.lost:
-                    self.let_go(key)
-        if change.gained:
-            for body in self.tables.all():
-                meta = body.get("metadata") or {}
-                namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
-                if shard_of(namespace, name, count) in change.gained:
-                    self.wake(resource_key(namespace, name, meta.get("uid")))
+        for body in self.tables.all():  # every table, whether a tick of it ever finished here
+            meta = body.get("metadata") or {}
+            namespace, name = meta.get("namespace") or "default", str(meta.get("name"))
+            shard = shard_of(namespace, name, count)
+            key = resource_key(namespace, name, meta.get("uid"))
+            if shard in change.lost:
+                self.let_go(key)
+            elif shard in change.gained:
+                self.wake(key)
 
     def let_go(self, key: str) -> None:
         """Forget what was kept of a table another replica maintains now, but its daemon's
@@ -309,9 +306,7 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         operator.run_limit = lambda: run_share(
             config.max_concurrent_runs, len(shards.held()), shards.count
         )
-        operator.launching.permit = lambda t: shards.owns(
-            t.metadata.namespace or "", t.metadata.name
-        )
+        operator.launching.permit = lambda t: state.owns(t.metadata.namespace, t.metadata.name)
     else:
         state.readiness.peering.install()
     # /healthz is Kopf's liveness endpoint (python -m txntable --liveness); /metrics and
@@ -376,7 +371,10 @@ def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     if state is not None and state.ticks is not None:
         state.ticks.close()
     if state is not None and state.keeper is not None:
-        state.keeper.close()  # after the ticks: none acts on a shard once it is released
+        # after the daemons' ticks; a timer's tick in Kopf's executor may still run: the
+        # shards are given up first, and released only after the margin a write in flight
+        # may take (``Shards.close``)
+        state.keeper.close()
 
 
 def _state(memo: kopf.Memo) -> State:

@@ -54,13 +54,19 @@ SET_LABEL: Final = f"{GROUP}/shard-set"
 ROLE_LABEL: Final = f"{GROUP}/lease-role"
 #: the annotation of a shard's lease that says how many shards its holder splits tables into
 COUNT_ANNOTATION: Final = f"{GROUP}/shards"
-SHARD, MEMBER = "shard", "member"
-#: seconds a lease is good for without renewal (as client-go's leader election: 15 s)
-LEASE_SECONDS: Final = 15.0
+SHARD, MEMBER, EPOCH = "shard", "member", "count"
+#: the annotation of a member's lease that says whether it takes shards now
+READY_ANNOTATION: Final = f"{GROUP}/ready"
+#: seconds a lease is good for without renewal
+LEASE_SECONDS: Final = 20.0
 #: seconds after sending a renewal that its holder stops acting if no renewal succeeded since
-RENEW_DEADLINE_SECONDS: Final = 10.0
-#: seconds between two rounds (renewals, takeovers, releases)
-ROUND_SECONDS: Final = 5.0
+RENEW_DEADLINE_SECONDS: Final = 13.0
+#: seconds from the start of one round to the start of the next (renewals, takeovers,
+#: releases): two rounds may fail in a row before a held shard lapses
+ROUND_SECONDS: Final = 4.0
+#: seconds a single Lease request may take (the margin ``LEASE_SECONDS -
+#: RENEW_DEADLINE_SECONDS`` must cover a write already sent when its replica's time runs out)
+REQUEST_SECONDS: Final = 3.0
 #: a member lease left by a replica that died is deleted once it is this many durations old
 STALE_MEMBER_DURATIONS: Final = 20
 
@@ -78,6 +84,8 @@ class Lease:
     holder: str
     version: str
     count: int = 0
+    #: a member's: whether it takes shards now (not while it waits, or refuses)
+    ready: bool = True
     #: the object as read, for the store to write back (``KubeLeases``)
     raw: Any = field(default=None, compare=False, repr=False)
 
@@ -87,13 +95,13 @@ class LeaseStore(Protocol):
 
     def list(self) -> list[Lease]: ...
 
-    def create(self, name: str, role: str, holder: str, count: int) -> Lease:
+    def create(self, name: str, role: str, holder: str, count: int, ready: bool = True) -> Lease:
         """Create it held by ``holder``; ``LeaseConflict`` if it exists."""
         ...
 
     def update(self, lease: Lease, holder: str) -> Lease:
-        """Write ``holder`` (renewed now) over the version read; ``LeaseConflict`` if it is
-        not the current one."""
+        """Write ``holder`` (renewed now), and the lease's ``count`` and ``ready``, over the
+        version read; ``LeaseConflict`` if it is not the current one."""
         ...
 
     def delete(self, lease: Lease) -> None: ...
@@ -157,6 +165,7 @@ class Shards:
         set_name: str,
         count: int,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         duration: float = LEASE_SECONDS,
         renew_deadline: float = RENEW_DEADLINE_SECONDS,
     ) -> None:
@@ -165,15 +174,20 @@ class Shards:
         if not 0 < renew_deadline < duration:
             raise ValueError("the renew deadline must be shorter than the lease duration")
         self.store, self.identity, self.set_name, self.count = store, identity, set_name, count
-        self.clock, self.duration, self.renew_deadline = clock, duration, renew_deadline
+        self.clock, self.sleep = clock, sleep
+        self.duration, self.renew_deadline = duration, renew_deadline
         #: shard -> until when (our clock) this replica may act on it; replaced, never changed
         self._held: Mapping[int, float] = {}
-        #: shards given up this round, released (holder emptied) at the next
+        #: what the last ``step`` reported as held (its ``Change`` is against this)
+        self._reported: frozenset[int] = frozenset()
+        #: shards given up, released (holder emptied) at the next round
         self._releasing: set[int] = set()
-        #: lease name -> (version, when this replica first saw that version)
+        #: lease name -> (version, when this replica first saw that version, after the list)
         self._seen: dict[str, tuple[str, float]] = {}
+        #: the version of the count's lease this replica has waited out (``_gate``)
+        self._trusted_epoch = ""
         self.rounds = 0
-        #: why this replica holds nothing, when something forbids it (another shard count)
+        #: why this replica holds nothing now (waiting, or another shard count is alive)
         self.refused: str = ""
 
     # -- what the handlers ask ------------------------------------------------------------
@@ -193,12 +207,15 @@ class Shards:
     def member_lease(self, member: str | None = None) -> str:
         return f"{self.set_name}-member-{member or self.identity}"
 
+    def epoch_lease(self) -> str:
+        return f"{self.set_name}-count"
+
     # -- one round --------------------------------------------------------------------------
     def step(self) -> Change:
         """Renew what is held, take what is wanted and free, give up what another member is
-        wanted for; what changed. A failure of the API server ends the round: what is held
-        stays held until its deadline."""
-        before = self.held()
+        wanted for; what changed since the last step, lapses included. A failure of the API
+        server ends the round (a single lease's failure, that lease's part of it): what is
+        held stays held until its deadline."""
         sent = self.clock()
         try:
             self._round(sent)
@@ -207,47 +224,41 @@ class Shards:
         finally:
             self.rounds += 1
         after = self.held()
-        return Change(after - before, before - after)
+        change = Change(after - self._reported, self._reported - after)
+        self._reported = after
+        return change
 
     def _round(self, sent: float) -> None:
         leases = {lease.name: lease for lease in self.store.list()}
+        listed = self.clock()  # a version is dated when it was seen, not when it was asked for
         for name, lease in leases.items():
             if self._seen.get(name, ("", 0.0))[0] != lease.version:
-                self._seen[name] = (lease.version, sent)
+                self._seen[name] = (lease.version, listed)
         for name in set(self._seen) - set(leases):
             del self._seen[name]
         self._release(leases)
-        first = self.member_lease() not in leases
-        self._keep_member(leases)
-        members = {self.identity} | {  # a member of another count holds nothing: not counted
+        if self.rounds == 0:
+            self._keep_member(leases, ready=False)
+            self.refused = "joining: the others see this member from their next round"
+            return
+        self.refused = self._gate(leases, listed)
+        self._keep_member(leases, ready=not self.refused)
+        self._sweep_members(leases, listed)
+        if self.refused:
+            self._give_up(set(self._held))
+            return
+        members = {self.identity} | {  # members that take shards, of this count, alive
             lease.holder
             for lease in leases.values()
             if lease.role == MEMBER
             and lease.holder
+            and lease.ready
             and lease.count == self.count
-            and not self._expired(lease, sent)
+            and not self._expired(lease, listed)
         }
-        self._sweep_members(leases, sent)
-        others = {
-            lease.count
-            for lease in leases.values()
-            if lease.role == SHARD and lease.holder and not self._expired(lease, sent)
-        } - {self.count}
-        if others:
-            self.refused = (
-                f"leases of another shard count ({', '.join(map(str, sorted(others)))}) are "
-                f"alive; this replica splits tables into {self.count}"
-            )
-            self._give_up(set(self._held))
-            return
-        self.refused = ""
-        if first:
-            return  # the others see this member from their next round: join, then take
         wanted = assign(self.count, members)
         held = dict(self._held)
         for shard, member in enumerate(wanted):
-            name = self.shard_lease(shard)
-            found = leases.get(name)
             if member != self.identity:
                 if shard in held:
                     self._give_up({shard})
@@ -255,7 +266,12 @@ class Shards:
                 continue
             if shard in self._releasing:
                 continue
-            until = self._take(name, found, sent)
+            name = self.shard_lease(shard)
+            try:
+                until = self._take(name, leases.get(name), sent, listed)
+            except Exception as exc:  # this lease's request failed: the others go on
+                log.warning("shard lease %s: %s: %s", name, type(exc).__name__, exc)
+                continue
             if until is not None:
                 held[shard] = until
             elif shard in held:  # taken from under us: never act on it past this line
@@ -263,14 +279,52 @@ class Shards:
                 self._held = {s: u for s, u in self._held.items() if s != shard}
         self._held = held
 
-    def _take(self, name: str, lease: Lease | None, sent: float) -> float | None:
+    def _gate(self, leases: Mapping[str, Lease], now: float) -> str:
+        """Why this replica may not take shards now ("" when it may). The count's Lease says
+        how many shards the tables are split into; a replica of another count waits until no
+        replica of that count is alive, then switches it. After the count's Lease is made or
+        switched, or when a replica first sees it, it waits a lease duration: a replica of
+        the old count whose renewals were failing may act until its deadline, and no shard
+        Lease of the new count conflicts with its renewals."""
+        epoch = leases.get(self.epoch_lease())
+        if epoch is None:
+            with suppress(LeaseConflict):
+                self.store.create(self.epoch_lease(), EPOCH, "", self.count)
+            return f"shard count {self.count} recorded: waiting a lease duration"
+        if epoch.count != self.count:
+            alive = [
+                lease.holder
+                for lease in leases.values()
+                if lease.role in (SHARD, MEMBER)
+                and lease.holder
+                and lease.count == epoch.count
+                and not self._expired(lease, now)
+            ]
+            if alive:
+                who = ", ".join(sorted(set(alive)))
+                return (
+                    f"replicas of shard count {epoch.count} are alive ({who}); this one splits "
+                    f"the tables into {self.count} and waits until they are gone"
+                )
+            with suppress(LeaseConflict):
+                self.store.update(replace(epoch, count=self.count), "")
+                log.warning("shard count switched from %d to %d", epoch.count, self.count)
+            return f"shard count switched to {self.count}: waiting a lease duration"
+        if self._trusted_epoch != epoch.version:
+            seen = self._seen.get(epoch.name)
+            if seen is None or now - seen[1] < self.duration:
+                return f"waiting a lease duration under shard count {self.count}"
+            self._trusted_epoch = epoch.version
+        return ""
+
+    def _take(self, name: str, lease: Lease | None, sent: float, listed: float) -> float | None:
         """Create, renew or take over the lease; until when it may be acted on, or None."""
         try:
             if lease is None:
                 self.store.create(name, SHARD, self.identity, self.count)
             elif lease.holder == self.identity:
-                self.store.update(lease, self.identity)
-            elif not lease.holder or self._expired(lease, sent):
+                self.store.update(replace(lease, count=self.count), self.identity)
+            elif not lease.holder or self._expired(lease, listed):
                 self.store.update(replace(lease, count=self.count), self.identity)
                 log.info("shard lease %s taken over from %r", name, lease.holder or "nobody")
             else:
@@ -290,19 +344,21 @@ class Shards:
         for shard in sorted(self._releasing):
             lease = leases.get(self.shard_lease(shard))
             if lease is not None and lease.holder == self.identity:
-                with suppress(LeaseConflict):
+                try:
                     self.store.update(lease, "")
+                except LeaseConflict:
+                    pass
+                except Exception as exc:  # left to expire
+                    log.warning("shard lease %s not released: %s", lease.name, exc)
         self._releasing.clear()
 
-    def _keep_member(self, leases: Mapping[str, Lease]) -> None:
+    def _keep_member(self, leases: Mapping[str, Lease], *, ready: bool) -> None:
         mine = leases.get(self.member_lease())
-        try:
+        with suppress(LeaseConflict):
             if mine is None:
-                self.store.create(self.member_lease(), MEMBER, self.identity, self.count)
+                self.store.create(self.member_lease(), MEMBER, self.identity, self.count, ready)
             else:
-                self.store.update(mine, self.identity)
-        except LeaseConflict:
-            pass
+                self.store.update(replace(mine, count=self.count, ready=ready), self.identity)
 
     def _sweep_members(self, leases: Mapping[str, Lease], now: float) -> None:
         """Delete member leases of replicas long dead (a pod replaced has a new name)."""
@@ -318,9 +374,11 @@ class Shards:
         return seen is not None and seen[0] == lease.version and now - seen[1] > self.duration
 
     def close(self) -> None:
-        """Stop acting on every shard and release the leases (a replica stopping cleanly):
-        the others take its shards at their next round instead of after a lease duration."""
+        """Stop acting on every shard, wait the margin a write already sent may take, and
+        release the leases (a replica stopping cleanly): the others take its shards at their
+        next round instead of after a lease duration."""
         self._give_up(set(self._held))
+        self.sleep(self.duration - self.renew_deadline)
         try:
             leases = {lease.name: lease for lease in self.store.list()}
             self._release(leases)
@@ -332,8 +390,9 @@ class Shards:
 
 
 class ShardKeeper:
-    """Runs ``Shards.step`` every ``period`` seconds in a thread, handing each change to
-    ``on_change`` (the controller wakes the tables of shards gained, forgets those lost)."""
+    """Runs ``Shards.step`` every ``period`` seconds (from the start of one round to the
+    start of the next) in a thread, handing each change to ``on_change`` (the controller
+    wakes the tables of shards gained, forgets those lost)."""
 
     def __init__(
         self, shards: Shards, on_change: Callable[[Change], None], period: float = ROUND_SECONDS
@@ -348,9 +407,15 @@ class ShardKeeper:
         return self
 
     def _run(self) -> None:
+        said = ""
         while not self._stop.is_set():
+            began = time.monotonic()
             change = self.shards.step()
             self.first_round.set()
+            if self.shards.refused != said and self.shards.rounds > 1:
+                said = self.shards.refused
+                if said:
+                    log.warning("shards: none taken: %s", said)
             if change.gained or change.lost:
                 log.info(
                     "shards held: %s (gained %s, lost %s)",
@@ -360,12 +425,17 @@ class ShardKeeper:
                     self.on_change(change)
                 except Exception:
                     log.exception("acting on a change of shards failed")
-            self._stop.wait(self.period)
+            self._stop.wait(max(0.0, began + self.period - time.monotonic()))
 
     def close(self, timeout: float = 10.0) -> None:
+        """Stop the rounds; release the leases unless a round is still running (then they
+        are left to expire: releasing beside a round could take them again)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("shard leases left to expire: a round did not end in %.0f s", timeout)
+            return
         self.shards.close()
 
 
@@ -380,12 +450,13 @@ class KubeLeases:
 
     def list(self) -> list[Lease]:
         found = self.api.list_namespaced_lease(
-            self.namespace, label_selector=f"{SET_LABEL}={self.set_name}"
+            self.namespace,
+            label_selector=f"{SET_LABEL}={self.set_name}",
+            _request_timeout=REQUEST_SECONDS,
         )
         return [_lease(item) for item in found.items]
 
-    def create(self, name: str, role: str, holder: str, count: int) -> Lease:
-
+    def create(self, name: str, role: str, holder: str, count: int, ready: bool = True) -> Lease:
         now = _micro(datetime.now(UTC))
         body: Any = {  # a dict: the client's V1Lease would write its times without microseconds
             "apiVersion": "coordination.k8s.io/v1",
@@ -393,7 +464,7 @@ class KubeLeases:
             "metadata": {
                 "name": name,
                 "labels": {SET_LABEL: self.set_name, ROLE_LABEL: role},
-                "annotations": {COUNT_ANNOTATION: str(count)},
+                "annotations": {COUNT_ANNOTATION: str(count), READY_ANNOTATION: str(ready).lower()},
             },
             "spec": {
                 "holderIdentity": holder,
@@ -403,8 +474,12 @@ class KubeLeases:
                 "leaseTransitions": 0,
             },
         }
-        with _conflicts():
-            return _lease(self.api.create_namespaced_lease(self.namespace, body))
+        with _conflicts(missing=False):  # a 404 here is the namespace's: not a conflict
+            return _lease(
+                self.api.create_namespaced_lease(
+                    self.namespace, body, _request_timeout=REQUEST_SECONDS
+                )
+            )
 
     def update(self, lease: Lease, holder: str) -> Lease:
         raw = lease.raw
@@ -419,10 +494,15 @@ class KubeLeases:
         spec.renew_time = now
         spec.lease_duration_seconds = math.ceil(self.duration)
         raw.metadata.annotations = dict(raw.metadata.annotations or {}) | {
-            COUNT_ANNOTATION: str(lease.count)
+            COUNT_ANNOTATION: str(lease.count),
+            READY_ANNOTATION: str(lease.ready).lower(),
         }
         with _conflicts():
-            return _lease(self.api.replace_namespaced_lease(lease.name, self.namespace, raw))
+            return _lease(
+                self.api.replace_namespaced_lease(
+                    lease.name, self.namespace, raw, _request_timeout=REQUEST_SECONDS
+                )
+            )
 
     def delete(self, lease: Lease) -> None:
         from kubernetes import client
@@ -434,14 +514,15 @@ class KubeLeases:
                 body=client.V1DeleteOptions(
                     preconditions=client.V1Preconditions(resource_version=lease.version)
                 ),
+                _request_timeout=REQUEST_SECONDS,
             )
 
 
 def _lease(item: Any) -> Lease:
     meta, spec = item.metadata, item.spec
-    labels = meta.labels or {}
+    labels, notes = meta.labels or {}, meta.annotations or {}
     try:
-        count = int((meta.annotations or {}).get(COUNT_ANNOTATION, "0"))
+        count = int(notes.get(COUNT_ANNOTATION, "0"))
     except ValueError:
         count = -1  # not a count this release wrote: never ours
     return Lease(
@@ -450,20 +531,21 @@ def _lease(item: Any) -> Lease:
         holder=str(spec.holder_identity or ""),
         version=str(meta.resource_version),
         count=count,
+        ready=notes.get(READY_ANNOTATION, "true") == "true",
         raw=item,
     )
 
 
 @contextmanager
-def _conflicts() -> Iterator[None]:
-    """409 (exists, or a newer version) and 404 (deleted since read) are ``LeaseConflict``;
-    the rest (the network, 5xx, 403) is the caller's failure as it is."""
+def _conflicts(*, missing: bool = True) -> Iterator[None]:
+    """409 (exists, or a newer version) and, with ``missing``, 404 (deleted since read) are
+    ``LeaseConflict``; the rest (the network, 5xx, 403) is the caller's failure as it is."""
     from kubernetes.client.exceptions import ApiException
 
     try:
         yield
     except ApiException as exc:
-        if exc.status in (404, 409):
+        if exc.status == 409 or (missing and exc.status == 404):
             raise LeaseConflict(str(exc.reason)) from exc
         raise
 

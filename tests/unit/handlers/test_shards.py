@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -37,6 +38,9 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
 
 @dataclass
 class MemoryLeases:
@@ -47,6 +51,9 @@ class MemoryLeases:
     versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     #: replicas whose calls fail (the network): identity -> True
     down: set[str] = field(default_factory=set)
+    #: identity -> what runs once right after that replica's next list returns (another
+    #: replica's round between one replica's reading and its writing)
+    after_list: dict[str, Callable[[], None]] = field(default_factory=dict)
     writes: Counter[str] = field(default_factory=Counter)
 
     def view(self, identity: str) -> MemoryView:
@@ -64,13 +71,17 @@ class MemoryView:
 
     def list(self) -> list[Lease]:
         self._check()
-        return list(self.store.leases.values())
+        found = list(self.store.leases.values())
+        hook = self.store.after_list.pop(self.identity, None)
+        if hook is not None:
+            hook()
+        return found
 
-    def create(self, name: str, role: str, holder: str, count: int) -> Lease:
+    def create(self, name: str, role: str, holder: str, count: int, ready: bool = True) -> Lease:
         self._check()
         if name in self.store.leases:
             raise LeaseConflict("exists")
-        lease = Lease(name, role, holder, str(next(self.store.versions)), count)
+        lease = Lease(name, role, holder, str(next(self.store.versions)), count, ready)
         self.store.leases[name] = lease
         self.store.writes[self.identity] += 1
         return lease
@@ -94,7 +105,27 @@ class MemoryView:
 
 
 def replica(store: MemoryLeases, clock: Clock, identity: str, count: int = COUNT) -> Shards:
-    return Shards(store.view(identity), identity=identity, set_name="t", count=count, clock=clock)
+    return Shards(
+        store.view(identity),
+        identity=identity,
+        set_name="t",
+        count=count,
+        clock=clock,
+        sleep=clock.advance,
+    )
+
+
+#: rounds until replicas that start together hold every shard: they join, wait out the
+#: shard count's Lease (a lease duration), take, hand over
+SETTLE = int(LEASE_SECONDS / ROUND_SECONDS) + 8
+TABLES = [("ns", f"t{i}") for i in range(300)]
+
+
+def assert_tables_exclusive(replicas: list[Shards]) -> None:
+    """At this instant no table is maintained by two replicas (whatever their shard counts)."""
+    for ns, name in TABLES:
+        owners = [r.identity for r in replicas if r.owns(ns, name)]
+        assert len(owners) <= 1, (name, owners)
 
 
 def assert_exclusive(replicas: list[Shards]) -> None:
@@ -138,7 +169,7 @@ def test_assign_is_even_deterministic_and_moves_few_shards() -> None:
 def test_three_replicas_split_every_shard_once() -> None:
     store, clock = MemoryLeases(), Clock()
     replicas = [replica(store, clock, f"pod-{i}") for i in range(3)]
-    rounds(replicas, clock, 6)
+    rounds(replicas, clock, SETTLE)
     held = [r.held() for r in replicas]
     assert sorted(len(h) for h in held) == [4, 4, 4]
     assert frozenset().union(*held) == frozenset(range(COUNT))
@@ -150,7 +181,7 @@ def test_three_replicas_split_every_shard_once() -> None:
 def test_a_killed_replica_s_shards_are_taken_over_within_the_bound() -> None:
     store, clock = MemoryLeases(), Clock()
     replicas = [replica(store, clock, f"pod-{i}") for i in range(3)]
-    rounds(replicas, clock, 6)
+    rounds(replicas, clock, SETTLE)
     dead = replicas[2]
     orphaned = dead.held()
     killed_at = clock.now
@@ -169,7 +200,7 @@ def test_a_killed_replica_s_shards_are_taken_over_within_the_bound() -> None:
 def test_a_replica_that_cannot_renew_stops_before_another_starts() -> None:
     store, clock = MemoryLeases(), Clock()
     replicas = [replica(store, clock, f"pod-{i}") for i in range(2)]
-    rounds(replicas, clock, 6)
+    rounds(replicas, clock, SETTLE)
     cut = replicas[0]
     mine = cut.held()
     store.down.add(cut.identity)  # partitioned from the API server, still running
@@ -183,14 +214,14 @@ def test_a_replica_that_cannot_renew_stops_before_another_starts() -> None:
     assert replicas[1].held() == frozenset(range(COUNT))
     assert mine  # it had shards to lose
     store.down.clear()  # back: it rejoins and gets its share again, still never two at once
-    rounds(replicas, clock, 12)
+    rounds(replicas, clock, SETTLE)
     assert sorted(len(r.held()) for r in replicas) == [6, 6]
 
 
 def test_a_replica_stopping_cleanly_hands_over_at_once() -> None:
     store, clock = MemoryLeases(), Clock()
     replicas = [replica(store, clock, f"pod-{i}") for i in range(3)]
-    rounds(replicas, clock, 6)
+    rounds(replicas, clock, SETTLE)
     leaving = replicas[1]
     leaving.close()
     assert not leaving.held()
@@ -198,45 +229,109 @@ def test_a_replica_stopping_cleanly_hands_over_at_once() -> None:
     survivors = [replicas[0], replicas[2]]
     while len(survivors[0].held() | survivors[1].held()) < COUNT:
         rounds(replicas, clock, 1, alive=survivors)
-    assert clock.now - closed_at <= 3 * ROUND_SECONDS  # not a lease duration
+    # the margin for writes in flight, then a round or two: not a lease duration
+    assert clock.now - closed_at <= (LEASE_SECONDS - RENEW_DEADLINE_SECONDS) + 3 * ROUND_SECONDS
 
 
 def test_a_new_replica_gets_its_share_without_overlap() -> None:
     store, clock = MemoryLeases(), Clock()
     first = replica(store, clock, "pod-a")
-    rounds([first], clock, 3)
+    rounds([first], clock, SETTLE)
     assert first.held() == frozenset(range(COUNT))
     later = [replica(store, clock, "pod-b"), replica(store, clock, "pod-c")]
     everyone = [first, *later]
-    rounds(everyone, clock, 8)
+    rounds(everyone, clock, SETTLE)
     assert sorted(len(r.held()) for r in everyone) == [4, 4, 4]
 
 
-def test_a_restarted_container_takes_its_own_leases_at_once() -> None:
+def test_a_restarted_container_takes_its_shards_back_after_the_count_s_wait() -> None:
     store, clock = MemoryLeases(), Clock()
     old = replica(store, clock, "pod-a")
-    rounds([old], clock, 3)
+    rounds([old], clock, SETTLE)
     new = replica(store, clock, "pod-a")  # same pod name: the kubelet restarted the container
-    new.step()
+    rounds([new], clock, SETTLE, alive=[new])
     assert new.held() == frozenset(range(COUNT))
 
 
-def test_two_shard_counts_never_act_side_by_side() -> None:
+def test_a_new_shard_count_waits_for_the_old_one_to_go() -> None:
     store, clock = MemoryLeases(), Clock()
     old = replica(store, clock, "pod-a", count=12)
-    rounds([old], clock, 3)
+    rounds([old], clock, SETTLE)
     new = replica(store, clock, "pod-b", count=16)
-    for _ in range(5):
-        new.step()
-        old.step()
+    both = [old, new]
+    for _ in range(SETTLE):
+        for r in both:
+            r.step()
+            assert_tables_exclusive(both)
         clock.now += ROUND_SECONDS
-    assert not new.held() and "another shard count (12)" in new.refused
-    assert old.held() == frozenset(range(12))
-    old.close()  # the old pod goes (a rolling update): the new count takes every shard
-    for _ in range(3):
+    assert not new.held() and "replicas of shard count 12 are alive" in new.refused
+    assert old.held() == frozenset(range(12))  # the new member is not counted: it takes none
+    old.close()  # the old pod goes (a rolling update): the new count switches, waits, takes
+    for _ in range(SETTLE):
         new.step()
+        assert_tables_exclusive(both)
         clock.now += ROUND_SECONDS
     assert new.held() == frozenset(range(16)) and not new.refused
+
+
+def test_two_counts_starting_together_never_share_a_table() -> None:
+    """A crash-looping pod of the old ReplicaSet and a pod of the new one, no live lease."""
+    store, clock = MemoryLeases(), Clock()
+    pods = [replica(store, clock, "pod-a", count=4), replica(store, clock, "pod-b", count=8)]
+    for _ in range(3 * SETTLE):
+        for r in pods:
+            r.step()
+            assert_tables_exclusive(pods)
+            clock.now += ROUND_SECONDS / 2
+    assert sorted(len(r.held()) for r in pods) in ([0, 4], [0, 8])
+
+
+def test_an_old_count_cut_off_never_acts_beside_the_new_count() -> None:
+    """The old count's last replica loses the API server; a replica of a new count waits its
+    leases out, switches the count, and must not act while the old one still may."""
+    store, clock = MemoryLeases(), Clock()
+    old = replica(store, clock, "pod-a", count=4)
+    rounds([old], clock, SETTLE)
+    store.down.add(old.identity)
+    new = replica(store, clock, "pod-b", count=8)
+    both = [old, new]
+    restored = False
+    for i in range(6 * SETTLE):
+        for r in both:
+            r.step()
+            assert_tables_exclusive(both)
+            clock.now += ROUND_SECONDS / 2
+        if not restored and new.held():
+            store.down.clear()  # it comes back just as the new count starts acting
+            restored = True
+        del i
+    assert restored and new.held() == frozenset(range(8)) and not old.held()
+    assert "replicas of shard count 8 are alive" in old.refused
+
+
+def test_one_failed_round_does_not_pause_a_shard() -> None:
+    store, clock = MemoryLeases(), Clock()
+    a = replica(store, clock, "pod-a")
+    rounds([a], clock, SETTLE)
+    assert a.held() == frozenset(range(COUNT))
+    store.down.add(a.identity)
+    change = a.step()
+    clock.now += ROUND_SECONDS
+    store.down.clear()
+    change2 = a.step()
+    assert not change.lost and not change2.lost and a.held() == frozenset(range(COUNT))
+
+
+def test_a_lapse_is_reported_as_lost() -> None:
+    store, clock = MemoryLeases(), Clock()
+    a = replica(store, clock, "pod-a")
+    rounds([a], clock, SETTLE)
+    store.down.add(a.identity)
+    lost: set[int] = set()
+    for _ in range(6):
+        lost |= a.step().lost
+        clock.now += ROUND_SECONDS
+    assert lost == set(range(COUNT)) and not a.held()
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -269,9 +364,47 @@ def test_no_interleaving_gives_a_shard_to_two_replicas(seed: int) -> None:
         del step
     # and once the trouble ends, the live replicas settle on every shard
     store.down.clear()
-    for _ in range(30):
+    for _ in range(3 * SETTLE):
         for r in alive:
             r.step()
             assert_exclusive(replicas)
             clock.now += ROUND_SECONDS / len(alive)
     assert frozenset().union(*(r.held() for r in alive)) == frozenset(range(COUNT))
+
+
+def test_a_renewal_read_before_the_count_switched_never_overlaps_the_new_count() -> None:
+    """The old count's last replica comes back from a cut just as a replica of the new count
+    switches the count: it read the leases before the switch and renews them after it (its
+    renewals do not conflict: the switch wrote only the count's Lease). The new count must
+    wait a lease duration before it acts, so the old replica's deadline passes first."""
+    store, clock = MemoryLeases(), Clock()
+    old = replica(store, clock, "pod-a", count=4)
+    rounds([old], clock, SETTLE)
+    store.down.add(old.identity)
+    new = replica(store, clock, "pod-b", count=8)
+    both = [old, new]
+    old_leases = [old.shard_lease(i) for i in range(4)] + [old.member_lease()]
+
+    def would_switch() -> bool:
+        seen = [new._seen.get(name) for name in old_leases]
+        return all(s is not None and clock.now - s[1] > LEASE_SECONDS for s in seen)
+
+    for _ in range(10 * SETTLE):
+        if new.rounds > 2 and would_switch():
+            break
+        new.step()
+        assert_tables_exclusive(both)
+        clock.now += ROUND_SECONDS / 2
+    else:
+        raise AssertionError("the new count never came to switch")
+    store.down.clear()
+    store.after_list[old.identity] = new.step  # the switch lands between its list and renewals
+    old.step()
+    assert store.leases[new.epoch_lease()].count == 8
+    assert old.held(), "it renewed what it read before the switch"
+    for _ in range(3 * SETTLE):
+        for r in (new, old):  # the new count's round first, while the old one holds
+            r.step()
+            assert_tables_exclusive(both)
+            clock.now += ROUND_SECONDS / 4
+    assert new.held() == frozenset(range(8)) and not old.held()
