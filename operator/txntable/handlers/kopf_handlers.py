@@ -194,7 +194,7 @@ def _own_namespace() -> str:
     return str((context or {}).get("context", {}).get("namespace") or "default")
 
 
-def _api_client(threads: int) -> Any:
+def _api_client(threads: int, *, retries: int | None = None) -> Any:
     """The handlers' own client (launchers, Secrets, status from the commit-events daemon), found
     as Kopf's login finds its own: in-cluster credentials, else ``KUBECONFIG``. Tests point
     both at their API server with a kubeconfig, so this is the only path there is.
@@ -212,6 +212,8 @@ def _api_client(threads: int) -> Any:
         config.load_kube_config()  # type: ignore[no-untyped-call, unused-ignore]
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = threads
+    if retries is not None:  # urllib3 retries a request that timed out 3 times by default
+        configuration.retries = retries
     api = client.ApiClient(configuration)
     api.user_agent = USER_AGENT
     return api
@@ -296,8 +298,13 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
         config, driver, metrics=metrics, tables=_counted_tables(api_client, config), ticks=ticks
     )
     if config.shards:
+        # a client of its own that never retries: a Lease request must end within its
+        # timeout, inside the margin (``handlers.shards.REQUEST_SECONDS``)
+        leases = KubeLeases(
+            _api_client(2, retries=0), _own_namespace(), config.peering_name, LEASE_SECONDS
+        )
         state.shards = Shards(
-            KubeLeases(api_client, _own_namespace(), config.peering_name, LEASE_SECONDS),
+            leases,
             identity=IDENTITY,
             set_name=config.peering_name,
             count=config.shards,

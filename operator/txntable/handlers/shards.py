@@ -12,19 +12,18 @@ rendezvous hashing with bounded loads, so a member joining or leaving moves few 
 Safety is leader election's, per shard, without trusting another node's clock:
 
 - a replica acts on a shard only until ``renew_deadline`` after it *sent* the request that last
-  renewed its lease (``owns``); a renewal that fails stops it at that time;
+  renewed its lease (``owns``; each renewal counts from its own request, and counts at once);
+  a renewal that fails stops it at that time;
 - another replica takes a lease only once it has seen the same version of it, unchanged, for
-  ``duration`` seconds on its own clock (or its holder released it), and takes it with the
-  version it read, so of two that try, one wins (the API server's optimistic concurrency);
-- ``duration`` exceeds ``renew_deadline`` by ``duration - renew_deadline`` seconds, the margin
-  for a tick that was already writing when its replica's time ran out;
-- a shard given up is dropped from ``owns`` one round before its lease is released.
-
-A lease held by this replica's own identity (a container the kubelet restarted in the same
-pod) is its own and taken at once. A lease that says another shard count is refused: two
-counts would map one table to two shards, so a replica that sees one holds nothing until only
-its count is alive (a ``helm upgrade`` that changed ``shards`` rolls pods; it waits a
-lease duration).
+  ``duration`` seconds on its own clock, dated when its listing returned (or its holder
+  released it), and takes it with the version it read, so of two that try, one wins (the API
+  server's optimistic concurrency);
+- ``duration - renew_deadline`` is the margin for a write that was already on its way when
+  its replica's time ran out: a shard given up is released only that long after, and every
+  Lease request of the cluster's store gives up sooner (a timeout, no retries);
+- two shard counts would map one table to two shards: one more Lease records the count in
+  force (``_gate``), a replica of another count takes nothing while one of that count is
+  alive, and every replica waits a lease duration after it first sees the record.
 
 Kopf-free: the API calls go through ``LeaseStore`` (``KubeLeases`` in the cluster, an
 in-memory store in the tests), the clock is injected.
@@ -180,8 +179,8 @@ class Shards:
         self._held: Mapping[int, float] = {}
         #: what the last ``step`` reported as held (its ``Change`` is against this)
         self._reported: frozenset[int] = frozenset()
-        #: shards given up, released (holder emptied) at the next round
-        self._releasing: set[int] = set()
+        #: shards given up -> when: released (holder emptied) once the margin has passed
+        self._releasing: dict[int, float] = {}
         #: lease name -> (version, when this replica first saw that version, after the list)
         self._seen: dict[str, tuple[str, float]] = {}
         #: the version of the count's lease this replica has waited out (``_gate``)
@@ -236,12 +235,15 @@ class Shards:
                 self._seen[name] = (lease.version, listed)
         for name in set(self._seen) - set(leases):
             del self._seen[name]
-        self._release(leases)
+        self._release(leases, listed)
         if self.rounds == 0:
             self._keep_member(leases, ready=False)
             self.refused = "joining: the others see this member from their next round"
             return
-        self.refused = self._gate(leases, listed)
+        try:
+            self.refused = self._gate(leases, listed)
+        except Exception as exc:  # the count's Lease could not be written: take nothing
+            self.refused = f"the shard count's Lease: {type(exc).__name__}: {exc}"
         self._keep_member(leases, ready=not self.refused)
         self._sweep_members(leases, listed)
         if self.refused:
@@ -257,27 +259,23 @@ class Shards:
             and not self._expired(lease, listed)
         }
         wanted = assign(self.count, members)
-        held = dict(self._held)
         for shard, member in enumerate(wanted):
             if member != self.identity:
-                if shard in held:
+                if shard in self._held:
                     self._give_up({shard})
-                    held.pop(shard, None)
                 continue
             if shard in self._releasing:
                 continue
             name = self.shard_lease(shard)
             try:
-                until = self._take(name, leases.get(name), sent, listed)
+                until = self._take(name, leases.get(name), listed)
             except Exception as exc:  # this lease's request failed: the others go on
                 log.warning("shard lease %s: %s: %s", name, type(exc).__name__, exc)
                 continue
-            if until is not None:
-                held[shard] = until
-            elif shard in held:  # taken from under us: never act on it past this line
-                held.pop(shard)
+            if until is not None:  # acted on from now, not from the end of the round
+                self._held = {**self._held, shard: until}
+            elif shard in self._held:  # taken from under us: never act on it past this line
                 self._held = {s: u for s, u in self._held.items() if s != shard}
-        self._held = held
 
     def _gate(self, leases: Mapping[str, Lease], now: float) -> str:
         """Why this replica may not take shards now ("" when it may). The count's Lease says
@@ -288,6 +286,9 @@ class Shards:
         Lease of the new count conflicts with its renewals."""
         epoch = leases.get(self.epoch_lease())
         if epoch is None:
+            others = self._alive_of_another_count(leases, now)
+            if others:  # the record was deleted under live replicas of another count
+                return f"no shard count recorded, and replicas of another are alive ({others})"
             with suppress(LeaseConflict):
                 self.store.create(self.epoch_lease(), EPOCH, "", self.count)
             return f"shard count {self.count} recorded: waiting a lease duration"
@@ -317,8 +318,22 @@ class Shards:
             self._trusted_epoch = epoch.version
         return ""
 
-    def _take(self, name: str, lease: Lease | None, sent: float, listed: float) -> float | None:
-        """Create, renew or take over the lease; until when it may be acted on, or None."""
+    def _alive_of_another_count(self, leases: Mapping[str, Lease], now: float) -> str:
+        """Replicas of another count that act (hold a shard, or are ready members)."""
+        alive = {
+            lease.holder
+            for lease in leases.values()
+            if (lease.role == SHARD or (lease.role == MEMBER and lease.ready))
+            and lease.holder
+            and lease.count != self.count
+            and not self._expired(lease, now)
+        }
+        return ", ".join(sorted(alive))
+
+    def _take(self, name: str, lease: Lease | None, listed: float) -> float | None:
+        """Create, renew or take over the lease; until when it may be acted on (from the
+        moment this request was sent), or None."""
+        sent = self.clock()
         try:
             if lease is None:
                 self.store.create(name, SHARD, self.identity, self.count)
@@ -334,14 +349,23 @@ class Shards:
         return sent + self.renew_deadline
 
     def _give_up(self, shards: set[int]) -> None:
-        """Stop acting on ``shards`` now; their leases are released next round."""
+        """Stop acting on ``shards`` now; their leases are released once the margin has
+        passed (``_release``)."""
         if not shards:
             return
+        now = self.clock()
         self._held = {s: u for s, u in self._held.items() if s not in shards}
-        self._releasing |= shards
+        for shard in shards:
+            self._releasing.setdefault(shard, now)
 
-    def _release(self, leases: Mapping[str, Lease]) -> None:
-        for shard in sorted(self._releasing):
+    def _release(self, leases: Mapping[str, Lease], now: float, *, all_: bool = False) -> None:
+        """Release the leases of shards given up at least the margin ago (``all_``: every
+        one, the caller has waited)."""
+        margin = self.duration - self.renew_deadline
+        for shard, since in sorted(self._releasing.items()):
+            if not all_ and now - since < margin:
+                continue
+            del self._releasing[shard]
             lease = leases.get(self.shard_lease(shard))
             if lease is not None and lease.holder == self.identity:
                 try:
@@ -350,15 +374,18 @@ class Shards:
                     pass
                 except Exception as exc:  # left to expire
                     log.warning("shard lease %s not released: %s", lease.name, exc)
-        self._releasing.clear()
 
     def _keep_member(self, leases: Mapping[str, Lease], *, ready: bool) -> None:
         mine = leases.get(self.member_lease())
-        with suppress(LeaseConflict):
+        try:
             if mine is None:
                 self.store.create(self.member_lease(), MEMBER, self.identity, self.count, ready)
             else:
                 self.store.update(replace(mine, count=self.count, ready=ready), self.identity)
+        except LeaseConflict:
+            pass
+        except Exception as exc:  # the shards' renewals go on
+            log.warning("member lease: %s: %s", type(exc).__name__, exc)
 
     def _sweep_members(self, leases: Mapping[str, Lease], now: float) -> None:
         """Delete member leases of replicas long dead (a pod replaced has a new name)."""
@@ -366,8 +393,12 @@ class Shards:
             seen = self._seen.get(lease.name)
             stale = seen is not None and now - seen[1] > STALE_MEMBER_DURATIONS * self.duration
             if lease.role == MEMBER and lease.holder != self.identity and stale:
-                with suppress(LeaseConflict):
+                try:
                     self.store.delete(lease)
+                except LeaseConflict:
+                    pass
+                except Exception as exc:  # tried again next round
+                    log.warning("stale member lease %s: %s", lease.name, exc)
 
     def _expired(self, lease: Lease, now: float) -> bool:
         seen = self._seen.get(lease.name)
@@ -378,10 +409,12 @@ class Shards:
         release the leases (a replica stopping cleanly): the others take its shards at their
         next round instead of after a lease duration."""
         self._give_up(set(self._held))
-        self.sleep(self.duration - self.renew_deadline)
+        margin = self.duration - self.renew_deadline
+        if self._releasing:  # a write may still be on its way: wait it out, then release
+            self.sleep(max(0.0, min(self._releasing.values()) + margin - self.clock()))
         try:
             leases = {lease.name: lease for lease in self.store.list()}
-            self._release(leases)
+            self._release(leases, self.clock(), all_=True)
             mine = leases.get(self.member_lease())
             if mine is not None:
                 self.store.delete(mine)
@@ -400,7 +433,6 @@ class ShardKeeper:
         self.shards, self.on_change, self.period = shards, on_change, period
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shard-leases", daemon=True)
-        self.first_round = threading.Event()
 
     def start(self) -> ShardKeeper:
         self._thread.start()
@@ -411,7 +443,6 @@ class ShardKeeper:
         while not self._stop.is_set():
             began = time.monotonic()
             change = self.shards.step()
-            self.first_round.set()
             if self.shards.refused != said and self.shards.rounds > 1:
                 said = self.shards.refused
                 if said:

@@ -101,6 +101,7 @@ NOT_PER_TABLE = {
     ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
     ("handlers/shards.py", "Shards", "_held"),  # by shard number: until when it is held
     ("handlers/shards.py", "Shards", "_seen"),  # by Lease name: the version first seen when
+    ("handlers/shards.py", "Shards", "_releasing"),  # by shard number: when it was given up
     ("handlers/parsed_resources.py", "ParsedResources", "_parsed"),  # by resource, newest parse
     ("handlers/parsed_resources.py", "ParsedResources", "_splits"),  # by (parser, namespace)
     ("handlers/governed_views.py", "GovernedViews", "_views"),  # by (namespace, kind)
