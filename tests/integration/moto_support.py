@@ -45,5 +45,9 @@ def moto_server() -> Iterator[str]:
             pytest.fail("moto_server did not start within 15 s")
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        proc.terminate()  # SIGKILL after 10 s: a teardown on a loaded machine must not fail
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

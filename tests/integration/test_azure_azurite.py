@@ -87,8 +87,14 @@ def blob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         storage.client.create_container()
         yield url
     finally:
+        # Azurite (Node) has been seen to outlive SIGTERM by more than 10 s on a loaded
+        # machine, which failed a clean-clone `make test` at this teardown: kill it then
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def _options(url: str) -> dict[str, str]:
