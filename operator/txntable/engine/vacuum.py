@@ -412,8 +412,8 @@ def vacuum_rules(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms
     keep = _Referenced(snapshot)
-    keep.add_table(snapshot.files())
-    tombstones = snapshot.tombstones()
+    keep.add_table(snapshot.files(stats=False))
+    tombstones = snapshot.tombstones(stats=False)
     if tombstones.num_rows:
         recent = tombstones.filter(
             pc.fill_null(pc.greater(tombstones.column("deletionTimestamp"), cutoff), True)

@@ -230,7 +230,8 @@ class Launching:
         checkpoint writer cannot handle holds the step (``Holds.unsupported``), announced once
         by the status, not as a failed run each back-off."""
         started = time.monotonic()
-        snapshot = Snapshot.load(engine_table.storage)  # for this checkpoint only, not kept
+        # for this checkpoint only, not kept; it holds every statistic, so read them at once
+        snapshot = Snapshot.load(engine_table.storage, stats=True)
         name = f"inline-checkpoint-{snapshot.version}" + (f"-r{attempt}" if attempt else "")
         try:
             result = write_checkpoint(snapshot, part_size=policy.spec.part_size)

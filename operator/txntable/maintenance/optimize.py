@@ -436,7 +436,9 @@ class _Run:
         if not is_supported(self.snapshot.protocol):
             return (), ()
         if self._row_values is None:
-            files = self.snapshot.files().select(["path", "baseRowId", "defaultRowCommitVersion"])
+            files = self.snapshot.files(stats=False).select(
+                ["path", "baseRowId", "defaultRowCommitVersion"]
+            )
             self._row_values = {
                 r["path"]: (r["baseRowId"], r["defaultRowCommitVersion"]) for r in files.to_pylist()
             }

@@ -62,7 +62,7 @@ _TASKS_PER_CORE = 4
 
 def estimated_files(snapshot: Snapshot) -> int:
     """Files the log knows of (live and tombstones): what decides whether Spark pays off."""
-    return snapshot.num_files + int(snapshot.tombstones().num_rows)
+    return snapshot.num_files + int(snapshot.tombstones(stats=False).num_rows)
 
 
 def wants_spark(snapshot: Snapshot, min_files: int = SPARK_MIN_FILES) -> bool:

@@ -199,7 +199,7 @@ def _health(
 
 def observe(snapshot: Snapshot, min_file_size: int, *, now_ms: int | None = None) -> TableHealth:
     """Health of ``snapshot``; files strictly smaller than ``min_file_size`` count as small."""
-    files = snapshot.files()
+    files = snapshot.files(stats=False)
     sizes = files.column("size")
     small_mask = pc.less(sizes, min_file_size)
     small = int(pc.sum(pc.cast(small_mask, "int64")).as_py() or 0)
@@ -223,12 +223,12 @@ def observe(snapshot: Snapshot, min_file_size: int, *, now_ms: int | None = None
 
 def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str, int | None]:
     """Deletion-vector and VACUUM figures, column-wise over the snapshot's Arrow state."""
-    dv = snapshot.files().column("deletionVector")
+    dv = snapshot.files(stats=False).column("deletionVector")
     with_dv = len(dv) - dv.null_count
     deleted = 0
     if with_dv:
         deleted = int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
-    tombstones = snapshot.tombstones()
+    tombstones = snapshot.tombstones(stats=False)
     return {
         "files_with_deletion_vectors": with_dv,
         "deleted_rows": deleted,
@@ -337,7 +337,7 @@ def _partition_stats(snapshot: Snapshot, small_mask: pa.ChunkedArray) -> tuple[i
     if not snapshot.partition_columns:
         total = int(pc.sum(small).as_py() or 0)
         return 1, total if total >= 2 else 0
-    values = snapshot.files().column("partitionValues").combine_chunks()
+    values = snapshot.files(stats=False).column("partitionValues").combine_chunks()
     by_name = {f.name: f.physical_name for f in snapshot.fields}
     columns = {
         f"p{i}": pc.map_lookup(values, pa.scalar(by_name.get(name, name)), "first")

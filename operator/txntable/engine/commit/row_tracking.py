@@ -279,7 +279,7 @@ def _records_of(add: AddFile) -> int:
 
 
 def _live_values(snapshot: Snapshot, paths: Iterable[str]) -> dict[str, _Values]:
-    files = snapshot.files()
+    files = snapshot.files(stats=False)
     if files.num_rows == 0:
         return {}
     mask = pc.is_in(files.column("path"), pa.array(sorted(paths), pa.string()))
@@ -332,7 +332,7 @@ def _check_enablement(prepared: PreparedCommit, snapshot: Snapshot | None) -> No
     if snapshot is None or was_enabled:
         return
     removed = {a.path for a in prepared.actions if isinstance(a, RemoveFile)}
-    files = snapshot.files()
+    files = snapshot.files(stats=False)
     missing = files.filter(
         pc.or_(
             pc.is_null(files.column("baseRowId")),
@@ -427,7 +427,7 @@ def stable_row_ids(snapshot: Snapshot, columns: Sequence[str] = ()) -> pa.Table:
     )
     parts: list[pa.Table] = []
     wanted = ["path", "baseRowId", "defaultRowCommitVersion", "deletionVector"]
-    for row in snapshot.files().select(wanted).to_pylist():
+    for row in snapshot.files(stats=False).select(wanted).to_pylist():
         raw: str = row["path"]
         if has_scheme(raw) or decode_path(raw).startswith("/"):
             data = read_table(snapshot.resolve(raw))

@@ -307,7 +307,7 @@ class Transaction:
             self._actions,
             snap.protocol if snap else None,
             snap.metadata if snap else None,
-            snap.files() if snap else None,
+            snap.files(stats=False) if snap else None,  # keys only
         )
         check_commit_storage(self.table.storage, prepared.metadata.configuration)
         return prepared

@@ -5,12 +5,18 @@ checkpoints have a top-level file (JSON lines or Parquet) holding the non-file a
 the file actions or ``sidecar`` rows pointing at Parquet files in ``_delta_log/_sidecars``. A
 classic-named file may be V2 inside, so the kind is decided by content. File actions are read
 column-wise and stay Arrow; only the handful of non-file actions become Python objects.
+
+Most of a checkpoint's bytes are its files' ``stats`` JSON strings. A reader that does not need
+them yet reads the checkpoint without them and, when asked, reads only them and the
+reconciliation key (``read_checkpoint_stats``): a nested projection, so the skipped members are
+never decoded.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import pyarrow as pa
@@ -50,18 +56,34 @@ _NON_FILE: dict[str, Any] = {
 }
 
 
-#: Members of ``add``/``remove`` a reader without statistics leaves in the file (most of a
-#: checkpoint's bytes are the ``stats`` JSON strings).
+#: Members of ``add``/``remove`` a reader without statistics leaves in the file.
 _STATS_MEMBERS = frozenset({"stats", "stats_parsed", "tags", "partitionValues_parsed"})
+#: Members read to fill in those statistics later: the reconciliation key and the statistics.
+_LATE_MEMBERS = frozenset({"path", "deletionVector", "stats", "stats_parsed", "tags"})
+#: The columns of ``read_checkpoint_stats``'s tables.
+STATS_SCHEMA = pa.schema([ADD_SCHEMA.field(n) for n in ("path", "deletionVector", "stats", "tags")])
+
+
+class Members(Enum):
+    """Which members of the file actions a read decodes."""
+
+    ALL = "all"
+    WITHOUT_STATS = "all but the statistics"
+    STATS = "the key and the statistics"
+
+    def keeps(self, member: str) -> bool:
+        if self is Members.WITHOUT_STATS:
+            return member not in _STATS_MEMBERS
+        return self is Members.ALL or member in _LATE_MEMBERS
 
 
 def _read_parquet(
-    storage: Storage, relative: str, want: set[str], *, stats: bool = True
+    storage: Storage, relative: str, want: set[str], members: Members = Members.ALL
 ) -> pa.Table:
     source = storage.open_input(relative)
     try:
         pf = pq.ParquetFile(source, pre_buffer=True)  # coalesced reads: ~1.5x faster
-        return pf.read(columns=_columns(pf.schema_arrow, want, stats))
+        return pf.read(columns=_columns(pf.schema_arrow, want, members))
     except (OSError, pa.ArrowInvalid) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
@@ -71,17 +93,17 @@ def _read_parquet(
             source.close()
 
 
-def _columns(schema: pa.Schema, want: set[str], stats: bool) -> list[str]:
-    """The columns to read: ``want``'s top-level columns, and without ``stats`` only the other
-    members of the file actions (a nested projection: the skipped ones are never decoded)."""
+def _columns(schema: pa.Schema, want: set[str], members: Members) -> list[str]:
+    """The columns to read: ``want``'s top-level columns, of the file actions only the
+    ``members`` (a nested projection: the skipped ones are never decoded)."""
     out: list[str] = []
     for name in schema.names:
         if name not in want:
             continue
         kind = schema.field(name).type
-        if not stats and name in ("add", "remove") and pa.types.is_struct(kind):
-            members = (kind.field(i).name for i in range(kind.num_fields))
-            out += [f"{name}.{m}" for m in members if m not in _STATS_MEMBERS]
+        if members is not Members.ALL and name in ("add", "remove") and pa.types.is_struct(kind):
+            names = (kind.field(i).name for i in range(kind.num_fields))
+            out += [f"{name}.{m}" for m in names if members.keeps(m)]
         else:
             out.append(name)
     return out
@@ -145,7 +167,7 @@ def read_checkpoint_file(
             [a for a in actions if type(a) in _NON_FILE.values()],
         )
     want = {"add", "remove"} if sidecar else {"add", "remove", *_NON_FILE, "checkpointMetadata"}
-    table = _read_parquet(storage, relative, want, stats=stats)
+    table = _read_parquet(storage, relative, want, Members.ALL if stats else Members.WITHOUT_STATS)
     return CheckpointPiece(
         _file_actions(table, "add", ADD_SCHEMA),
         _file_actions(table, "remove", REMOVE_SCHEMA),
@@ -171,6 +193,26 @@ def read_checkpoint(storage: Storage, ref: CheckpointRef, *, stats: bool = True)
             read_checkpoint_file(storage, sidecar_path(sidecar.path), sidecar=True, stats=stats)
         )
     return _assemble(ref.version, others, [p.adds for p in pieces], [p.removes for p in pieces])
+
+
+def read_checkpoint_stats(storage: Storage, ref: CheckpointRef) -> tuple[pa.Table, pa.Table]:
+    """The statistics and tags of a complete checkpoint's ``add`` and ``remove`` rows, with the
+    columns of their reconciliation key (``STATS_SCHEMA``): what ``read_checkpoint`` with
+    ``stats=False`` left out. JSON files of a V2 checkpoint are parsed whole."""
+    adds: list[pa.Table] = []
+    removes: list[pa.Table] = []
+    parts = [f"{LOG_DIR}/{info.name}" for info in ref.files]
+    parts += checkpoint_sidecars(storage, ref)
+    for relative in parts:
+        if relative.endswith(".json"):
+            piece = read_checkpoint_file(storage, relative)
+            adds.append(piece.adds.select(STATS_SCHEMA.names))
+            removes.append(piece.removes.select(STATS_SCHEMA.names))
+            continue
+        table = _read_parquet(storage, relative, {"add", "remove"}, Members.STATS)
+        adds.append(_file_actions(table, "add", STATS_SCHEMA))
+        removes.append(_file_actions(table, "remove", STATS_SCHEMA))
+    return pa.concat_tables(adds), pa.concat_tables(removes)
 
 
 def checkpoint_sidecars(storage: Storage, ref: CheckpointRef) -> list[str]:

@@ -4,14 +4,20 @@ Loading reads the newest usable checkpoint column-wise and folds in the commits 
 refreshing lists only the commits after the snapshot's version and folds them into the existing
 Arrow state (or restarts from a newer checkpoint when that is cheaper), which is what lets the
 controller tail a table's log every few seconds without replaying it.
+
+The statistics of the checkpoint's files (most of its bytes, and most of a loaded snapshot's
+memory) are read only when something asks for them: listing files, sizes and partitions never
+does, planning and writing a checkpoint do (``files()``, ``state``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,7 +47,7 @@ from txntable.engine.model.schema import (
     parse_schema,
     to_arrow_schema,
 )
-from txntable.engine.read.checkpoint_read import read_checkpoint
+from txntable.engine.read.checkpoint_read import read_checkpoint, read_checkpoint_stats
 from txntable.engine.read.segment import (
     CheckpointRef,
     Commit,
@@ -49,7 +55,7 @@ from txntable.engine.read.segment import (
     build_segment,
     list_commits_after,
 )
-from txntable.engine.read.state import TableState, fold
+from txntable.engine.read.state import Prefix, TableState, fold_keeping, key_column
 from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.paths import LOG_DIR, commit_name, decode_path, has_scheme
 from txntable.engine.testhooks import pause_point
@@ -86,6 +92,15 @@ def read_commits(storage: Storage, commits: Sequence[Commit]) -> list[tuple[int,
         return [parse(c, data) for c, data in zip(commits, pool.map(fetch, commits), strict=True)]
 
 
+@dataclass(frozen=True)
+class LateStats:
+    """Where the statistics and tags of a snapshot's leading ``rows`` (of its files and of its
+    tombstones) are: in ``checkpoint``, not read yet."""
+
+    checkpoint: CheckpointRef
+    rows: Prefix
+
+
 class Snapshot:
     """An immutable view of a table at ``version``."""
 
@@ -97,12 +112,15 @@ class Snapshot:
         checkpoint: CheckpointRef | None = None,
         *,
         has_stats: bool = True,
+        late: LateStats | None = None,
     ) -> None:
         check_readable(state.protocol)
         #: False when loaded with ``stats=False``: files from the checkpoint lack statistics
         self.has_stats = has_stats
         self._storage = storage
         self._state = state
+        self._late = late if late is not None and any(late.rows) else None
+        self._filling = threading.Lock()
         self.timestamp_ms = timestamp_ms
         #: the newest complete checkpoint at or before ``version`` that this snapshot knows of
         self.checkpoint = checkpoint
@@ -110,12 +128,16 @@ class Snapshot:
 
     # -- loading -------------------------------------------------------------------------
     @classmethod
-    def load(cls, storage: Storage, version: int | None = None, *, stats: bool = True) -> Snapshot:
+    def load(
+        cls, storage: Storage, version: int | None = None, *, stats: bool | None = None
+    ) -> Snapshot:
         """Load ``version`` (latest when ``None``).
 
-        ``stats=False`` leaves the statistics (and tags) of the checkpoint's files unread, for
-        readers that never look at them (the controller's ``TableSummary``): less than half the
-        memory. Such a snapshot says so in ``has_stats`` and must not be written from.
+        The statistics (and tags) of the checkpoint's files are read when first asked for
+        (``files()``, ``state``), by default; ``stats=True`` reads them now, for a caller that
+        needs them at once (one read of the checkpoint instead of two). ``stats=False`` never
+        reads them, for readers that never look at them (the controller's ``TableSummary``):
+        such a snapshot says so in ``has_stats`` and must not be written from.
 
         A load that loses a race with log cleanup lists again, up to ``RELISTS_AFTER_CLEANUP``
         times, then fails with the last error: cleanup deleted a commit or checkpoint file the
@@ -139,7 +161,7 @@ class Snapshot:
                 )
 
     @classmethod
-    def _load_listed(cls, storage: Storage, version: int | None, stats: bool) -> Snapshot:
+    def _load_listed(cls, storage: Storage, version: int | None, stats: bool | None) -> Snapshot:
         """One listing and the reads of what it named."""
         segment = build_segment(storage, version)
         pause_point("snapshot:listed")
@@ -157,13 +179,16 @@ class Snapshot:
                     raise
                 segment = cls._older_segment(storage, version, segment.checkpoint.version, exc)
                 continue
-            return cls._from_segment(storage, segment, base, has_stats=stats)
+            snapshot = cls._from_segment(storage, segment, base, stats=stats)
+            if base is not None:
+                _give_back_freed_pages(base.files.num_rows + base.tombstones.num_rows)
+            return snapshot
 
     @staticmethod
-    def _read_base(storage: Storage, segment: LogSegment, stats: bool) -> TableState | None:
+    def _read_base(storage: Storage, segment: LogSegment, stats: bool | None) -> TableState | None:
         if segment.checkpoint is None:
             return None
-        base = read_checkpoint(storage, segment.checkpoint, stats=stats)
+        base = read_checkpoint(storage, segment.checkpoint, stats=bool(stats))
         check_readable(base.protocol)
         return base
 
@@ -193,10 +218,13 @@ class Snapshot:
         segment: LogSegment,
         base: TableState | None,
         *,
-        has_stats: bool = True,
+        stats: bool | None = True,
     ) -> Snapshot:
         commits = read_commits(storage, segment.commits)
-        state = fold(base, commits, segment.version)
+        unread = (
+            (base.files.num_rows, base.tombstones.num_rows) if base and stats is None else (0, 0)
+        )
+        state, unread = fold_keeping(base, commits, segment.version, unread)
         if state is None:
             raise CorruptLogError(
                 f"the log of {storage.root_uri} has no protocol or no metadata at version "
@@ -212,37 +240,54 @@ class Snapshot:
         else:
             last_actions = []
         timestamp = _commit_timestamp(state, last_actions, segment.timestamp_ms)
-        return cls(storage, state, timestamp, segment.checkpoint, has_stats=has_stats)
+        late = LateStats(segment.checkpoint, unread) if segment.checkpoint else None
+        return cls(
+            storage, state, timestamp, segment.checkpoint, has_stats=stats is not False, late=late
+        )
 
     def refresh(self) -> Snapshot:
-        """The latest snapshot, reusing this one's state when no newer checkpoint exists."""
+        """The latest snapshot, reusing this one's state when no newer checkpoint exists (and
+        its statistics, or where to read them, as this one has them)."""
+        stats = None if self.has_stats else False
         try:
             commits, checkpoint = list_commits_after(self._storage, self.version)
         except VersionGapError:
             # Metadata cleanup removed commits this snapshot has not seen; a full load starts
             # from the newest checkpoint (and still fails if the gap is after it).
-            return Snapshot.load(self._storage)
+            return Snapshot.load(self._storage, stats=stats)
+        with self._filling:
+            base, late = self._state, self._late
         if not commits:
             if checkpoint is not None and checkpoint != self.checkpoint:
                 return Snapshot(
                     self._storage,
-                    self._state,
+                    base,
                     self.timestamp_ms,
                     checkpoint,
                     has_stats=self.has_stats,
+                    late=late,
                 )
             return self
         if checkpoint is not None and len(commits) > _REFRESH_REPLAY_LIMIT:
-            return Snapshot.load(self._storage)  # a newer checkpoint is cheaper than replay
+            # a newer checkpoint is cheaper than replay
+            return Snapshot.load(self._storage, stats=stats)
         try:
             parsed = read_commits(self._storage, commits)
         except LogFileGoneError:
-            return Snapshot.load(self._storage)  # cleanup deleted commits after the listing
-        state = fold(self._state, parsed, commits[-1].version)
+            # cleanup deleted commits after the listing
+            return Snapshot.load(self._storage, stats=stats)
+        state, unread = fold_keeping(
+            base, parsed, commits[-1].version, late.rows if late else (0, 0)
+        )
         assert state is not None  # the base already had protocol and metadata
         timestamp = _commit_timestamp(state, parsed[-1][1], commits[-1].file.mtime_ms)
         return Snapshot(
-            self._storage, state, timestamp, checkpoint or self.checkpoint, has_stats=self.has_stats
+            self._storage,
+            state,
+            timestamp,
+            checkpoint or self.checkpoint,
+            has_stats=self.has_stats,
+            late=replace(late, rows=unread) if late else None,
         )
 
     # -- identity ------------------------------------------------------------------------
@@ -265,7 +310,25 @@ class Snapshot:
 
     @property
     def state(self) -> TableState:
-        return self._state
+        """Everything this snapshot knows, statistics included (read now if they were not)."""
+        return self._with_stats()
+
+    @property
+    def stats_read(self) -> bool:
+        """Whether the files' statistics are in memory (``False`` before they were asked for,
+        and always on a snapshot loaded with ``stats=False``)."""
+        return self.has_stats and self._late is None
+
+    def _with_stats(self) -> TableState:
+        if self._late is None:
+            return self._state
+        with self._filling:
+            if self._late is not None:
+                rows = sum(self._late.rows)
+                self._state = _fill_stats(self._storage, self._state, self._late)
+                self._late = None
+                _give_back_freed_pages(rows)
+            return self._state
 
     @property
     def storage(self) -> Storage:
@@ -291,17 +354,21 @@ class Snapshot:
         return dict(self.metadata.configuration)
 
     # -- files -----------------------------------------------------------------------------
-    def files(self) -> pa.Table:
-        """Live files, one row per ``add`` (columns as in the protocol, ``state.ADD_SCHEMA``)."""
-        return self._state.files
+    def files(self, *, stats: bool = True) -> pa.Table:
+        """Live files, one row per ``add`` (columns as in the protocol, ``state.ADD_SCHEMA``).
 
-    def tombstones(self) -> pa.Table:
-        """Remove actions still in the state (not yet expired from checkpoints)."""
-        return self._state.tombstones
+        With ``stats=False``, what is in memory now: the ``stats`` and ``tags`` of rows whose
+        statistics were not read yet are null (for a caller that needs neither)."""
+        return (self._with_stats() if stats else self._state).files
+
+    def tombstones(self, *, stats: bool = True) -> pa.Table:
+        """Remove actions still in the state (not yet expired from checkpoints); ``stats`` as
+        in ``files()``."""
+        return (self._with_stats() if stats else self._state).tombstones
 
     def add_actions(self) -> Iterator[AddFile]:
         """Live files as ``AddFile`` objects (convenient, not for the hot path)."""
-        for row in self._state.files.to_pylist():
+        for row in self._with_stats().files.to_pylist():
             yield AddFile.from_json(_row_to_json(row))
 
     @property
@@ -318,7 +385,7 @@ class Snapshot:
         or of its rows ``start:stop`` only (a caller streaming a big table in slices)."""
         prefix = self._relative_prefix()
         out: list[str] = []
-        for chunk in self._rows(self._state.files.column("path"), start, stop).chunks:
+        for chunk in _slices(self._rows(self._state.files.column("path"), start, stop)):
             if prefix is None or chunk.null_count:
                 out.extend(self.resolve(p) for p in chunk.to_pylist())
                 continue
@@ -411,6 +478,17 @@ class Snapshot:
         return dict(self._state.domains)
 
 
+#: rows of the path column turned into locations at a time: the joined Arrow strings of one
+#: slice are freed before the next, so only the Python strings of the result accumulate
+_URI_SLICE = 16_384
+
+
+def _slices(column: pa.ChunkedArray) -> Iterator[pa.Array]:
+    for chunk in column.chunks:
+        for begin in range(0, len(chunk), _URI_SLICE):
+            yield chunk.slice(begin, _URI_SLICE)
+
+
 def _may_need_resolving(paths: pa.Array) -> bool:
     """Whether any path may be percent-encoded (``%``), a URI (``:``) or absolute (``/``).
 
@@ -430,6 +508,64 @@ def _may_need_resolving(paths: pa.Array) -> bool:
     start, end = offsets[paths.offset], offsets[paths.offset + len(paths)]
     raw = data.slice(start, end - start).to_pybytes()
     return b"%" in raw or b":" in raw
+
+
+#: checkpoint rows from which a decoded checkpoint's freed pages are worth giving back
+GIVE_BACK_ROWS = 20_000
+
+
+def _give_back_freed_pages(rows: int) -> None:
+    """Return to the system the pages Arrow's allocator kept after decoding ``rows`` rows of a
+    checkpoint, when they are many.
+
+    Decoding a checkpoint frees most of what it allocated (the file's pages, the columns of
+    other action types, the rows filtered away), and mimalloc, pyarrow's default, keeps those
+    pages for later Arrow allocations; the Python objects a caller makes next (``file_uris()``'s
+    strings) cannot use them and land on top. Measured on the read benchmark's 100,000-file
+    table, fresh process, load + ``file_uris()``: peak 231 -> 202 MB on mimalloc, 177 -> 152
+    MB on the system allocator, for 1-3 ms (docs/benchmarks.md, read_snapshot). Small
+    checkpoints keep theirs: a controller loading a thousand of them reuses the pages, and
+    giving them back each time cost it about 1 ms a load."""
+    if rows >= GIVE_BACK_ROWS:
+        pa.default_memory_pool().release_unused()
+
+
+def _fill_stats(storage: Storage, state: TableState, late: LateStats) -> TableState:
+    """``state`` with the statistics and tags of its leading ``late.rows`` read from the
+    checkpoint they came from, matched by reconciliation key."""
+    try:
+        adds, removes = read_checkpoint_stats(storage, late.checkpoint)
+    except FileNotFoundError as exc:
+        raise LogFileGoneError(
+            f"the checkpoint at version {late.checkpoint.version} of {storage.root_uri} was "
+            f"deleted (log cleanup) before this snapshot read its files' statistics from it; "
+            f"load the table again: {exc}"
+        ) from exc
+    files_rows, tomb_rows = late.rows
+    return replace(
+        state,
+        files=_filled(state.files, files_rows, adds, late.checkpoint.version),
+        tombstones=_filled(state.tombstones, tomb_rows, removes, late.checkpoint.version),
+    )
+
+
+def _filled(table: pa.Table, rows: int, source: pa.Table, version: int) -> pa.Table:
+    """``table`` with ``stats`` and ``tags`` of its first ``rows`` rows taken from ``source``
+    (``checkpoint_read.STATS_SCHEMA`` rows) by key."""
+    if rows == 0:
+        return table
+    at = pc.index_in(key_column(table.slice(0, rows)), value_set=key_column(source))
+    if at.null_count:
+        raise CorruptLogError(
+            f"the checkpoint at version {version} no longer holds {at.null_count} of the files "
+            "this snapshot read from it: it was rewritten with other content"
+        )
+    for name in ("stats", "tags"):
+        head = source.column(name).take(at)
+        rest = table.column(name).slice(rows)
+        column = pa.chunked_array([*head.chunks, *rest.chunks], type=head.type)
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
 
 
 def _ict_enabled(state: TableState) -> bool:

@@ -85,7 +85,7 @@ def from_struct_column(column: pa.ChunkedArray | pa.Array, schema: pa.Schema) ->
     """Rows of a checkpoint's action struct column (nulls dropped), conformed to ``schema``."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    column = column.filter(pc.is_valid(column))
+    column = _valid_rows(column)
     present = {column.type.field(i).name: i for i in range(column.type.num_fields)}
     arrays = []
     for f in schema:
@@ -97,6 +97,21 @@ def from_struct_column(column: pa.ChunkedArray | pa.Array, schema: pa.Schema) ->
         else:
             arrays.append(pa.nulls(len(column), f.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _valid_rows(column: pa.Array) -> pa.Array:
+    """The non-null rows of ``column``: a slice, not a copy, when they are one run (as in
+    checkpoints that write each action type together, delta-rs's)."""
+    if column.null_count == 0:
+        return column
+    valid = pc.is_valid(column)
+    count = len(column) - column.null_count
+    if count == 0:
+        return column.slice(0, 0)
+    first = pc.index(valid, True).as_py()
+    if not pc.any(pc.invert(valid.slice(first, count))).as_py():
+        return column.slice(first, count)
+    return column.filter(valid)
 
 
 def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
@@ -290,33 +305,47 @@ class ActionFold:
         return self.adds.keys() | self.removes.keys()
 
 
-def _next_state(base: TableState | None, folded: ActionFold, version: int) -> TableState | None:
-    """``base`` with the folded commits applied; ``None`` without protocol or metadata."""
+#: How many leading rows of a state's ``files`` and ``tombstones`` are of some kind (the
+#: snapshot's rows whose statistics are not read yet): a fold keeps the base's rows in order
+#: and appends the new ones, so such rows stay a prefix.
+Prefix = tuple[int, int]
+
+
+def _next_state(
+    base: TableState | None, folded: ActionFold, version: int, prefix: Prefix
+) -> tuple[TableState | None, Prefix]:
+    """``base`` with the folded commits applied (``None`` without protocol or metadata), and
+    what is left of ``prefix`` in it."""
     if folded.protocol is None or folded.metadata is None:
-        return None
+        return None, (0, 0)
     touched = folded.touched()
     base_files = base.files if base else empty(ADD_SCHEMA)
     base_tombs = base.tombstones if base else empty(REMOVE_SCHEMA)
+    files_prefix, tombs_prefix = prefix
     if touched:
         value_set = pa.array(list(touched), pa.string())
-        base_files = _drop_keys(base_files, value_set)
-        base_tombs = _drop_keys(base_tombs, value_set)
+        base_files, files_prefix = _drop_keys(base_files, value_set, files_prefix)
+        base_tombs, tombs_prefix = _drop_keys(base_tombs, value_set, tombs_prefix)
     files = _concat(base_files, actions_to_table(folded.adds.values(), ADD_SCHEMA))
     tombs = _concat(base_tombs, actions_to_table(folded.removes.values(), REMOVE_SCHEMA))
-    return TableState(
+    state = TableState(
         version, folded.protocol, folded.metadata, files, tombs, folded.txns, folded.domains
     )
+    return state, (files_prefix, tombs_prefix)
 
 
-def _drop_keys(table: pa.Table, keys: pa.Array) -> pa.Table:
-    """``table`` without the rows whose key is in ``keys``; no copy when none is (the common
-    case of appends on top of a big checkpoint, where a filter would copy every column)."""
+def _drop_keys(table: pa.Table, keys: pa.Array, prefix: int) -> tuple[pa.Table, int]:
+    """``table`` without the rows whose key is in ``keys``, and how many of its first
+    ``prefix`` rows are left; no copy when none is (the common case of appends on top of a big
+    checkpoint, where a filter would copy every column)."""
     if not table.num_rows:
-        return table
+        return table, prefix
     hit = pc.is_in(key_column(table), keys)
     if not pc.any(hit).as_py():
-        return table
-    return table.filter(pc.invert(hit))
+        return table, prefix
+    if prefix:
+        prefix -= int(pc.sum(hit.slice(0, prefix)).as_py() or 0)
+    return table.filter(pc.invert(hit)), prefix
 
 
 def _concat(a: pa.Table, b: pa.Table) -> pa.Table:
@@ -331,13 +360,24 @@ def fold(
     base: TableState | None, commits: Iterable[tuple[int, list[Action]]], version: int
 ) -> TableState | None:
     """Apply commits (ascending) on top of ``base``; ``None`` if protocol/metadata never appear."""
+    return fold_keeping(base, commits, version, (0, 0))[0]
+
+
+def fold_keeping(
+    base: TableState | None,
+    commits: Iterable[tuple[int, list[Action]]],
+    version: int,
+    prefix: Prefix,
+) -> tuple[TableState | None, Prefix]:
+    """``fold``, and how many of the ``prefix`` rows of ``base`` the new state still has (they
+    are again its leading rows)."""
     if base is None:
         folded = ActionFold(None, None)
     else:
         folded = ActionFold(base.protocol, base.metadata, base.txns, base.domains)
     for _, actions in commits:
         folded.apply(actions)
-    return _next_state(base, folded, version)
+    return _next_state(base, folded, version, prefix)
 
 
 def with_version(state: TableState, version: int) -> TableState:

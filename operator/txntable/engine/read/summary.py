@@ -95,7 +95,7 @@ class TableSummary:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> TableSummary:
-        files = snapshot.files()
+        files = snapshot.files(stats=False)
         partitions, ids = _partition_ids(snapshot, files)
         dv = files.column("deletionVector")
         has_dv = pc.is_valid(dv)
@@ -105,7 +105,7 @@ class TableSummary:
         summary_files = pa.table(
             [_hash_keys(files), files.column("size"), ids, dv_rows], schema=FILE_SCHEMA
         )
-        tombs = snapshot.tombstones()
+        tombs = snapshot.tombstones(stats=False)
         summary_tombs = pa.table(
             [_hash_keys(tombs), tombs.column("deletionTimestamp"), tombs.column("size")],
             schema=TOMBSTONE_SCHEMA,
