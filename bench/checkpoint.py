@@ -10,7 +10,10 @@ alternating which engine goes first. Each child reports:
   ``create_checkpoint()``), which is what the two engines do differently;
 * ``reload``: loading the table again from the checkpoint just written, plus ``file_uris()``;
 * ``cross``: the other engine loading that checkpoint (deltalake reading ours, and ours theirs);
-* peak RSS (``VmHWM``) of the child after open + checkpoint.
+* peak RSS (``VmHWM``) of the child after open + checkpoint;
+* ``process``: the whole process as a user runs it, ``txntable checkpoint PATH`` (its entry
+  point chooses the Arrow allocator, ``txntable.arrow_pool``) against a script calling
+  ``DeltaTable(PATH).create_checkpoint()``: wall time from outside, peak RSS (``bench.process``).
 
 ``ours`` runs with pyarrow's default memory pool (mimalloc); ``ours, system allocator`` with
 ``ARROW_DEFAULT_MEMORY_POOL=system`` in its environment (it must be set before pyarrow is
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.gen import TableSpec, table_path
+from bench.process import run_cli, run_script
 
 NAME = "checkpoint"
 
@@ -42,6 +46,22 @@ FULL = {
 QUICK = {"5k": (TableSpec(commits=100, active_files=5_000, tail=10), 2)}
 
 _REPO = Path(__file__).resolve().parents[1]
+#: the peer's whole process: what a user of deltalake runs to checkpoint a table
+_THEIRS_SCRIPT = (
+    "import sys\nfrom deltalake import DeltaTable\nDeltaTable(sys.argv[1]).create_checkpoint()\n"
+)
+#: nothing chosen for the processes: each entry point decides (the CLI picks its pool)
+_AS_USERS_RUN = {"ARROW_DEFAULT_MEMORY_POOL": None}
+
+
+def _whole_process(engine: str, path: Path) -> dict[str, float]:
+    if engine == "ours":
+        done = run_cli(["checkpoint", str(path), "--json"], _AS_USERS_RUN)
+        if json.loads(done["stdout"])["existing"]:
+            raise RuntimeError(f"{path} had its checkpoint already: nothing was written")
+    else:
+        done = run_script(_THEIRS_SCRIPT, [str(path)], _AS_USERS_RUN)
+    return {"process_s": done["process_s"], "peak_mb": done["peak_mb"]}
 
 
 def _vm_hwm_mb() -> float:
@@ -139,6 +159,7 @@ def measure(spec: TableSpec, reps: int, out_dir: Path | None = None) -> dict[str
     engines = ["ours", "ours-system", "theirs"]
     samples: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
     cross: dict[str, list[float]] = {"theirs_reads_ours": [], "ours_reads_theirs": []}
+    process: dict[str, list[dict[str, float]]] = {"ours": [], "theirs": []}
     with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as tmp:
         for rep in range(reps):
             order = engines if rep % 2 == 0 else engines[::-1]
@@ -150,6 +171,10 @@ def measure(spec: TableSpec, reps: int, out_dir: Path | None = None) -> dict[str
             cross["ours_reads_theirs"].append(_run_child("ours", "load", dirs["theirs"])["load_s"])
             for d in dirs.values():
                 shutil.rmtree(d)
+            for engine in ("ours", "theirs") if rep % 2 == 0 else ("theirs", "ours"):
+                copy = _fresh_copy(source, Path(tmp) / f"{rep}-{engine}-process")
+                process[engine].append(_whole_process(engine, copy))
+                shutil.rmtree(copy)
     row: dict[str, Any] = {"active_files": spec.active_files, "reps": reps}
     for sample in [s for e in engines for s in samples[e]]:
         sample["peak_above_imports_mb"] = sample["peak_mb"] - sample["after_import_mb"]
@@ -163,6 +188,9 @@ def measure(spec: TableSpec, reps: int, out_dir: Path | None = None) -> dict[str
             "ratio_system": m["ours-system"] / m["theirs"],
         }
     row["cross_load_s"] = {k: _median(v) for k, v in cross.items()}
+    for key in ("process_s", "peak_mb"):
+        m = {e: _median([s[key] for s in process[e]]) for e in process}
+        row[f"process_{key}"] = {**m, "ratio": m["ours"] / m["theirs"]}
     row["files"] = sorted({s["files"] for e in samples for s in samples[e]})
     return row
 
@@ -224,6 +252,15 @@ def render(result: dict[str, Any]) -> str:
                 f"| {files} | {label} | {pk['ours']:.0f} MB | {pk['ours-system']:.0f} MB "
                 f"| {pk['theirs']:.0f} MB | {ratios} |"
             )
+        if "process_peak_mb" in row:  # recorded before the whole-process rows existed: none
+            t, pk = row["process_process_s"], row["process_peak_mb"]
+            lines += [
+                f"| {files} | **whole process as users run it**: `txntable checkpoint` / a "
+                f"`create_checkpoint()` script | {t['ours']:.2f} s | | {t['theirs']:.2f} s "
+                f"| **{t['ratio']:.2f}x** | |",
+                f"| {files} | the same, peak RSS | {pk['ours']:.0f} MB | | {pk['theirs']:.0f} MB "
+                f"| **{pk['ratio']:.2f}x** | |",
+            ]
         cross = row["cross_load_s"]
         lines.append(
             f"| {files} | the other engine loads it: deltalake reads ours / we read theirs "

@@ -8,6 +8,11 @@ peak RSS cannot be reset. Rows:
 * ``checkpoint``: a log with a delta-rs checkpoint and a few commits after it (the headline);
 * ``replay``: a log without any checkpoint, replayed from commit 0;
 * ``refresh``: an already-loaded snapshot brought forward by the commits after it.
+
+Memory, per case and engine: the peak RSS of a fresh interpreter that imports the engine and
+loads the table once, as a user's script does (median of ``RSS_ROUNDS``, engines alternating).
+Ours is measured on pyarrow's default pool (what a script gets) and on the system allocator
+(what the images and the CLI's one-shot commands choose, ``txntable.arrow_pool``).
 """
 
 from __future__ import annotations
@@ -126,18 +131,53 @@ def _compare(
     }
 
 
-def peak_rss_mb(engine: str, path: str) -> dict[str, float]:
+#: the memory children: (name, engine, Arrow pool: None = pyarrow's default)
+RSS_ENGINES = (
+    ("ours", "ours", None),
+    ("ours_system", "ours", "system"),
+    ("theirs", "theirs", None),
+)
+RSS_ROUNDS = 3
+
+
+def peak_rss_mb(engine: str, path: str, pool: str | None = None) -> dict[str, float]:
     """Peak RSS of a fresh interpreter that imports one engine, then loads the table once."""
+    env = {**os.environ, "PYTHONPATH": _pythonpath()}
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    if pool is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = pool
     out = subprocess.run(
         [sys.executable, "-m", "bench.read_snapshot", "--rss", engine, path],
         check=True,
         capture_output=True,
         text=True,
         cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "PYTHONPATH": _pythonpath()},
+        env=env,
     )
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
+
+
+def memory(tables: dict[str, str], rounds: int = RSS_ROUNDS) -> dict[str, Any]:
+    """Per case and engine, the medians over ``rounds`` fresh children (engines alternating,
+    who goes first rotating) of their peak RSS, RSS after imports and first-load seconds, and
+    ours over deltalake's peak."""
+    out: dict[str, Any] = {}
+    for case in ("checkpoint", "long_tail", "replay"):
+        samples: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in RSS_ENGINES}
+        for r in range(rounds):
+            order = RSS_ENGINES[r % 3 :] + RSS_ENGINES[: r % 3]
+            for name, engine, pool in order:
+                samples[name].append(peak_rss_mb(engine, tables[case], pool))
+        row: dict[str, Any] = {
+            name: {k: statistics.median(x[k] for x in got) for k in got[0]}
+            for name, got in samples.items()
+        }
+        theirs = row["theirs"]["peak_mb"]
+        row["ratio"] = row["ours"]["peak_mb"] / theirs
+        row["ratio_system"] = row["ours_system"]["peak_mb"] / theirs
+        out[case] = row
+    return out
 
 
 def _pythonpath() -> str:
@@ -164,9 +204,13 @@ def _rss_main(engine: str, path: str) -> None:
     else:
         import deltalake  # noqa: F401
     before = _vm_hwm_mb()
+    started = time.perf_counter()
     count = _ours_load(path) if engine == "ours" else _theirs_load(path)
+    seconds = time.perf_counter() - started
     after = _vm_hwm_mb()
-    print(json.dumps({"after_import_mb": before, "peak_mb": after, "files": count}))
+    print(
+        json.dumps({"after_import_mb": before, "peak_mb": after, "load_s": seconds, "files": count})
+    )
 
 
 def run_specs(
@@ -195,7 +239,7 @@ def run_specs(
         lambda: _theirs_refresh_setup(ckpt, start_version),
         reps,
     )
-    rss = {engine: peak_rss_mb(engine, ckpt) for engine in ("ours", "theirs")}
+    rss = memory(tables)
     return {
         "specs": {name: spec.__dict__ for name, spec in specs.items()},
         "rows": rows,
@@ -279,14 +323,26 @@ def render(result: dict[str, Any]) -> str:
         "Both engines list exactly the same file locations on every table: "
         f"{'yes' if all(result['same_uris'].values()) else 'NO: ' + str(result['same_uris'])}.",
         "",
-        "Peak RSS loading the checkpointed table once, fresh interpreter per engine:",
+        "Peak RSS: a fresh interpreter imports the engine and loads the table once (+ "
+        f"`file_uris()`), median of {RSS_ROUNDS} per engine; ours on pyarrow's default pool and "
+        "on the system allocator. Goal: ours at most 1.00x deltalake's peak.",
         "",
-        "| engine | after imports | peak |",
-        "|---|---:|---:|",
+        "| case | ours peak | ours peak, system allocator | deltalake peak | ratio "
+        "| ratio, system allocator | after imports: ours / deltalake "
+        "| first load: ours / ours, system / deltalake |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for engine, label in (("ours", "ours"), ("theirs", "deltalake")):
-        r = rss[engine]
-        lines.append(f"| {label} | {r['after_import_mb']:.0f} MB | {r['peak_mb']:.0f} MB |")
+    for key in ("checkpoint", "long_tail", "replay"):
+        if key not in rss:  # a result recorded before every case had its memory
+            continue
+        r = rss[key]
+        o, sy, t = r["ours"], r["ours_system"], r["theirs"]
+        lines.append(
+            f"| {key} | {o['peak_mb']:.0f} MB | {sy['peak_mb']:.0f} MB | {t['peak_mb']:.0f} MB "
+            f"| **{r['ratio']:.2f}x** | **{r['ratio_system']:.2f}x** "
+            f"| {o['after_import_mb']:.0f} / {t['after_import_mb']:.0f} MB "
+            f"| {o['load_s']:.2f} / {sy['load_s']:.2f} / {t['load_s']:.2f} s |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,9 @@ copy (hard links: copies are instant and deleting a link leaves the original):
   the deletes in chunks on the executors. The session is started (and its Python workers warmed)
   before the clock starts; its start-up is reported apart (``jvm_s``).
 
+* ``ours_cli``: ``txntable vacuum PATH --json``, the command as a user runs it (its entry point
+  chooses the Arrow allocator, ``txntable.arrow_pool``; ``bench.process``).
+
 Reported: the child's whole-process wall time (interpreter start, imports, open, vacuum), the
 in-process time of open + vacuum, and the child's peak RSS (``VmHWM``). Afterwards both copies must
 hold exactly the same files.
@@ -146,6 +149,17 @@ print(json.dumps({"import_s": t1 - t0, "vacuum_s": t2 - t1, "deleted": deleted,
 
 
 def _child(engine: str, path: Path) -> dict[str, Any]:
+    if engine == "ours_cli":
+        from bench.process import run_cli
+
+        done = run_cli(["vacuum", str(path), "--json"], {"ARROW_DEFAULT_MEMORY_POOL": None})
+        doc = json.loads(done["stdout"])
+        return {
+            "process_s": done["process_s"],
+            "peak_mb": done["peak_mb"],
+            "vacuum_s": float(doc.get("seconds") or 0.0),
+            "deleted": doc["numDeleted"],
+        }
     env = dict(os.environ, PYTHONPATH=str(ROOT / "operator"))
     started = time.perf_counter()
     done = subprocess.run(
@@ -170,12 +184,9 @@ def run(quick: bool, spark: bool | None = None) -> dict[str, Any]:
     """``spark``: also run ``ours_spark`` (default: in full runs, not in quick ones)."""
     partitions, per = (10, 200) if quick else (100, 1000)
     engines = (
-        ("ours", "deltalake", "ours_spark")
+        ("ours", "ours_cli", "deltalake", "ours_spark")
         if (not quick if spark is None else spark)
-        else (
-            "ours",
-            "deltalake",
-        )
+        else ("ours", "ours_cli", "deltalake")
     )
     OUT_DIR.mkdir(exist_ok=True)
     started = time.time()

@@ -28,10 +28,14 @@ def test_read_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
         assert measured["files_ours"] == measured["files_theirs"] == [files], row
         assert measured["ours_s"] > 0 and measured["theirs_s"] > 0
     assert result["same_uris"] == dict.fromkeys(read_snapshot.TINY, True)
-    assert result["rss"]["ours"]["files"] == expected["checkpoint"]
-    assert result["rss"]["theirs"]["files"] == expected["checkpoint"]
+    tiny = {"long_tail": read_snapshot.TINY["long_tail"].active_files, **expected}
+    for case in ("checkpoint", "long_tail", "replay"):
+        for engine in ("ours", "ours_system", "theirs"):
+            memory = result["rss"][case][engine]
+            assert memory["files"] == tiny[case], (case, engine)
+            assert memory["peak_mb"] >= memory["after_import_mb"] > 0
     markdown = read_snapshot.render(result)
-    assert "| ours |" in markdown and "ratio" in markdown
+    assert "| checkpoint |" in markdown and "ratio, system allocator" in markdown
 
 
 def test_generated_log_is_what_delta_rs_reads(tmp_path: Path) -> None:
@@ -63,9 +67,10 @@ def test_vacuum_benchmark_runs_and_both_engines_delete_the_same_files() -> None:
 
     result = vacuum.run(quick=True)
     assert result["same_files_remain"]
-    for engine in ("ours", "deltalake"):
+    for engine in ("ours", "ours_cli", "deltalake"):
         assert result["samples"][engine][0]["deleted"] == result["deleted_expected"]
-    assert "| ours |" in vacuum.render(result)
+        assert result["samples"][engine][0]["peak_mb"] > 0
+    assert "| ours |" in vacuum.render(result) and "| ours_cli |" in vacuum.render(result)
 
 
 def test_scale_benchmark_runs_the_controller_and_counts_its_requests(tmp_path: Path) -> None:
