@@ -251,13 +251,12 @@ def stats_for_table(
             or column.null_count == column.length()
         ):
             continue
-        if pa.types.is_floating(column.type):
-            column = pc.drop_null(pc.if_else(pc.is_nan(column), None, column))
-            if len(column) == 0:
-                continue
         bounds = pc.min_max(column)
-        low = _json_bound(bounds["min"].as_py(), is_max=False)
-        high = _json_bound(bounds["max"].as_py(), is_max=True)
+        low_value, high_value = bounds["min"].as_py(), bounds["max"].as_py()
+        if pa.types.is_floating(column.type) and _nan(low_value, high_value):
+            continue  # NaN is no bound: min_max skips it, and gives NaN only when all are NaN
+        low = _json_bound(low_value, is_max=False)
+        high = _json_bound(high_value, is_max=True)
         if low is not None:
             _put(mins, path, low)
         if high is not None:
@@ -268,6 +267,10 @@ def stats_for_table(
         stats["maxValues"] = maxs
     stats["nullCount"] = nulls
     return _dumps(stats)
+
+
+def _nan(*values: Any) -> bool:
+    return any(isinstance(v, float) and math.isnan(v) for v in values)
 
 
 # -- from a Parquet footer --------------------------------------------------------------------

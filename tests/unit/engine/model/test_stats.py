@@ -66,6 +66,32 @@ def test_nan_and_infinity_are_never_written() -> None:
     assert stats["nullCount"] == {"f": 0, "g": 0}
 
 
+@pytest.mark.parametrize("kind", [pa.float64(), pa.float32()])
+def test_nan_is_never_a_bound_whatever_the_chunks(kind: pa.DataType) -> None:
+    """The bounds are those of the values that are neither NaN nor null, found in one pass;
+    chunks of NaN only, nulls and infinities change nothing of that."""
+    import random
+
+    rng = random.Random(7)
+    nan = float("nan")
+    for _ in range(200):
+        chunks = [
+            [rng.choice([nan, None, rng.uniform(-5, 5), float("inf")]) for _ in range(n)]
+            for n in (rng.randint(0, 4) for _ in range(rng.randint(1, 4)))
+        ]
+        column = pa.chunked_array([pa.array(c, kind) for c in chunks], kind)
+        got = _stats(pa.table({"f": column}))
+        real = [v for c in chunks for v in c if v is not None and v == v]
+        if not real:
+            assert "f" not in got.get("minValues", {}) and "f" not in got.get("maxValues", {})
+            continue
+        low, high = min(real), max(real)
+        if low != float("inf"):  # infinities are not written either
+            assert got["minValues"]["f"] == pytest.approx(low, rel=1e-6)
+        if high != float("inf"):
+            assert got["maxValues"]["f"] == pytest.approx(high, rel=1e-6)
+
+
 def test_timestamps_are_iso_milliseconds_with_max_rounded_up() -> None:
     ts = dt.datetime(2024, 1, 1, 1, 2, 3, 456789)
     data = pa.table(
