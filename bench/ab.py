@@ -107,8 +107,10 @@ def run_once(
         argv, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
+    memory = _tree_sampler(proc.pid)
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        with memory:
+            stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -118,7 +120,16 @@ def run_once(
         tail = " | ".join(stderr.strip().splitlines()[-3:])
         return {}, f"exit {proc.returncode}: {tail}"
     result: dict[str, Any] = json.loads(lines[-1][len(MARKER) :])
+    # memory is compared like every other figure: the child's whole process tree at its peak
+    result["process_tree_peak_mb"] = memory.figures()["peak_rss_mb"]
     return result, ""
+
+
+def _tree_sampler(pid: int) -> Any:
+    """A sampler of the child's process tree (``bench.process.PeakRss``, this checkout's)."""
+    from bench.process import PeakRss
+
+    return PeakRss(pid)
 
 
 def parse_module(spec: str, default_quick: bool) -> tuple[str, bool]:

@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import Any
 from bench import gen
 from bench import optimize as optimize_bench
 from bench import vacuum as vacuum_bench
-from bench.zorder_spark import _descendants, _vm_hwm_kb
+from bench.process import PeakRss
 
 NAME = "deltaspark"
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -65,38 +64,6 @@ QUICK = {
     ),
     "vacuum": (10, 100),
 }
-
-
-class PeakRss:
-    """Samples the summed RSS of ``root``'s process tree (without ``exclude``'s) in a thread."""
-
-    def __init__(self, root: int, exclude: int | None = None) -> None:
-        self.root, self.exclude = root, exclude
-        self.before_kb = self._tree_kb()
-        self.peak_kb = self.before_kb
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _tree_kb(self) -> int:
-        skip = set() if self.exclude is None else {self.exclude, *_descendants(self.exclude)}
-        pids = [self.root, *_descendants(self.root)]
-        return sum(_vm_hwm_kb(p, "VmRSS") for p in pids if p not in skip)
-
-    def _poll(self) -> None:
-        while not self._done.wait(0.05):
-            self.peak_kb = max(self.peak_kb, self._tree_kb())
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-        self.peak_kb = max(self.peak_kb, self._tree_kb())
-
-    def figures(self) -> dict[str, int]:
-        return {"rss_before_mb": self.before_kb // 1024, "peak_rss_mb": self.peak_kb // 1024}
 
 
 def _log_figures(path: Path) -> dict[str, Any]:
@@ -405,3 +372,155 @@ def _files(r: dict[str, Any]) -> str:
     if "files_after" not in r:
         return "—"
     return f"{r['files_after']} / {r['bytes_after'] / 1e6:.0f}"
+
+
+#: issue 31.4, for a quiet machine (``python -m bench.deltaspark --rounds 3``): the sizes of
+#: ``bench.checkpoint`` (100,000 files) and ``bench.vacuum`` themselves, and a quarter of
+#: ``bench.optimize``'s 4,000 files (delta-spark's bin-pack and Z-order of all 4,000 would take
+#: about half an hour a round here); ``--optimize-files 4000`` for the whole of it
+WHOLE = {
+    "optimize": optimize_bench.Spec(files=1000, rows_per_file=optimize_bench.FULL.rows_per_file),
+    "checkpoint": gen.TableSpec(commits=10_000, active_files=100_000, checkpoint=False, tail=0),
+    "vacuum": (100, 1000),
+}
+#: the figures a round gives, by where they are in ``run``'s result: (label, path to seconds)
+STEPS = (
+    ("OPTIMIZE bin-pack, ours (Arrow executor)", ("optimize", "results", "ours_arrow_binpack")),
+    ("OPTIMIZE bin-pack, ours (Spark executor)", ("optimize", "results", "ours_spark_binpack")),
+    ("OPTIMIZE bin-pack, delta-spark", ("optimize", "results", "deltaspark_binpack")),
+    ("OPTIMIZE Z-order, ours (Arrow executor)", ("optimize", "results", "ours_arrow_zorder")),
+    ("OPTIMIZE Z-order, ours (Spark executor)", ("optimize", "results", "ours_spark_zorder")),
+    ("OPTIMIZE Z-order, delta-spark", ("optimize", "results", "deltaspark_zorder")),
+    ("checkpoint, ours", ("checkpoint", "ours")),
+    ("checkpoint, delta-spark", ("checkpoint", "deltaspark")),
+    ("VACUUM, ours", ("vacuum", "ours")),
+    ("VACUUM, delta-spark", ("vacuum", "deltaspark")),
+)
+
+
+def run_rounds(sizes: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """``rounds`` rounds of every step in one delta-spark session (its JVM start and warm-up
+    once, outside every clock), each on fresh copies, with the load average before each."""
+    from tests.deltaspark.client import DeltaSpark
+
+    out: dict[str, Any] = {"rounds": []}
+    t0 = time.perf_counter()
+    with DeltaSpark(log_dir=OUT_DIR / "deltaspark-log", conf={"spark.driver.memory": "4g"}) as ds:
+        out["jvm_start_seconds"] = round(time.perf_counter() - t0, 1)
+        _DS_PID[:] = [ds.proc.pid]
+        warm_up(ds, OUT_DIR / "deltaspark-warm-up")
+        out["delta_spark"] = f"delta-spark {ds.env.describe()['delta']} on Spark {ds.info['spark']}"
+        for _ in range(rounds):
+            load = [round(x, 2) for x in os.getloadavg()]
+            one = {
+                "load_before": load,
+                "optimize": run_optimize(ds, sizes["optimize"]),
+                "checkpoint": run_checkpoint(ds, sizes["checkpoint"]),
+                "vacuum": run_vacuum(ds, *sizes["vacuum"]),
+            }
+            out["rounds"].append(one)
+            print(f"round {len(out['rounds'])}/{rounds} done, load before {load}", flush=True)
+    out["machine"] = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    return out
+
+
+def _at(result: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        result = result[key]
+    return result
+
+
+def render_rounds(result: dict[str, Any]) -> str:
+    import statistics
+
+    rounds = result["rounds"]
+    first = rounds[0]
+    o, c, v = first["optimize"], first["checkpoint"], first["vacuum"]
+    loads = ", ".join(f"{r['load_before'][0]:.2f}" for r in rounds)
+    lines = [
+        f"{result['delta_spark']} against ours, {result['machine']}; {len(rounds)} rounds in "
+        f"one delta-spark session (its JVM start, {result['jvm_start_seconds']} s, and a "
+        f"warm-up of every step outside the clocks); 1-minute load average before each round: "
+        f"{loads}.",
+        f"OPTIMIZE of {o['files']:,} files ({o['input_bytes'] / 1e9:.2f} GB, {o['rows']:,} rows, "
+        f"target 128 MiB, Z-order by {', '.join(ZORDER)}); checkpoint of {c['commits']:,} "
+        f"commits and {c['files']:,} files (no checkpoint before); VACUUM of {v['files']:,} files "
+        "(half removed 30 days ago, 7-day retention).",
+        "",
+        "| step | median | min-max | ratio of medians, ours / delta-spark | peak RSS of the "
+        "process tree, median |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    medians: dict[str, float] = {}
+    rows: list[tuple[str, list[float], list[float]]] = []
+    for label, path in STEPS:
+        got = [_at(r, path) for r in rounds]
+        seconds = [g["seconds"] for g in got if "seconds" in g]
+        peaks = [float(g["peak_rss_mb"]) for g in got if "peak_rss_mb" in g]
+        rows.append((label, seconds, peaks))
+        if seconds:
+            medians[label] = statistics.median(seconds)
+    for label, seconds, peaks in rows:
+        if not seconds:
+            lines.append(f"| {label} | failed in every round | | | |")
+            continue
+        theirs = medians.get(label.rsplit(", ", 1)[0] + ", delta-spark")
+        ratio = "" if "delta-spark" in label or not theirs else f"**{medians[label] / theirs:.2f}**"
+        peak = f"{statistics.median(peaks):.0f} MB" if peaks else "—"
+        lines.append(
+            f"| {label} | {medians[label]:.1f} s | {min(seconds):.1f}-{max(seconds):.1f} s "
+            f"| {ratio} | {peak} |"
+        )
+    checks = [
+        all(x.get("rows_ok", False) for r in rounds for x in r["optimize"]["results"].values()),
+        all(r["vacuum"]["same_files_kept"] for r in rounds),
+    ]
+    failed = sorted(
+        {
+            f"{label}: {_at(r, path)['error']}"
+            for r in rounds
+            for label, path in STEPS
+            if "error" in _at(r, path)
+        }
+    )
+    lines += [
+        "",
+        f"Every OPTIMIZE kept every row: {checks[0]}. Both VACUUMs kept the same files in every "
+        f"round: {checks[1]}.",
+    ]
+    if failed:
+        lines += ["", "Failed: " + "; ".join(failed)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json as json_module
+
+    parser = argparse.ArgumentParser(prog="python -m bench.deltaspark", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--size", choices=("whole", "third", "quick"), default="whole",
+        help="whole: the optimize/checkpoint/vacuum benchmarks' own sizes (issue 31.4)",
+    )  # fmt: skip
+    parser.add_argument("--optimize-files", type=int, help="files of the OPTIMIZE table")
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    args = parser.parse_args(argv)
+    sizes = dict({"whole": WHOLE, "third": FULL, "quick": QUICK}[args.size])
+    if args.optimize_files:
+        sizes["optimize"] = optimize_bench.Spec(
+            args.optimize_files, sizes["optimize"].rows_per_file
+        )
+    result = run_rounds(sizes, args.rounds)
+    if args.json:
+        args.json.write_text(json_module.dumps(result, indent=1, default=str) + "\n")
+    print(render_rounds(result))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

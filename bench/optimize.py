@@ -204,8 +204,14 @@ def _deltalake(path: Path) -> dict[str, Any]:
     }
 
 
-def _pyarrow_limit(path: Path, out: Path) -> dict[str, Any]:
-    """Read every file of a partition and write it as target-sized files, two threads."""
+def _pyarrow_limit(path: Path, out: Path, same_settings: bool = False) -> dict[str, Any]:
+    """Read every file of a partition and write it as target-sized files, two threads: with
+    pyarrow's defaults (Snappy, a dictionary for every column), or with ``same_settings`` the
+    Parquet settings our rewrite writes with (``ParquetWriteOptions()``: zstd 1, dictionary by
+    sampled cardinality), which makes it the floor of our own work."""
+    from txntable.engine.write.parquet_options import ParquetWriteOptions
+
+    options = ParquetWriteOptions()
     groups: dict[str, list[Path]] = {}
     for f in sorted(path.rglob("*.parquet")):
         groups.setdefault(f.parent.name, []).append(f)
@@ -225,7 +231,10 @@ def _pyarrow_limit(path: Path, out: Path) -> dict[str, Any]:
 
     def rewrite(job: tuple[list[Path], Path]) -> int:
         data = pa.concat_tables([pq.ParquetFile(f).read() for f in job[0]])
-        pq.write_table(data, job[1], compression="snappy")
+        if same_settings:
+            options.write(data, job[1])
+        else:
+            pq.write_table(data, job[1], compression="snappy")
         return job[1].stat().st_size
 
     t0 = time.perf_counter()
@@ -239,10 +248,16 @@ def _pyarrow_limit(path: Path, out: Path) -> dict[str, Any]:
 
 
 def _timed(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``fn``'s figures and the peak RSS of this process tree while it ran (a Spark
+    contender's JVM and Python workers are children of this process)."""
+    from bench.process import PeakRss
+
     try:
-        return fn()
+        with PeakRss(os.getpid()) as memory:
+            out = fn()
     except Exception as exc:  # a failing contender is reported, not fatal
         return {"error": f"{type(exc).__name__}: {exc}"}
+    return {**out, **memory.figures()}
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -421,6 +436,11 @@ def run_spec(spec: Spec, out_dir: Path = OUT_DIR, spark: Any | None = None) -> d
     shutil.rmtree(copy)
     shutil.rmtree(work / "pyarrow-out", ignore_errors=True)
 
+    copy = fresh_copy(pristine, work / "pyarrow-same")
+    results["pyarrow_same"] = _timed(lambda: _pyarrow_limit(copy, work / "pyarrow-same-out", True))
+    shutil.rmtree(copy)
+    shutil.rmtree(work / "pyarrow-same-out", ignore_errors=True)
+
     copy = fresh_copy(pristine, work / "arrow")
     results["ours_arrow"] = _timed(lambda: _ours(copy, ArrowExecutor(workers=2)))
     results["ours_arrow"]["rows_ok"] = _rows(copy) == rows_in
@@ -462,15 +482,27 @@ def render(result: dict[str, Any]) -> str:
     spec = result["spec"]
     gb = result["input_bytes"] / 1e9
     base = r["deltalake"].get("seconds")
-    limit = r["pyarrow"].get("seconds")
+    # the floor of our work: pyarrow alone writing with our settings (older results: Snappy)
+    same = r.get("pyarrow_same", {})
+    limit = same.get("seconds") or r["pyarrow"].get("seconds")
 
     base_bytes = r["deltalake"].get("bytes_added")
 
     def row(
-        label: str, seconds: float | None, files: Any, ok: Any = "", out: int | None = None
+        label: str,
+        seconds: float | None,
+        files: Any,
+        ok: Any = "",
+        out: int | None = None,
+        memory: dict[str, Any] | None = None,
     ) -> str:
         if seconds is None:
-            return f"| {label} | failed | | | | | | |"
+            return f"| {label} | failed | | | | | | | |"
+        rss = (
+            f"{memory['peak_rss_mb']} ({memory['rss_before_mb']})"
+            if memory and "peak_rss_mb" in memory
+            else ""
+        )
         vs_dl = f"{seconds / base:.2f}x" if base else "n/a"
         vs_pa = f"{seconds / limit:.2f}x" if limit else "n/a"
         rate = f"{gb / seconds * 1000:.0f}"
@@ -478,7 +510,7 @@ def render(result: dict[str, Any]) -> str:
         vs_bytes = f"{out / base_bytes:.2f}x" if out and base_bytes else ""
         return (
             f"| {label} | {seconds:.2f} | {rate} | {vs_dl} | {vs_pa} | {files} {ok} "
-            f"| {mb} | {vs_bytes} |"
+            f"| {mb} | {vs_bytes} | {rss} |"
         )
 
     spark = r["ours_spark"]
@@ -488,14 +520,15 @@ def render(result: dict[str, Any]) -> str:
         f"{result['machine']}. Time ratios: lower is better (1.00x = same as the peer).",
         "",
         "| contender | seconds | MB/s | vs deltalake | vs pyarrow limit | files after "
-        "| output MB | vs deltalake bytes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| output MB | vs deltalake bytes | peak RSS of the process tree, MB (before) |",
+        "|---|---|---|---|---|---|---|---|---|",
         row(
             "ours, Spark local[2], without JVM start",
             spark.get("seconds"),
             spark.get("files_after"),
             "" if spark.get("rows_ok") else "(ROWS DIFFER)",
             spark.get("bytes_added"),
+            spark,
         ),
         row(
             "ours, Spark local[2], with JVM start",
@@ -508,18 +541,34 @@ def render(result: dict[str, Any]) -> str:
             r["ours_arrow"].get("files_after"),
             "" if r["ours_arrow"].get("rows_ok") else "(ROWS DIFFER)",
             r["ours_arrow"].get("bytes_added"),
+            r["ours_arrow"],
         ),
         row(
             "deltalake optimize.compact()",
             base,
             r["deltalake"].get("files_after"),
             out=base_bytes,
+            memory=r["deltalake"],
         ),
         row(
             "pyarrow alone (read + write, no log; snappy)",
-            limit,
+            r["pyarrow"].get("seconds"),
             r["pyarrow"].get("files_after"),
             out=r["pyarrow"].get("bytes_added"),
+            memory=r["pyarrow"],
+        ),
+        *(
+            [
+                row(
+                    "**pyarrow alone, our Parquet settings** (zstd 1, auto dictionary; the limit)",
+                    same.get("seconds"),
+                    same.get("files_after"),
+                    out=same.get("bytes_added"),
+                    memory=same,
+                )
+            ]
+            if same
+            else []
         ),
         "",
         f"Start (SparkSession/JVM plus the first Python workers importing txntable): "

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import re
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from bench.process import PeakRss
 
 #: Benchmark modules, in run order. Add yours here.
 MODULES = [
@@ -61,6 +64,16 @@ def replace_section(text: str, name: str, body: str) -> str:
     return text.rstrip("\n") + f"\n\n## {name}\n\n{block}\n"
 
 
+def tree_line(memory: PeakRss) -> str:
+    """The memory line under every benchmark's figures: the most its whole process tree (this
+    process, the children and JVMs it started) held at once during the run, sampled every 50 ms.
+    A coarse bound, beside the per-case memory columns the benchmarks give themselves."""
+    return (
+        f"\n\nPeak RSS of the benchmark's process tree during the run (all its processes at "
+        f"once, sampled every 50 ms): {memory.figures()['peak_rss_mb']:,} MB.\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--only", help="run only this benchmark (its NAME)")
@@ -71,9 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for module in load_modules(args.only):
         print(f"== {module.NAME}{' (quick)' if args.quick else ''}", flush=True)
-        result = module.run(args.quick)
+        with PeakRss(os.getpid()) as memory:
+            result = module.run(args.quick)
         results[module.NAME] = result
-        markdown = module.render(result)
+        markdown = module.render(result) + tree_line(memory)
+        if isinstance(result, dict):
+            result["process_tree_peak_mb"] = memory.figures()["peak_rss_mb"]
         print(markdown, flush=True)
         if not args.quick:
             text = args.doc.read_text() if args.doc.exists() else "# Benchmarks\n"

@@ -11,6 +11,11 @@ planning (the worker's footprint), and after the rewrite; the difference over th
 bytes is the bytes of peak memory per input byte. ``launch.sizing.BYTES_PER_INPUT_BYTE`` and
 ``launch.sizing.WORKER_BASE_BYTES`` are the largest ratio and footprint measured, rounded up.
 
+Beside each, the reference (issue 31.3): pyarrow alone doing the same work in its own fresh
+interpreter, reading the bin's files with ``pq.read_table``, concatenating them and writing one
+file with the same Parquet settings (``ParquetWriteOptions()``: zstd 1, dictionary by sampled
+cardinality), no log, no commit. Goal: ours at most 1.0x its peak above the footprint.
+
 ``python -m bench.task_memory [--files N ...]``; in ``make bench`` as ``task_memory``.
 """
 
@@ -41,7 +46,38 @@ def _vm_hwm_kb() -> int:
     return 0
 
 
+def _pyarrow_child(path: str) -> dict[str, Any]:
+    """The reference: the bin's files read, concatenated and written by pyarrow alone."""
+    import time
+    from urllib.parse import unquote
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from txntable.engine.table import Table
+    from txntable.engine.write.parquet_options import ParquetWriteOptions
+    from txntable.maintenance.optimize import plan
+    from txntable.maintenance.planner import OptimizePolicy
+
+    policy = OptimizePolicy(target_file_size=GIB, min_file_size=GIB)
+    (only,) = plan(Table.open(path), policy).bins
+    inputs = [os.path.join(path, unquote(p)) for p in only.paths]
+    before = _vm_hwm_kb()
+    started = time.perf_counter()
+    data = pa.concat_tables([pq.read_table(f) for f in inputs])
+    ParquetWriteOptions().write(data, os.path.join(path, "pyarrow-alone.parquet"))
+    seconds = time.perf_counter() - started
+    after = _vm_hwm_kb()
+    return {
+        "seconds": round(seconds, 3),
+        "peak_above_mb": round((after - before) / 1024),
+        "per_input_byte": round((after - before) * 1024 / only.total_bytes, 2),
+    }
+
+
 def _child(path: str) -> dict[str, Any]:
+    import time
+
     from txntable.engine.table import Table
     from txntable.maintenance.executor_arrow import ArrowExecutor
     from txntable.maintenance.optimize import optimize, plan
@@ -51,9 +87,12 @@ def _child(path: str) -> dict[str, Any]:
     planned = plan(Table.open(path), policy)
     (only,) = planned.bins
     before = _vm_hwm_kb()
+    started = time.perf_counter()
     result = optimize(Table.open(path), policy, ArrowExecutor(workers=1))
+    seconds = time.perf_counter() - started
     after = _vm_hwm_kb()
     return {
+        "seconds": round(seconds, 3),
         "files": len(only.paths),
         "input_bytes": only.total_bytes,
         "hwm_before_mb": round(before / 1024),
@@ -71,22 +110,30 @@ def measure(files: int) -> dict[str, Any]:
     original = OUT_DIR / f"task-memory-{files}"
     if not original.exists():
         generate(original, files)
-    work = OUT_DIR / f"task-memory-{files}-run"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(original, work)
     env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "bench.task_memory", "--child", str(work)],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=Path(__file__).resolve().parents[1],
-        )
-    finally:
+    got = {}
+    for mode in ("--child", "--pyarrow-child"):
+        work = OUT_DIR / f"task-memory-{files}-run"
         shutil.rmtree(work, ignore_errors=True)
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+        shutil.copytree(original, work)
+        try:
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.task_memory", mode, str(work)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        got[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    row = dict(got["--child"])
+    ref = got["--pyarrow-child"]
+    row["pyarrow"] = ref
+    row["peak_ratio"] = round(row["peak_above_mb"] / max(ref["peak_above_mb"], 1), 2)
+    row["time_ratio"] = round(row["seconds"] / max(ref["seconds"], 1e-3), 2)
+    return row
 
 
 def run(quick: bool = False, files: tuple[int, ...] | None = None) -> dict[str, Any]:
@@ -108,13 +155,21 @@ def render(result: dict[str, Any]) -> str:
         "interpreter (`ARROW_DEFAULT_MEMORY_POOL=system`).",
         "",
         "| files in the bin | input MB | VmHWM before | VmHWM after | peak above"
-        " | per input byte |",
-        "|---|---|---|---|---|---|",
+        " | per input byte | pyarrow alone: peak above | ours / pyarrow, peak "
+        "| seconds: ours / pyarrow alone |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
+        ref = r.get("pyarrow")  # absent in results recorded before the reference existed
+        extra = (
+            f" | {ref['peak_above_mb']} MB | **{r['peak_ratio']:.2f}x** "
+            f"| {r['seconds']:.2f} / {ref['seconds']:.2f} s ({r['time_ratio']:.2f}x) |"
+            if ref
+            else " | | | |"
+        )
         lines.append(
             f"| {r['files']} | {r['input_bytes'] / 2**20:.1f} | {r['hwm_before_mb']} MB "
-            f"| {r['hwm_after_mb']} MB | {r['peak_above_mb']} MB | {r['per_input_byte']} |"
+            f"| {r['hwm_after_mb']} MB | {r['peak_above_mb']} MB | {r['per_input_byte']}" + extra
         )
     lines += [
         "",
@@ -127,10 +182,14 @@ def render(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--pyarrow-child", help=argparse.SUPPRESS)
     parser.add_argument("--files", type=int, nargs="*", default=list(FILES))
     args = parser.parse_args()
     if args.child:
         print(json.dumps(_child(args.child)))
+        return
+    if args.pyarrow_child:
+        print(json.dumps(_pyarrow_child(args.pyarrow_child)))
         return
     print(render(run(files=tuple(args.files))))
 

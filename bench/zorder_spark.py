@@ -32,6 +32,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bench.process import descendants as _descendants
+from bench.process import status_kb as _vm_hwm_kb
+
 OUT_DIR = Path(__file__).resolve().parent / "out"
 ROWS_PER_FILE = 100_000
 TARGET = 32 * 1024 * 1024
@@ -59,37 +62,6 @@ def generate(path: Path, files: int) -> None:
     table = Table.create(str(path), _random_rows(0, 0, 1).schema)
     for i in range(files):
         table.append(_random_rows(i + 1, i * ROWS_PER_FILE, ROWS_PER_FILE))
-
-
-def _vm_hwm_kb(pid: int, key: str = "VmHWM") -> int:
-    """A memory figure of ``/proc/PID/status`` (``VmHWM``: peak RSS; ``VmRSS``: now), 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(f"{key}:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def _is_python(pid: int) -> bool:

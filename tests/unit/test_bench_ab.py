@@ -42,8 +42,10 @@ def test_runs_alternate_and_the_summary_compares_the_sides(tmp_path: Path) -> No
     assert [r.side for r in runs] == ["A", "B", "B", "A", "A", "B"]  # bench.only_b: not run
     assert {r.side: r.figures["seconds"] for r in runs} == {"A": 1.0, "B": 2.0}
     # numbers only, by path; labels, checks and the machine's description are not figures
-    assert set(runs[0].figures) == {"seconds", "quick", "rows.0.files"}
+    # and the memory of the child's process tree, compared like any figure
+    assert set(runs[0].figures) == {"seconds", "quick", "rows.0.files", "process_tree_peak_mb"}
     assert runs[0].figures["quick"] == 1.0
+    assert runs[0].figures["process_tree_peak_mb"] > 0  # sampled while it ran
     text = ab.report(*_args(ab.load(tmp_path / "runs.json")))
     assert "| seconds | 1 | 2 | 2.00 | 1-1 | 2-2 | **no** |" in text
     assert "quick=1" in text and "rows.0.files=7" in text  # the same everywhere: listed once

@@ -24,5 +24,5 @@ def test_the_command_runs_as_the_console_script_does() -> None:
 
 
 def test_a_failing_child_is_an_error_with_its_last_words() -> None:
-    with pytest.raises(RuntimeError, match="exited 3: .*gone"):
+    with pytest.raises(RuntimeError, match=r"exited 3: .*gone"):
         run_script("import sys\nprint('gone', file=sys.stderr)\nsys.exit(3)")
