@@ -450,15 +450,17 @@ def render_rounds(result: dict[str, Any]) -> str:
         "(half removed 30 days ago, 7-day retention).",
         "",
         "| step | median | min-max | ratio of medians, ours / delta-spark | peak RSS of the "
-        "process tree, median |",
+        "process tree, median (just before the step) |",
         "|---|---:|---:|---:|---:|",
     ]
     medians: dict[str, float] = {}
-    rows: list[tuple[str, list[float], list[float]]] = []
+    rows: list[tuple[str, list[float], list[tuple[float, float]]]] = []
     for label, path in STEPS:
         got = [_at(r, path) for r in rounds]
         seconds = [g["seconds"] for g in got if "seconds" in g]
-        peaks = [float(g["peak_rss_mb"]) for g in got if "peak_rss_mb" in g]
+        peaks = [
+            (float(g["peak_rss_mb"]), float(g["rss_before_mb"])) for g in got if "peak_rss_mb" in g
+        ]
         rows.append((label, seconds, peaks))
         if seconds:
             medians[label] = statistics.median(seconds)
@@ -468,7 +470,12 @@ def render_rounds(result: dict[str, Any]) -> str:
             continue
         theirs = medians.get(label.rsplit(", ", 1)[0] + ", delta-spark")
         ratio = "" if "delta-spark" in label or not theirs else f"**{medians[label] / theirs:.2f}**"
-        peak = f"{statistics.median(peaks):.0f} MB" if peaks else "—"
+        peak = (
+            f"{statistics.median(p for p, _ in peaks):.0f} "
+            f"({statistics.median(b for _, b in peaks):.0f}) MB"
+            if peaks
+            else "—"
+        )
         lines.append(
             f"| {label} | {medians[label]:.1f} s | {min(seconds):.1f}-{max(seconds):.1f} s "
             f"| {ratio} | {peak} |"
@@ -507,7 +514,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--optimize-files", type=int, help="files of the OPTIMIZE table")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--report", type=Path, help="only print the table of a --json file")
     args = parser.parse_args(argv)
+    if args.report:
+        print(render_rounds(json_module.loads(args.report.read_text())))
+        return 0
     sizes = dict({"whole": WHOLE, "third": FULL, "quick": QUICK}[args.size])
     if args.optimize_files:
         sizes["optimize"] = optimize_bench.Spec(
