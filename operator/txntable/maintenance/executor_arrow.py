@@ -207,20 +207,20 @@ def _write_output(
     data: pa.Table,
     written: list[str],
     options: ParquetWriteOptions,
-) -> int:
+) -> tuple[int, pq.FileMetaData]:
     """Write one Parquet file with ``options`` (straight to disk when local); its size in
-    bytes."""
+    bytes and its footer."""
     written.append(relative)
     if isinstance(storage, LocalStorage):
         path = os.path.join(storage.root_path, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        options.write(data, path)
-        return os.path.getsize(path)
+        footer = options.write(data, path)
+        return os.path.getsize(path), footer
     sink = pa.BufferOutputStream()
-    options.write(data, sink)
+    footer = options.write(data, sink)
     payload = sink.getvalue()
     storage.write(relative, payload.to_pybytes())
-    return int(payload.size)
+    return int(payload.size), footer
 
 
 def output_file_count(input_bytes: int, target_file_size: int, num_inputs: int) -> int:
@@ -303,9 +303,11 @@ class BinIO:
         relative = self.relative_path(name or data_file_name(self.parquet.file_tag))
         tracked = self.tracked
         data = chunk.drop_columns(list(tracked.names)) if tracked else chunk
-        stats = stats_for_table(data, config=self._stats, opaque=self.layout.unbounded_paths)
-        content = self._file_columns(chunk)
-        size = _write_output(self.storage, relative, content, written, self.parquet)
+        content = self._file_columns(chunk)  # data's columns first, then any others
+        size, footer = _write_output(self.storage, relative, content, written, self.parquet)
+        stats = stats_for_table(
+            data, config=self._stats, opaque=self.layout.unbounded_paths, footer=footer
+        )
         add = AddFile(
             path=encode_path(relative),
             partition_values=dict(self.partition_values),

@@ -8,8 +8,10 @@ cut to a 32-character prefix with a tie-breaker appended to the max, timestamp m
 decimal bounds that do not fit a double exactly are widened outwards, and a NaN or infinite
 bound is dropped rather than written as a token JSON does not allow.
 
-Two sources: an Arrow table we are about to write (``stats_for_table``) and the footer of a
-Parquet file someone else wrote (``stats_from_parquet``), for adopting files into the log.
+Two sources: an Arrow table we write (``stats_for_table``, which takes the bounds the Parquet
+writer computed from the new file's footer where it holds them: a compaction then computes no
+bound twice) and the footer of a Parquet file someone else wrote (``stats_from_parquet``), for
+adopting files into the log.
 """
 
 from __future__ import annotations
@@ -142,8 +144,8 @@ def _json_bound(value: Any, is_max: bool) -> Any:
     """The JSON form of one bound, or ``None`` when no safe bound can be written."""
     if value is None or isinstance(value, bool | bytes):
         return None
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
+    if isinstance(value, float):  # + 0.0 spells a zero bound 0.0 (Parquet's minimum is -0.0)
+        return value + 0.0 if math.isfinite(value) else None
     if isinstance(value, int):
         return value
     if isinstance(value, Decimal):
@@ -226,6 +228,7 @@ def stats_for_table(
     *,
     config: StatsConfig | None = None,
     opaque: Collection[tuple[str, ...]] = (),
+    footer: pq.FileMetaData | None = None,
 ) -> str:
     """Delta stats JSON for ``data`` (the columns of one data file, partition columns removed).
 
@@ -234,9 +237,16 @@ def stats_for_table(
     ``num_indexed_cols``. ``opaque`` names columns that get a null count and no bounds: struct
     columns that are one value each (``variant`` columns, a struct of two binaries in the file)
     and strings whose collation orders them otherwise than their bytes.
+
+    ``footer`` is the footer of the file ``data`` was just written as (its leading columns):
+    the bounds the Parquet writer computed on the way are taken from it instead of computed
+    again, the same values (a test holds the two sources equal); a column whose footer bounds
+    are missing (a string over the writer's 4 KiB statistics limit, NaN, nanoseconds) or do
+    not line up is computed from ``data``.
     """
     del schema_fields
     cfg = config or StatsConfig(num_indexed_cols=num_indexed_cols)
+    written = _FooterBounds(footer, data) if footer is not None else None
     stats: dict[str, Any] = {"numRecords": data.num_rows}
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
@@ -251,8 +261,11 @@ def stats_for_table(
             or column.null_count == column.length()
         ):
             continue
-        bounds = pc.min_max(column)
-        low_value, high_value = bounds["min"].as_py(), bounds["max"].as_py()
+        found = written.get(path, column.type) if written is not None else None
+        if found is None:
+            bounds = pc.min_max(column)
+            found = bounds["min"].as_py(), bounds["max"].as_py()
+        low_value, high_value = found
         if pa.types.is_floating(column.type) and _nan(low_value, high_value):
             continue  # NaN is no bound: min_max skips it, and gives NaN only when all are NaN
         low = _json_bound(low_value, is_max=False)
@@ -271,6 +284,68 @@ def stats_for_table(
 
 def _nan(*values: Any) -> bool:
     return any(isinstance(v, float) and math.isnan(v) for v in values)
+
+
+class _FooterBounds:
+    """Column bounds of a file just written, from its footer, by leaf path of ``data``.
+
+    A path's Parquet column is found by counting leaves through ``data``'s schema and then
+    checked by name, so a column that does not line up is never read for another's bounds."""
+
+    def __init__(self, meta: pq.FileMetaData, data: pa.Table) -> None:
+        self.meta = meta
+        self.usable = meta.num_rows == data.num_rows
+        self.columns: dict[tuple[str, ...], int] = {}
+        first = 0
+        for field in data.schema:
+            first = self._index(((field.name,), field.type), first)
+
+    def _index(self, leaf: tuple[tuple[str, ...], pa.DataType], first: int) -> int:
+        """Record the Parquet column of ``leaf`` (path, type) and of its struct fields; the
+        first column after them."""
+        path, arrow_type = leaf
+        if pa.types.is_struct(arrow_type):
+            for i in range(arrow_type.num_fields):
+                child = arrow_type.field(i)
+                first = self._index(((*path, child.name), child.type), first)
+            return first
+        self.columns[path] = first
+        return first + _parquet_leaves(arrow_type)
+
+    def get(self, path: tuple[str, ...], arrow_type: pa.DataType) -> tuple[Any, Any] | None:
+        """(min, max) of ``path`` as Python values, or None where the footer cannot say."""
+        col = self.columns.get(path)
+        if not self.usable or col is None or col >= self.meta.num_columns:
+            return None
+        if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "ns":
+            return None  # a Python datetime holds microseconds
+        if self.meta.schema.column(col).path != ".".join(path):
+            return None
+        low, high, _ = _combine_row_groups(self.meta, col)
+        if low is None or high is None:
+            return None
+        return low, high
+
+
+def _parquet_leaves(arrow_type: pa.DataType) -> int:
+    """How many Parquet columns a column of ``arrow_type`` is written as."""
+    if pa.types.is_struct(arrow_type):
+        return sum(_parquet_leaves(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if pa.types.is_map(arrow_type):
+        return _parquet_leaves(arrow_type.key_type) + _parquet_leaves(arrow_type.item_type)
+    if (
+        pa.types.is_list(arrow_type)
+        or pa.types.is_large_list(arrow_type)
+        or pa.types.is_fixed_size_list(arrow_type)
+        or pa.types.is_list_view(arrow_type)
+        or pa.types.is_large_list_view(arrow_type)
+    ):
+        return _parquet_leaves(arrow_type.value_type)
+    if pa.types.is_dictionary(arrow_type):
+        return _parquet_leaves(arrow_type.value_type)
+    if isinstance(arrow_type, pa.ExtensionType):
+        return _parquet_leaves(arrow_type.storage_type)
+    return 1
 
 
 # -- from a Parquet footer --------------------------------------------------------------------

@@ -31,6 +31,8 @@ Importing this module loads nothing heavy (pyarrow only when a file is written).
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -39,6 +41,7 @@ from txntable.engine.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 #: The table property naming the codec of new data files (Delta protocol RFC, delta-io/delta#6323).
 CODEC_PROPERTY: Final = "delta.parquet.compression.codec"
@@ -130,11 +133,22 @@ class ParquetWriteOptions:
             kwargs["use_dictionary"] = dictionary_columns(table)
         return kwargs
 
-    def write(self, table: pa.Table, where: Any) -> None:
-        """Write ``table`` as one Parquet file to ``where`` (a path or an output stream)."""
+    def write(self, table: pa.Table, where: Any) -> pq.FileMetaData:
+        """Write ``table`` as one Parquet file to ``where`` (a path or an output stream); the
+        file's footer, whose column statistics the writer computed on the way."""
         import pyarrow.parquet as pq
 
-        pq.write_table(table, where, **self.write_kwargs(table))
+        kwargs = self.write_kwargs(table)
+        row_group_size = kwargs.pop("row_group_size")
+        try:
+            with pq.ParquetWriter(where, table.schema, **kwargs) as writer:
+                writer.write_table(table, row_group_size=row_group_size)
+        except BaseException:
+            if isinstance(where, str | os.PathLike):  # no half-written file left behind
+                with contextlib.suppress(OSError):
+                    os.remove(where)
+            raise
+        return writer.writer.metadata
 
 
 def _accepted(values: tuple[str, ...]) -> str:
