@@ -119,6 +119,7 @@ def run(quick: bool = False, reps: int = 1) -> dict[str, Any]:
     from tests.integration import spark_cluster
 
     commits = QUICK_COMMITS if quick else COMMITS
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-spark-cluster-") as tmp:
         work = Path(tmp)
         base = work / "base"
@@ -139,6 +140,7 @@ def run(quick: bool = False, reps: int = 1) -> dict[str, Any]:
         "start_s": start_s,
         "rows": rows,
         "reps": reps,
+        "load_start": load_start,
         "load": os.getloadavg(),
         "table": {"partitions": PARTITIONS, "commits": commits, "rows": ROWS},
     }
@@ -147,18 +149,30 @@ def run(quick: bool = False, reps: int = 1) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     rows = result["rows"]
 
+    def walls(kind: str, label: str) -> list[float]:
+        return [r["wall_s"] for r in rows[kind][label]]
+
     def med(kind: str, label: str) -> float:
-        return statistics.median(r["wall_s"] for r in rows[kind][label])
+        return statistics.median(walls(kind, label))
+
+    def spread(kind: str, label: str) -> str:
+        got = walls(kind, label)
+        text = f"{statistics.median(got):.1f}"
+        return text if len(got) < 2 else f"{text} ({min(got):.1f}-{max(got):.1f})"
+
+    def load(key: str) -> str:
+        return ", ".join(f"{x:.1f}" for x in result[key]) if key in result else "not recorded"
 
     table = result["table"]
     lines = [
         f"Table: {table['partitions']} partitions, {table['commits']} appends of "
         f"{table['rows']:,} rows (deltalake). Cluster start (master + 2 workers ALIVE): "
-        f"{result['start_s']:.1f} s. Median of {result['reps']}; load average at the end "
-        f"{', '.join(f'{x:.1f}' for x in result['load'])}.",
+        f"{result['start_s']:.1f} s. Median of {result['reps']} (min-max in brackets); "
+        f"load average (1, 5, 15 min) at the start {load('load_start')}, "
+        f"at the end {load('load')}.",
         "",
-        f"Startup (session, one task per slot, stop): cluster {med('startup', 'cluster'):.1f} s, "
-        f"local[2] {med('startup', 'local[2]'):.1f} s. Work = wall less that startup.",
+        f"Startup (session, one task per slot, stop): cluster {spread('startup', 'cluster')} s, "
+        f"local[2] {spread('startup', 'local[2]')} s. Work = median wall less median startup.",
         "",
         "| job | cluster wall (s) | local[2] wall (s) | wall ratio | cluster work (s) "
         "| local[2] work (s) | work ratio |",
@@ -167,9 +181,11 @@ def render(result: dict[str, Any]) -> str:
     for kind in JOBS:
         wall = {label: med(kind, label) for label in ("cluster", "local[2]")}
         work = {label: wall[label] - med("startup", label) for label in wall}
-        ratio = f"{work['cluster'] / work['local[2]']:.2f}x" if work["local[2]"] > 0 else "n/a"
+        # a job whose work is within its startup's noise has no ratio, not a negative one
+        positive = work["cluster"] > 0 and work["local[2]"] > 0
+        ratio = f"{work['cluster'] / work['local[2]']:.2f}x" if positive else "n/a"
         lines.append(
-            f"| {kind} | {wall['cluster']:.1f} | {wall['local[2]']:.1f} "
+            f"| {kind} | {spread(kind, 'cluster')} | {spread(kind, 'local[2]')} "
             f"| {wall['cluster'] / wall['local[2]']:.2f}x | {work['cluster']:.1f} "
             f"| {work['local[2]']:.1f} | {ratio} |"
         )
