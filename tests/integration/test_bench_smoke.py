@@ -96,3 +96,25 @@ def test_scale_benchmark_runs_the_controller_and_counts_its_requests(tmp_path: P
         }
     )
     assert f"| 4 (1 of {TINY.active_files:,} files) |" in markdown
+
+
+def test_inspect_peer_prints_the_document_ours_prints(tmp_path: Path) -> None:
+    """The deltalake script ``bench.inspect_peer`` compares us with lists the same files, with
+    the same sizes and partition values, as ``txntable inspect --json``."""
+    import json
+
+    from bench import inspect_peer
+    from bench.process import run_cli, run_script
+
+    root = table_path(TableSpec(commits=30, active_files=300, tail=2), tmp_path)
+    ours = json.loads(run_cli(["inspect", "--json", str(root)])["stdout"])
+    theirs = json.loads(run_script(inspect_peer.PEER_DOCUMENT, [str(root)])["stdout"])
+
+    def files(doc: dict) -> dict:
+        return {f["path"]: (f["size"], f["partitionValues"]) for f in doc["files"]}
+
+    assert len(ours["files"]) == 300
+    assert files(ours) == files(theirs)
+    assert (ours["version"], ours["numFiles"]) == (theirs["version"], theirs["numFiles"])
+    markdown = inspect_peer.render(inspect_peer.measure(root, rounds=1))
+    assert markdown.count("\n| ") == 4 and "| ours |" in markdown
