@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.process import PeakRss, peak_cell
+
 NAME = "commit_events"
 BURST = 50
 
@@ -254,12 +256,13 @@ def run(quick: bool) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="txntable-bench-events-") as tmp:
         for mode in ("events", "polling"):
-            trials = [
-                _trial(Path(tmp) / f"{mode}-{i}", burst, interval, mode == "events", phase)
-                for i, phase in enumerate(phases)
-            ]
-            idle = _idle(Path(tmp) / f"{mode}-idle", idle_s, interval, mode == "events")
-            out["modes"][mode] = {"trials": trials, "idle": idle}
+            with PeakRss(os.getpid()) as memory:  # the loop, its probe and the commits
+                trials = [
+                    _trial(Path(tmp) / f"{mode}-{i}", burst, interval, mode == "events", phase)
+                    for i, phase in enumerate(phases)
+                ]
+                idle = _idle(Path(tmp) / f"{mode}-idle", idle_s, interval, mode == "events")
+            out["modes"][mode] = {"trials": trials, "idle": idle, "memory": memory.figures()}
     out["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -281,8 +284,9 @@ def render(result: dict[str, Any]) -> str:
         f"{m['load_before'][0]} before / {m['load_after'][0]} after, Python {m['python']}.",
         "",
         "| mode | burst (s) | decided after (s), per trial | observations per burst "
-        "| idle listings/min | idle reads/min | idle probes/min | idle requests/min |",
-        "|---|---|---|---|---|---|---|---|",
+        "| idle listings/min | idle reads/min | idle probes/min | idle requests/min "
+        "| peak RSS, MB (before) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, data in result["modes"].items():
         trials = data["trials"]
@@ -293,10 +297,11 @@ def render(result: dict[str, Any]) -> str:
         observations = ", ".join(str(t["observations"]) for t in trials)
         burst_s = max(t["burst_s"] for t in trials)
         idle = data["idle"]
+        peak = peak_cell(data.get("memory"))
         lines.append(
             f"| {mode} | {burst_s:.2f} | {decided} | {observations} | "
             f"{idle['listings_per_min']:g} | {idle['reads_per_min']:g} | "
-            f"{idle['probes_per_min']:g} | {idle['requests_per_min']:g} |"
+            f"{idle['probes_per_min']:g} | {idle['requests_per_min']:g} | {peak} |"
         )
     return "\n".join(lines) + "\n"
 

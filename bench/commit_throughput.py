@@ -34,6 +34,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.process import PeakRss, peak_cell
+
 NAME = "commit_throughput"
 ENGINES = ("ours", "ours-nofsync", "deltalake")
 OURS = {"ours": {}, "ours-nofsync": {"fsync": "false"}}
@@ -196,9 +198,13 @@ def measure(count: int, processes: int) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-commit-") as workdir:
         for engine in ENGINES:
-            rows[f"sequential/{engine}"] = _sequential(engine, count, workdir)
+            with PeakRss(os.getpid()) as memory:  # this process: both engines run in it
+                rows[f"sequential/{engine}"] = _sequential(engine, count, workdir)
+            rows[f"sequential/{engine}"] |= memory.figures()
         for engine in ENGINES:
-            rows[f"contended/{engine}"] = _contended(engine, count, workdir, processes)
+            with PeakRss(os.getpid()) as memory:  # the workers are this process's children
+                rows[f"contended/{engine}"] = _contended(engine, count, workdir, processes)
+            rows[f"contended/{engine}"] |= memory.figures()
     return {
         "commits": count,
         "processes": processes,
@@ -230,8 +236,8 @@ def render(result: dict[str, Any]) -> str:
         f"load average at the end {result.get('load', '?')} (a shared machine).",
         "",
         "| scenario | engine | commits/s | ratio to deltalake | first / last 10% commits/s "
-        "| retries/commit | give-ups | lost commits |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| retries/commit | give-ups | lost commits | peak RSS of the process tree, MB (before) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for scenario in ("sequential", "contended"):
         base = rows[f"{scenario}/deltalake"]
@@ -246,7 +252,7 @@ def render(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {scenario} | {engine} | {rate:.1f} | {rate / base_rate:.2f} | {ends} "
                 f"| {retries} "
-                f"| {row['give_ups']} | {row['lost_commits']} |"
+                f"| {row['give_ups']} | {row['lost_commits']} | {peak_cell(row)} |"
             )
     checks = all(
         r["versions_contiguous"]

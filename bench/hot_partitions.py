@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.process import PeakRss, peak_cell
+
 NAME = "hot_partitions"
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = Path(__file__).resolve().parent / "out"
@@ -150,7 +152,9 @@ def run_mode(pristine: Path, scratch: Path, mode: str, rounds: int, seed: int) -
         assert proc.stdout is not None
         proc.stdout.readline()  # the writer has rewritten each hot partition once
         for _ in range(rounds):
-            runs.append(_optimize(path, avoid=mode == "avoid"))
+            with PeakRss(os.getpid(), exclude=proc.pid) as memory:  # OPTIMIZE, not the writer
+                run = _optimize(path, avoid=mode == "avoid")
+            runs.append(run | memory.figures())
             if proc.poll() is not None:
                 break
             time.sleep(PAUSE_S)
@@ -234,10 +238,12 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         "Per run (bins planned/committed/dropped, MB committed/dropped, partitions deferred "
-        "and their MB, commit attempts, seconds, 1-minute load):",
+        "and their MB, commit attempts, seconds, 1-minute load, and the peak RSS of this "
+        "process and its executor threads during the run, the writer left out):",
         "",
-        "| mode | run | bins | MB committed | MB dropped | deferred | attempts | s | load |",
-        "|---|---:|---|---:|---:|---|---:|---:|---:|",
+        "| mode | run | bins | MB committed | MB dropped | deferred | attempts | s | load "
+        "| peak RSS, MB (before) |",
+        "|---|---:|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     for mode, data in result["modes"].items():
         for i, r in enumerate(data["runs"], 1):
@@ -245,7 +251,7 @@ def render(result: dict[str, Any]) -> str:
                 f"| {mode} | {i} | {r['bins_planned']}/{r['bins_committed']}/{r['bins_dropped']}"
                 f" | {r['bytes_committed'] / 1e6:.2f} | {r['bytes_dropped'] / 1e6:.2f} | "
                 f"{r['partitions_deferred']} ({r['bytes_deferred'] / 1e6:.2f} MB) | "
-                f"{r['attempts']} | {r['seconds']:.2f} | {r['load1']:.1f} |"
+                f"{r['attempts']} | {r['seconds']:.2f} | {r['load1']:.1f} | {peak_cell(r)} |"
             )
     lines += [
         "",

@@ -163,4 +163,12 @@ class PeakRss:
         return {"rss_before_mb": self.before_kb // 1024, "peak_rss_mb": self.peak_kb // 1024}
 
 
-__all__ = ["PeakRss", "descendants", "run_cli", "run_script", "status_kb"]
+def peak_cell(figures: Mapping[str, Any] | None) -> str:
+    """A table cell of ``PeakRss.figures()`` found in ``figures``: ``peak (before)`` in MB, or
+    ``not measured`` (a result saved before the benchmark measured memory)."""
+    if not figures or "peak_rss_mb" not in figures:
+        return "not measured"
+    return f"{figures['peak_rss_mb']} ({figures['rss_before_mb']})"
+
+
+__all__ = ["PeakRss", "descendants", "peak_cell", "run_cli", "run_script", "status_kb"]

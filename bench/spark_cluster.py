@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.process import PeakRss
+
 NAME = "spark_cluster"
 REPO = Path(__file__).resolve().parents[1]
 PARTITIONS = 4
@@ -85,19 +87,23 @@ def run_job(kind: str, path: Path, master: str, env: dict[str, str]) -> dict[str
         command = [sys.executable, "-m", f"txntable.jobs.{module}", str(path), "--master", master]
         command += args
     started = time.monotonic()
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=1200,
-        check=False,
-    )
+    # the job's tree: its driver and, on local[2], the executor threads and Python workers (a
+    # cluster's executors are the workers' children, not the job's)
+    with (
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
+        ) as proc,
+        PeakRss(proc.pid) as memory,
+    ):
+        try:
+            stdout, stderr = proc.communicate(timeout=1200)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
     wall = time.monotonic() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{kind} on {master} failed: {done.stdout[-500:]}\n{done.stderr[-2000:]}")
-    return {"wall_s": wall}
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} on {master} failed: {stdout[-500:]}\n{stderr[-2000:]}")
+    return {"wall_s": wall, "peak_rss_mb": memory.figures()["peak_rss_mb"]}
 
 
 def prepare(kind: str, base: Path, work: Path, env: dict[str, str]) -> Path:
@@ -160,6 +166,10 @@ def render(result: dict[str, Any]) -> str:
         text = f"{statistics.median(got):.1f}"
         return text if len(got) < 2 else f"{text} ({min(got):.1f}-{max(got):.1f})"
 
+    def peak(kind: str, label: str) -> str:
+        got = [r["peak_rss_mb"] for r in rows[kind][label] if "peak_rss_mb" in r]
+        return f"{statistics.median(got):.0f} MB" if got else "not measured"
+
     def load(key: str) -> str:
         return ", ".join(f"{x:.1f}" for x in result[key]) if key in result else "not recorded"
 
@@ -175,8 +185,8 @@ def render(result: dict[str, Any]) -> str:
         f"local[2] {spread('startup', 'local[2]')} s. Work = median wall less median startup.",
         "",
         "| job | cluster wall (s) | local[2] wall (s) | wall ratio | cluster work (s) "
-        "| local[2] work (s) | work ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| local[2] work (s) | work ratio | peak RSS of the job's tree, cluster / local[2] |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for kind in JOBS:
         wall = {label: med(kind, label) for label in ("cluster", "local[2]")}
@@ -187,7 +197,8 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"| {kind} | {spread(kind, 'cluster')} | {spread(kind, 'local[2]')} "
             f"| {wall['cluster'] / wall['local[2]']:.2f}x | {work['cluster']:.1f} "
-            f"| {work['local[2]']:.1f} | {ratio} |"
+            f"| {work['local[2]']:.1f} | {ratio} "
+            f"| {peak(kind, 'cluster')} / {peak(kind, 'local[2]')} |"
         )
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ The figure is writes per table-minute; a table with nothing due should cost none
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -28,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.process import PeakRss, peak_cell
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -166,8 +168,12 @@ def run(quick: bool) -> dict[str, Any]:
     minutes = QUICK_MINUTES if quick else FULL_MINUTES
     rows = []
     for tables, due in cases:
-        with tempfile.TemporaryDirectory(prefix="txntable-status-writes-") as tmp:
-            rows.append(measure(tables, due, minutes, Path(tmp)))
+        with (
+            tempfile.TemporaryDirectory(prefix="txntable-status-writes-") as tmp,
+            PeakRss(os.getpid()) as memory,
+        ):
+            row = measure(tables, due, minutes, Path(tmp))
+        rows.append(row | memory.figures())
     return {"limit": LIMIT, "rows": rows}
 
 
@@ -177,13 +183,14 @@ def render(result: dict[str, Any]) -> str:
         "(in-process, `Operator.reconcile`).",
         "",
         "| tables | due | minutes | status writes (due tables) | (tables with nothing due) "
-        "| per table-minute | per idle table-minute |",
-        "|---|---|---|---|---|---|---|",
+        "| per table-minute | per idle table-minute | peak RSS, MB (before) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['tables']} | {r['due']} | {r['minutes']} | {r['writes_due']} | "
             f"{r['writes_idle']} | {r['per_table_minute']:.3f} | "
-            f"{r['idle_per_table_minute']:.3f} |"
+            f"{r['idle_per_table_minute']:.3f} | "
+            f"{peak_cell(r)} |"
         )
     return "\n".join(lines)
