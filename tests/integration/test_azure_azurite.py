@@ -28,9 +28,9 @@ from tests import oracle_read
 from tests.integration.concurrent_writers import SCHEMA, race_two_processes
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.azure import AzureStorage
+from txntable.engine.storage.azure_options import EMULATOR_ACCOUNT, EMULATOR_KEY
 from txntable.engine.storage.base import FileExistsInStoreError
 from txntable.engine.storage.factory import open_storage
-from txntable.engine.storage.options import EMULATOR_ACCOUNT, EMULATOR_KEY
 from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration

@@ -62,9 +62,9 @@ if TYPE_CHECKING:
     from txntable.engine.read.summary import TableSummary
     from txntable.engine.storage.base import FileInfo, LocalStorage, Storage
     from txntable.engine.storage.factory import open_storage
-    from txntable.engine.storage.options import parse_s3_options, s3_options_with_environment
     from txntable.engine.storage.paths import LOG_DIR
     from txntable.engine.storage.s3 import parse_s3_uri
+    from txntable.engine.storage.s3_options import parse_s3_options, s3_options_with_environment
     from txntable.engine.table import Table
     from txntable.engine.testhooks import pause_point
     from txntable.engine.vacuum import VacuumResult, iceberg_hold_note
@@ -158,9 +158,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "LocalStorage": ("txntable.engine.storage.base", "LocalStorage"),
     "FileInfo": ("txntable.engine.storage.base", "FileInfo"),
     "open_storage": ("txntable.engine.storage.factory", "open_storage"),
-    "parse_s3_options": ("txntable.engine.storage.options", "parse_s3_options"),
+    "parse_s3_options": ("txntable.engine.storage.s3_options", "parse_s3_options"),
     "s3_options_with_environment": (
-        "txntable.engine.storage.options",
+        "txntable.engine.storage.s3_options",
         "s3_options_with_environment",
     ),
     "parse_s3_uri": ("txntable.engine.storage.s3", "parse_s3_uri"),

@@ -25,15 +25,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
-from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
-from txntable.engine.storage.options import (
-    AZURE_SCHEMES,
+from txntable.engine.storage.azure_options import (
     EMULATOR_ACCOUNT,
     AzureSettings,
     azure_options_with_environment,
     parse_azure_options,
-    report_without_effect,
 )
+from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
+from txntable.engine.storage.options import AZURE_SCHEMES, report_without_effect
 from txntable.engine.storage.paths import LOG_DIR
 
 log = logging.getLogger(__name__)

@@ -17,16 +17,16 @@ from urllib.parse import unquote, urlsplit
 
 from txntable.engine.errors import InvalidArgumentError
 from txntable.engine.storage.azure import AzureStorage, azure_target
+from txntable.engine.storage.azure_options import parse_azure_options
 from txntable.engine.storage.base import LocalStorage, MemoryStorage, Storage
 from txntable.engine.storage.options import (
     AZURE_SCHEMES,
     bool_option,
-    parse_azure_options,
-    parse_s3_options,
     unsupported_scheme_error,
     uri_scheme,
 )
 from txntable.engine.storage.s3 import S3Storage, parse_s3_uri
+from txntable.engine.storage.s3_options import parse_s3_options
 
 
 def _flag(options: Mapping[str, Any], key: str, default: bool) -> bool:

@@ -32,13 +32,13 @@ from urllib.parse import urlsplit
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
-from txntable.engine.storage.options import (
+from txntable.engine.storage.options import report_without_effect
+from txntable.engine.storage.paths import LOG_DIR
+from txntable.engine.storage.s3_options import (
     S3Settings,
     parse_s3_options,
-    report_without_effect,
     s3_options_with_environment,
 )
-from txntable.engine.storage.paths import LOG_DIR
 
 log = logging.getLogger(__name__)
 

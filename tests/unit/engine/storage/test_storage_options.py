@@ -20,15 +20,12 @@ import yaml
 from tests.unit.case_ids import readable
 from tests.unit.crdtools import EXAMPLES, load_examples
 from txntable.engine.errors import InvalidArgumentError, StorageError
+from txntable.engine.storage.azure_options import parse_azure_options
 from txntable.engine.storage.base import LocalStorage
 from txntable.engine.storage.factory import check_storage_options, open_storage
-from txntable.engine.storage.options import (
-    parse_azure_options,
-    parse_s3_options,
-    primary_s3_option_names,
-    report_without_effect,
-)
+from txntable.engine.storage.options import report_without_effect
 from txntable.engine.storage.s3 import S3Storage
+from txntable.engine.storage.s3_options import parse_s3_options, primary_s3_option_names
 from txntable.engine.table import Table
 
 REPO = Path(__file__).resolve().parents[4]
@@ -440,10 +437,8 @@ def test_environment_fills_what_the_options_leave_open(monkeypatch: pytest.Monke
     """Run pods get the Secret's keys as environment variables (envFrom): as object_store's
     from_env, known AWS_*/AZURE_* variables complete the options, which win; IRSA's
     AWS_ROLE_ARN and other variables that are not options are left to the SDKs."""
-    from txntable.engine.storage.options import (
-        azure_options_with_environment,
-        s3_options_with_environment,
-    )
+    from txntable.engine.storage.azure_options import azure_options_with_environment
+    from txntable.engine.storage.s3_options import s3_options_with_environment
 
     environ = {
         "AWS_REGION": "eu-north-1",
@@ -465,3 +460,21 @@ def test_environment_fills_what_the_options_leave_open(monkeypatch: pytest.Monke
     storage = S3Storage("s3://b/t", {})
     assert storage.client.meta.region_name == "eu-north-1"
     assert storage.client.meta.endpoint_url == "https://from-env.example.com"
+
+
+def test_each_store_gives_its_own_reasons_for_http_tuning_and_proxy_options() -> None:
+    """The HTTP tuning names are shared, the reasons are each client's: an Azure table is not
+    told about boto3, nor pointed at AWS_CA_BUNDLE."""
+    s3 = parse_s3_options({"pool_idle_timeout": "5s", "AWS_HTTP2_ONLY": "true"})
+    azure = parse_azure_options(
+        {"azure_storage_account_name": "acct", "pool_idle_timeout": "5s", "AZURE_HTTP2_ONLY": "1"}
+    )
+    assert set(s3.without_effect) == {"pool_idle_timeout", "AWS_HTTP2_ONLY"}
+    assert set(azure.without_effect) == {"pool_idle_timeout", "AZURE_HTTP2_ONLY"}
+    assert all("boto3" in why for why in s3.without_effect.values())
+    assert all("Azure SDK" in why and "boto3" not in why for why in azure.without_effect.values())
+    with pytest.raises(InvalidArgumentError, match="AWS_CA_BUNDLE"):
+        parse_s3_options({"aws_proxy_excludes": "x"})
+    with pytest.raises(InvalidArgumentError, match="REQUESTS_CA_BUNDLE") as refused:
+        parse_azure_options({"azure_proxy_excludes": "x"})
+    assert "AWS_" not in str(refused.value)
