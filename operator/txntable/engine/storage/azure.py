@@ -10,14 +10,13 @@ The client retries timeouts itself, so a 409 can answer our own earlier PUT whos
 lost: on 409 the stored blob is read back and compared with ours. Commit bodies carry a unique
 ``txnId``, so equal bytes mean our PUT won and the commit is neither lost nor written twice.
 
-Options use object_store's names (``options.parse_azure_options``); without a key, SAS
+Options use object_store's names (``azure_options.parse_azure_options``); without a key, SAS
 or token, credentials come from azure-identity's default chain (workload identity, managed
 identity, environment, Azure CLI). Secrets never reach a log line or an error message.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +30,8 @@ from txntable.engine.storage.azure_options import (
     azure_options_with_environment,
     parse_azure_options,
 )
-from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
+from txntable.engine.storage.base import FileExistsInStoreError, FileInfo
+from txntable.engine.storage.object_store import ObjectStorage
 from txntable.engine.storage.options import AZURE_SCHEMES, report_without_effect
 from txntable.engine.storage.paths import LOG_DIR
 
@@ -135,7 +135,7 @@ def _credential(settings: AzureSettings, account: str) -> Any:
     return identity.DefaultAzureCredential(**extra)
 
 
-class AzureStorage(Storage):
+class AzureStorage(ObjectStorage):
     """A table in an Azure container; commits use ``If-None-Match: *``."""
 
     atomic_put_if_absent = True
@@ -171,10 +171,6 @@ class AzureStorage(Storage):
             self.account_url, credential=_credential(settings, self.account), **options
         )
         return service.get_container_client(self.container)
-
-    def _key(self, relative: str) -> str:
-        relative = relative.lstrip("/")
-        return f"{self.prefix}/{relative}" if self.prefix else relative
 
     def _where(self) -> str:
         return f"container {self.container} of {self.account_url}"
@@ -216,42 +212,25 @@ class AzureStorage(Storage):
         except Exception as exc:
             raise self._storage_error(f"listing {LOG_DIR}", exc) from exc
 
-    def read(self, relative: str) -> bytes:
-        try:
-            data: bytes = self.client.download_blob(self._key(relative)).readall()
-        except Exception as exc:
-            if _status(exc) == 404:
-                raise FileNotFoundError(relative) from None
-            raise self._storage_error(f"reading {relative}", exc) from exc
+    def _get(self, key: str) -> bytes:
+        data: bytes = self.client.download_blob(key).readall()
         return data
 
-    def open_input(self, relative: str) -> io.BytesIO:
-        return io.BytesIO(self.read(relative))
-
-    def read_tail(self, relative: str, length: int) -> bytes:
+    def _get_tail(self, key: str, length: int) -> bytes:
         # Blob storage has no suffix range: the size first, then the range
-        key = self._key(relative)
-        try:
-            size = int(self.client.get_blob_client(key).get_blob_properties().size)
-            if size == 0:
-                return b""
-            offset = max(0, size - length)
-            data: bytes = self.client.download_blob(
-                key, offset=offset, length=size - offset
-            ).readall()
-        except Exception as exc:
-            if _status(exc) == 404:
-                raise FileNotFoundError(relative) from None
-            raise self._storage_error(f"reading {relative}", exc) from exc
+        size = int(self.client.get_blob_client(key).get_blob_properties().size)
+        if size == 0:
+            return b""
+        offset = max(0, size - length)
+        data: bytes = self.client.download_blob(key, offset=offset, length=size - offset).readall()
         return data
+
+    def _missing(self, exc: Exception) -> bool:
+        return _status(exc) == 404
 
     # -- writes -----------------------------------------------------------------------------
     def write_if_absent(self, relative: str, data: bytes) -> None:
-        if not self.atomic_put_if_absent:
-            raise StorageError(
-                f"{self.root_uri} is declared without conditional PUT; refusing to commit "
-                "(see the single-writer option)"
-            )
+        self._require_conditional_put()
         try:
             self.client.upload_blob(self._key(relative), data, overwrite=False)
             return
@@ -264,25 +243,11 @@ class AzureStorage(Storage):
             return
         raise FileExistsInStoreError(f"{relative} already exists")
 
-    def _holds(self, relative: str, data: bytes) -> bool:
-        try:
-            return self.read(relative) == data
-        except FileNotFoundError:
-            return False
+    def _put(self, key: str, data: bytes) -> None:
+        self.client.upload_blob(key, data, overwrite=True)
 
-    def write(self, relative: str, data: bytes) -> None:
-        try:
-            self.client.upload_blob(self._key(relative), data, overwrite=True)
-        except Exception as exc:
-            raise self._storage_error(f"writing {relative}", exc) from exc
-
-    def delete(self, relative: str) -> None:
-        try:
-            self.client.delete_blob(self._key(relative))
-        except Exception as exc:
-            if _status(exc) == 404:
-                return
-            raise self._storage_error(f"deleting {relative}", exc) from exc
+    def _remove(self, key: str) -> None:
+        self.client.delete_blob(key)
 
     def _storage_error(self, what: str, exc: Exception) -> StorageError:
         status = _status(exc)

@@ -15,14 +15,13 @@ answers need care:
 Stores that do not implement conditional writes can be declared with
 ``storage_options={"AWS_CONDITIONAL_PUT": "disabled"}`` (or ``conditional_put=false``); the
 commit path then refuses to commit unless the table opts into single-writer mode. Option names
-are those of delta-rs/object_store or fsspec (``storage/options.py`` sorts them). Credentials
+are those of delta-rs/object_store or fsspec (``storage/s3_options.py`` names them). Credentials
 come from ``storage_options`` or boto3's standard chain and are never logged or put into error
 messages.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import random
 import time
@@ -31,7 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from txntable.engine.errors import InvalidArgumentError, StorageError
-from txntable.engine.storage.base import FileExistsInStoreError, FileInfo, Storage
+from txntable.engine.storage.base import FileExistsInStoreError, FileInfo
+from txntable.engine.storage.object_store import ObjectStorage
 from txntable.engine.storage.options import report_without_effect
 from txntable.engine.storage.paths import LOG_DIR
 from txntable.engine.storage.s3_options import (
@@ -64,7 +64,7 @@ def _error_code(exc: Exception) -> tuple[str, int]:
     return code, status
 
 
-class S3Storage(Storage):
+class S3Storage(ObjectStorage):
     """A table under ``s3://bucket/prefix``; commits use ``If-None-Match: *``."""
 
     atomic_put_if_absent = True
@@ -116,10 +116,6 @@ class S3Storage(Storage):
             client.meta.events.register("provide-client-params.s3.*", add_request_args)
         return client
 
-    def _key(self, relative: str) -> str:
-        relative = relative.lstrip("/")
-        return f"{self.prefix}/{relative}" if self.prefix else relative
-
     # -- reads ------------------------------------------------------------------------------
     def list_dir(self, relative_dir: str, start_at: str = "") -> list[FileInfo]:
         prefix = self._key(relative_dir).rstrip("/") + "/"
@@ -168,40 +164,23 @@ class S3Storage(Storage):
             raise self._storage_error(f"listing {LOG_DIR}", exc) from exc
         return bool(page.get("Contents"))
 
-    def read(self, relative: str) -> bytes:
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(relative))
-            data: bytes = response["Body"].read()
-        except Exception as exc:
-            code, status = _error_code(exc)
-            if code in ("NoSuchKey", "404") or status == 404:
-                raise FileNotFoundError(relative) from None
-            raise self._storage_error(f"reading {relative}", exc) from exc
+    def _get(self, key: str) -> bytes:
+        data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return data
 
-    def open_input(self, relative: str) -> io.BytesIO:
-        return io.BytesIO(self.read(relative))
-
-    def read_tail(self, relative: str, length: int) -> bytes:
-        try:  # a suffix range: S3 answers the whole object when it is shorter
-            response = self.client.get_object(
-                Bucket=self.bucket, Key=self._key(relative), Range=f"bytes=-{length}"
-            )
-            data: bytes = response["Body"].read()
-        except Exception as exc:
-            code, status = _error_code(exc)
-            if code in ("NoSuchKey", "404") or status == 404:
-                raise FileNotFoundError(relative) from None
-            raise self._storage_error(f"reading {relative}", exc) from exc
+    def _get_tail(self, key: str, length: int) -> bytes:
+        # a suffix range: S3 answers the whole object when it is shorter
+        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{length}")
+        data: bytes = response["Body"].read()
         return data
+
+    def _missing(self, exc: Exception) -> bool:
+        code, status = _error_code(exc)
+        return code in ("NoSuchKey", "404") or status == 404
 
     # -- writes -----------------------------------------------------------------------------
     def write_if_absent(self, relative: str, data: bytes) -> None:
-        if not self.atomic_put_if_absent:
-            raise StorageError(
-                f"{self.root_uri} is declared without conditional PUT; refusing to commit "
-                "(see the single-writer option)"
-            )
+        self._require_conditional_put()
         key = self._key(relative)
         ambiguous = 0
         conflicts = 0
@@ -233,28 +212,11 @@ class S3Storage(Storage):
                     continue
                 raise self._storage_error(f"writing {relative}", exc) from exc
 
-    def _holds(self, relative: str, data: bytes) -> bool:
-        try:
-            return self.read(relative) == data
-        except FileNotFoundError:
-            return False
+    def _put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **self._put_args)
 
-    def write(self, relative: str, data: bytes) -> None:
-        try:
-            self.client.put_object(
-                Bucket=self.bucket, Key=self._key(relative), Body=data, **self._put_args
-            )
-        except Exception as exc:
-            raise self._storage_error(f"writing {relative}", exc) from exc
-
-    def delete(self, relative: str) -> None:
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._key(relative))
-        except Exception as exc:
-            code, status = _error_code(exc)
-            if code == "NoSuchKey" or status == 404:
-                return
-            raise self._storage_error(f"deleting {relative}", exc) from exc
+    def _remove(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
 
     def _endpoint(self) -> str:
         """The endpoint the client talks to, without any user info a URL could carry."""
