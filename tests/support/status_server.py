@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from txntable.handlers.status_writer import (
-    Current,
-    StatusNotWritten,
-    Stored,
-    apply_merge_patch,
-)
+from txntable.handlers.status_writer import Current, StatusNotWritten, Stored, apply_merge_patch
 
 
 class Server:
