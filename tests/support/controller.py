@@ -123,8 +123,6 @@ class Harness:
 
 
 DAY_MS = 86_400_000
-
-
 LABELS = {"namespace": "default", "table": "events"}
 
 
