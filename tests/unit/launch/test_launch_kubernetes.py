@@ -13,15 +13,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.kube_fakes import (
-    BACKENDS,
-    RESULT,
-    FakeCore,
-    api_error,
-    finish,
-    job,
-    spark,
-)
+from tests.support.kube_fakes import BACKENDS, RESULT, FakeCore, api_error, finish, job, spark
 from tests.support.launch_requests import request as make_request
 from tests.unit.case_ids import readable
 from txntable.api.constants import LABEL_KIND
