@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 
+# the asserts moved out of test modules into tests/support (helpers that check as they go)
+# still report what they compared, as they did in the test modules pytest rewrites
+pytest.register_assert_rewrite("tests.support")
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Ctrl-C as a terminal's foreground job has it, whatever started the suite: a shell's

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.kube import condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
-from tests.integration.test_controller_kmock import fragmented_table
+from tests.support.kmock_controller import fragmented_table
 from txntable.api.common import RunKind
 from txntable.launch.names import NAME_HASH_LEN, short_hash
 from txntable.launch.run import last_json_line
@@ -34,7 +34,7 @@ PLURALS = {
     "CheckpointPolicy": "checkpointpolicies",
 }
 #: the policy of the lifecycle tests: a fragmented table (24 files of a few KB in two
-#: partitions, tests.integration.test_controller_kmock.fragmented_table) is due at once
+#: partitions, tests.support.kmock_controller.fragmented_table) is due at once
 SMALL_FILES_POLICY: dict[str, Any] = {
     "targetFileSize": "64Mi",
     "minFileSize": "8Mi",

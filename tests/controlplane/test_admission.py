@@ -41,8 +41,8 @@ from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.flows import GROUP, VERSION
 from tests.controlplane.kube import apply
 from tests.controlplane.plane import ControlPlane
-from tests.unit.api.test_crds import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
-from tests.unit.api.test_invalid_manifests import (
+from tests.support.crd_keys import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
+from tests.support.invalid_manifests import (
     CASES,
     CEILINGS,
     CKPT,

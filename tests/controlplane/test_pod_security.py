@@ -35,9 +35,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.controlplane.kube import RESTRICTED
 from tests.controlplane.standins import driver_pod, job_pod
+from tests.support.launch_requests import CASES, request
 from tests.unit.chart_support import cases as chart_cases
 from tests.unit.chart_support import chart_copy, render
-from tests.unit.launch.test_launch_manifests import CASES, request
 from txntable.config import Config
 from txntable.launch import manifests
 from txntable.launch.run import Backend

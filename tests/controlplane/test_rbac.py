@@ -31,7 +31,7 @@ from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.kube import apply, apply_all, condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import driver_pod, job_pod
-from tests.integration.test_controller_kmock import fragmented_table
+from tests.support.kmock_controller import fragmented_table
 
 SPARK_CRD = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
 

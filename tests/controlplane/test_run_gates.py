@@ -25,7 +25,7 @@ from tests.controlplane.controller import Install, install_chart
 from tests.controlplane.kube import apply, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import JobController
-from tests.integration.test_controller_kmock import data_and_commits
+from tests.support.kmock_controller import data_and_commits
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.engine import Table, testhooks
 from txntable.engine.commit.transaction import CommitOptions, Transaction

@@ -30,7 +30,7 @@ from tests.controlplane import flows
 from tests.controlplane.controller import ControllerProcess, Install, install_chart
 from tests.controlplane.kube import condition, wait_for
 from tests.controlplane.plane import ControlPlane
-from tests.integration.test_controller_kmock import fragmented_table
+from tests.support.kmock_controller import fragmented_table
 from txntable.engine import Table
 
 TABLES = 300

@@ -27,7 +27,7 @@ from tests.controlplane import flows, shard_audit
 from tests.controlplane.controller import ControllerProcess, Install, install_chart
 from tests.controlplane.kube import condition, wait_for
 from tests.controlplane.plane import ControlPlane
-from tests.integration.test_controller_kmock import fragmented_table
+from tests.support.kmock_controller import fragmented_table
 from txntable.engine import Table
 from txntable.handlers.shards import SET_LABEL, shard_of
 

@@ -7,6 +7,9 @@ reference implementation, PySpark 4.2 in its own environment: ``tests/deltaspark
 process for the whole session too, started on the first test that asks for it and stopped, JVM
 and all, at the end. The cluster (master and two workers, ``spark_cluster.py``) starts only when
 a test asks for it; its jobs run as processes of their own, as drivers do.
+
+The S3 tests' moto bucket (``endpoint``) and the Azure tests' Azurite container (``blob_url``)
+are module fixtures of tests/support, made visible here to every file that uses them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 import pytest
 
 from tests.deltaspark.client import DeltaSpark
+from tests.support.azurite import blob_url  # noqa: F401 - a fixture of the Azure tests
+from tests.support.s3_moto import endpoint  # noqa: F401 - a fixture of the S3 tests
 
 
 @pytest.fixture(scope="session")

@@ -11,13 +11,8 @@ from npm into .venv/azurite.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +21,7 @@ import pytest
 
 from tests import oracle_read
 from tests.integration.concurrent_writers import SCHEMA, race_two_processes
+from tests.support.azurite import CONTAINER, _options
 from txntable.engine.errors import InvalidArgumentError, StorageError
 from txntable.engine.storage.azure import AzureStorage
 from txntable.engine.storage.azure_options import EMULATOR_ACCOUNT, EMULATOR_KEY
@@ -34,77 +30,6 @@ from txntable.engine.storage.factory import open_storage
 from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-CONTAINER = "txntable-tests"
-
-
-def _azurite() -> str:
-    found = os.environ.get("TXNTABLE_AZURITE") or shutil.which("azurite-blob")
-    local = REPO / ".venv" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
-    if found is None and local.exists():
-        found = str(local)
-    if found is None:
-        pytest.fail("azurite-blob is missing: run make setup (it installs Azurite from npm)")
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def blob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            _azurite(),
-            "--blobHost",
-            "127.0.0.1",
-            "--blobPort",
-            str(port),
-            "--location",
-            str(tmp_path_factory.mktemp("azurite")),
-            "--silent",
-            "--skipApiVersionCheck",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("Azurite did not start within 30 s")
-        storage = AzureStorage(f"az://{CONTAINER}", _options(url))
-        storage.client.create_container()
-        yield url
-    finally:
-        # Azurite (Node) has been seen to outlive SIGTERM by more than 10 s on a loaded
-        # machine, which failed a clean-clone `make test` at this teardown: kill it then
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def _options(url: str) -> dict[str, str]:
-    """object_store's names, as a delta-rs user writes them."""
-    return {
-        "AZURE_STORAGE_ACCOUNT_NAME": EMULATOR_ACCOUNT,
-        "AZURE_STORAGE_ACCOUNT_KEY": EMULATOR_KEY,
-        "AZURE_STORAGE_ENDPOINT": f"{url}/{EMULATOR_ACCOUNT}",
-        "AZURE_ALLOW_HTTP": "true",
-    }
 
 
 def _new_table(url: str) -> tuple[str, Table]:
@@ -217,9 +142,8 @@ def test_spark_checkpoint_and_vacuum_on_azure(
     """The Spark checkpoint job's replay and VACUUM's Spark tasks reach Azure through the
     engine's storage (Spark has no Azure filesystem here, and VACUUM on Spark once refused Azure
     tables): the same state as our replay, the same files deleted as in-process."""
-    import time
 
-    from tests.integration.test_checkpoint_spark import assert_replays_on_object_store
+    from tests.support.checkpoint_interop import assert_replays_on_object_store
     from txntable.engine.vacuum import vacuum
     from txntable.maintenance.vacuum_spark import SparkSweeper
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.test_checkpoint_interop import (
+from tests.support.checkpoint_interop import (
     _deltalake,
     _deltalake_table,
     _drop_commits_before,

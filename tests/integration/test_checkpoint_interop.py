@@ -15,8 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tests import deltagen as g
 from tests.conftest import TESTDATA
+from tests.support.checkpoint_interop import (
+    _deltalake,
+    _deltalake_table,
+    _drop_commits_before,
+    _ours,
+)
 from txntable.cli.main import main
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.read.snapshot import Snapshot
@@ -36,48 +41,6 @@ REFERENCE = [
     "delta-0.8.0-null-partition",
     "table-with-dv-small",
 ]
-
-
-def _relative(doc: dict[str, Any], root: Path) -> dict[str, Any]:
-    prefix = str(root.resolve()) + "/"
-    files = {k.replace("file://", "").replace(prefix, ""): v for k, v in doc["files"].items()}
-    return {**doc, "files": files}
-
-
-def _deltalake(root: Path) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
-    return _relative(g.expected(DeltaTable(str(root))), root)
-
-
-def _ours(root: Path) -> dict[str, Any]:
-    return _relative(g.observed(Snapshot.load(LocalStorage(str(root)))), root)
-
-
-def _drop_commits_before(root: Path, version: int) -> None:
-    for v in range(version):
-        (root / "_delta_log" / f"{v:020d}.json").unlink(missing_ok=True)
-        (root / "_delta_log" / f"{v:020d}.crc").unlink(missing_ok=True)
-
-
-def _deltalake_table(tmp_path: Path) -> Path:
-    """Partitions with nulls, a tombstone, txn actions and statistics, all written by delta-rs."""
-    from deltalake import CommitProperties, Transaction, write_deltalake
-
-    root = tmp_path / "dl"
-    data = pa.table(
-        {
-            "id": pa.array([1, 2, None, 4], pa.int64()),
-            "name": ["a", None, "c", "d"],
-            "part": ["x", None, "y", "x"],
-        }
-    )
-    write_deltalake(str(root), data, partition_by=["part"])
-    props = CommitProperties(app_transactions=[Transaction(app_id="stream-1", version=7)])
-    write_deltalake(str(root), data, mode="append", commit_properties=props)
-    write_deltalake(str(root), data.slice(0, 2), mode="overwrite", partition_by=["part"])
-    write_deltalake(str(root), data.slice(2), mode="append")
-    return root
 
 
 @pytest.mark.parametrize("name", REFERENCE)

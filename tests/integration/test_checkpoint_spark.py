@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,14 @@ import pytest
 
 from tests import oracle_read
 from tests.conftest import REPO
-from tests.integration.test_checkpoint_interop import (
+from tests.support.checkpoint_interop import (
     _deltalake,
     _deltalake_table,
     _drop_commits_before,
     _ours,
+    assert_replays_on_object_store,
 )
-from tests.integration.test_s3_moto import BUCKET, endpoint  # noqa: F401 - a fixture
+from tests.support.s3_moto import BUCKET
 from txntable.engine.checkpoint.spark_hash import murmur3_strings, partition_ids
 from txntable.engine.checkpoint.write import write_checkpoint, write_checkpoint_state
 from txntable.engine.read.snapshot import Snapshot
@@ -132,44 +132,7 @@ def test_job_refuses_bad_input_before_starting_spark(
     assert not list((root / "_delta_log").glob("*.checkpoint*"))
 
 
-def _sorted_rows(table: pa.Table) -> list[str]:
-    return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
-
-
-def assert_replays_on_object_store(
-    spark: Any, uri: str, options: dict[str, str], rows: Callable[[list[int], str], pa.Table]
-) -> None:
-    """The Spark replay of a table in an object store equals our snapshot replay (a classic
-    checkpoint plus commits after it, a tombstone among them); the checkpoint written from it
-    alone then tells our reader the same table. The tasks read through the engine's storage:
-    Spark's own readers have no S3 or Azure filesystem here. Leaves 2 rows at version 4."""
-    from txntable.engine.table import Table
-    from txntable.jobs.checkpoint import run_checkpoint
-
-    table = Table.open(uri, options)
-    table.append(rows([1], "a"))
-    table.append(rows([2], "b"))
-    write_checkpoint(table.snapshot())  # inline, at version 2
-    table.append(rows([3], "a"))
-    table.delete("p = 'b'")  # a tombstone after the checkpoint
-    expected = Table.open(uri, options).snapshot()
-    state = reconstruct_state(spark, table.storage, storage_options=options)
-    assert state.version == expected.version == 4
-    assert _sorted_rows(state.files) == _sorted_rows(expected.files())
-    assert _sorted_rows(state.tombstones) == _sorted_rows(expected.tombstones())
-    assert state.tombstones.num_rows == 1
-    assert (state.protocol, state.metadata) == (expected.protocol, expected.metadata)
-    result = run_checkpoint(uri, spark=spark, storage_options=options)
-    assert (result.version, result.num_of_add_files) == (4, expected.num_files)
-    for v in range(4):
-        table.storage.delete(f"_delta_log/{v:020d}.json")
-    reread = Table.open(uri, options).snapshot()  # checkpoints say dataChange=false
-    assert _sorted_rows(reread.files().drop_columns(["dataChange"])) == _sorted_rows(
-        expected.files().drop_columns(["dataChange"])
-    )
-
-
-def test_checkpoint_of_an_s3_table(spark: Any, endpoint: str) -> None:  # noqa: F811 - fixture
+def test_checkpoint_of_an_s3_table(spark: Any, endpoint: str) -> None:
     """The issue's reproduction: the job read the log with spark.read over s3a:// and failed
     with ClassNotFoundException: org.apache.hadoop.fs.s3a.S3AFileSystem."""
     import uuid

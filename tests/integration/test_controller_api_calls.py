@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 from kopf.testing import KopfRunner
 
-from tests.integration.test_controller_kmock import (
+from tests.support.kmock_controller import (
     CHECKPOINT,
     COMPACTION,
     TABLES,

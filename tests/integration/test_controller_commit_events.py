@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.integration.test_controller_kmock import (
+from tests.support.kmock_controller import (
     apply,
     manifests,
     metrics_text,

@@ -10,17 +10,17 @@ stays ``Degraded`` instead of swinging back to ``Compacting`` at every tick.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_controller_kmock import (
-    SPARKAPPS,
+from tests.support.kmock_controller import (
+    ERROR,
+    FailingSparkOperator,
     apply,
+    by_reason,
     fragmented_table,
     manifests,
     operate_until,
@@ -30,63 +30,6 @@ from tests.integration.test_controller_kmock import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
-
-ERROR = 'driver container failed with ExitCode: 1, Reason: "OOMKilled"'
-
-
-class FailingSparkOperator:
-    """Marks every new SparkApplication FAILED with an error message, as the Spark Operator
-    does for a driver that died; counts the applications it saw (the real launches)."""
-
-    def __init__(self, kmock: Any, error: str = ERROR) -> None:
-        self.kmock = kmock
-        self.error = error
-        self.failed: list[str] = []
-        #: each application's manifest as the controller created it, by name
-        self.apps: dict[str, dict[str, Any]] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> FailingSparkOperator:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self.stop.is_set():
-            for app in spark_apps(self.kmock):
-                name = app["metadata"]["name"]
-                if name in self.failed:
-                    continue
-                self.apps[name] = json.loads(json.dumps(app))
-                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                obj = self.kmock.objects[SPARKAPPS, "default", name]
-                obj["status"] = {
-                    "applicationState": {"state": "FAILED", "errorMessage": self.error},
-                    "lastSubmissionAttemptTime": now,
-                    "terminationTime": now,
-                }
-                self.failed.append(name)
-            time.sleep(0.2)
-
-
-def events(kmock: Any) -> list[dict[str, Any]]:
-    """Every Event the controller posted (from the request log: kmock keeps stored objects by
-    name, and Kopf names Events with ``generateName``, so stored Events overwrite each other)."""
-    return [
-        dict(r.data)
-        for r in list(kmock)
-        if str(r.method).upper().endswith("POST")
-        and r.url.path.endswith("/events")
-        and isinstance(r.data, dict)
-    ]
-
-
-def by_reason(kmock: Any, reason: str) -> list[dict[str, Any]]:
-    return [e for e in events(kmock) if e.get("reason") == reason]
 
 
 async def test_a_failed_run_is_recorded_once_and_backs_off(kmock: Any, tmp_path: Path) -> None:

@@ -12,170 +12,37 @@ TxnTable stops its runs and leaves the table untouched.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from kopf.testing import KopfRunner
 
-from tests.kubeconfig import write_kubeconfig
+from tests.support.kmock_controller import (
+    COMPACTION,
+    SPARKAPPS,
+    TABLES,
+    apply,
+    data_and_commits,
+    fragmented_table,
+    manifests,
+    metrics_text,
+    operate_until,
+    register_resources,
+    spark_apps,
+    status,
+)
 from txntable.engine import Table
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.asyncio]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-# The handlers read their configuration once, when KopfRunner imports them: set it first.
-os.environ.setdefault("TXNTABLE_OBSERVE_INTERVAL_SECONDS", "1")
-os.environ.setdefault("TXNTABLE_METRICS_PORT", str(_free_port()))
-os.environ.setdefault("TXNTABLE_HEALTH_PORT", str(_free_port()))
-
-TABLES = "txntable.io/v1alpha1/txntables"
-COMPACTION = "txntable.io/v1alpha1/compactionpolicies"
-CHECKPOINT = "txntable.io/v1alpha1/checkpointpolicies"
-SPARKAPPS = "sparkoperator.k8s.io/v1beta2/sparkapplications"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def fragmented_table(path: Path, appends: int = 12) -> None:
-    schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.float64())])
-    table = Table.create(str(path), schema, partition_by=["part"])
-    for i in range(appends):
-        table.append(
-            pa.table(
-                {
-                    "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
-                    "part": pa.array(["a", "b"] * 5),
-                    "v": pa.array([float(i)] * 10),
-                }
-            )
-        )
-
-
-def data_and_commits(location: Path) -> list[tuple[str, int]]:
-    """Data files and commit files with their sizes (checkpoints may legitimately appear)."""
-    return sorted(
-        (str(p.relative_to(location)), p.stat().st_size)
-        for p in location.rglob("*")
-        if p.is_file()
-        and (
-            (p.suffix == ".parquet" and "_delta_log" not in p.parts)
-            or (p.name.endswith(".json") and p.name[0].isdigit())
-        )
-    )
-
-
-def register_resources(kmock: Any) -> None:
-    ro = ["list", "watch", "get"]
-    kmock.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = {
-        "kind": "CustomResourceDefinition",
-        "namespaced": False,
-        "verbs": ro,
-    }
-    kmock.resources["v1/namespaces"] = {"kind": "Namespace", "namespaced": False, "verbs": ro}
-    kmock.resources["v1/events"] = {
-        "kind": "Event",
-        "namespaced": True,
-        "verbs": ["create", "list"],
-    }
-    rw = ["list", "watch", "get", "patch", "create", "delete", "update"]
-    for key, kind in (
-        (TABLES, "TxnTable"),
-        (COMPACTION, "CompactionPolicy"),
-        (CHECKPOINT, "CheckpointPolicy"),
-    ):
-        kmock.resources[key] = {
-            "kind": kind,
-            "namespaced": True,
-            "verbs": rw,
-            "subresources": ["status"],
-        }
-    kmock.resources[SPARKAPPS] = {
-        "kind": "SparkApplication",
-        "namespaced": True,
-        "verbs": ["list", "get", "create", "delete", "watch"],
-    }
-
-
-def manifests(location: str, *, small_files: int = 4) -> dict[str, dict[str, Any]]:
-    return {
-        "table": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {
-                "name": "events",
-                "namespace": "default",
-                "uid": "uid-events",
-                "generation": 1,
-            },
-            "spec": {
-                "location": location,
-                "observeInterval": "1s",
-                "compactionPolicyRef": {"name": "compact"},
-                "checkpointPolicyRef": {"name": "ckpt"},
-            },
-        },
-        "compaction": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            "spec": {
-                "targetFileSize": "64Mi",
-                "minFileSize": "8Mi",
-                "triggers": {"smallFiles": small_files, "cooldown": "1h"},
-                "spark": {"backend": "SparkApplication"},
-            },
-        },
-        "checkpoint": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": "ckpt", "namespace": "default"},
-            "spec": {"commitInterval": 5, "mode": "Inline", "logCleanup": {"enabled": False}},
-        },
-    }
-
-
-def apply(kmock: Any, docs: dict[str, dict[str, Any]]) -> None:
-    for doc in docs.values():  # Kopf patches with a resourceVersion precondition
-        doc["metadata"].setdefault("resourceVersion", "1")
-    kmock.objects[TABLES, "default", "events"] = docs["table"]
-    kmock.objects[COMPACTION, "default", "compact"] = docs["compaction"]
-    kmock.objects[CHECKPOINT, "default", "ckpt"] = docs["checkpoint"]
-
-
-def status(kmock: Any) -> dict[str, Any]:
-    try:
-        return dict(kmock.objects[TABLES, "default", "events"].get("status") or {})
-    except KeyError:
-        return {}
-
-
-def spark_apps(kmock: Any) -> list[dict[str, Any]]:
-    out = []
-    for key, obj in list(kmock.objects.items()):
-        if key[0].plural != "sparkapplications":
-            continue
-        try:
-            out.append(dict(obj.raw))
-        except ValueError:  # soft-deleted: gone for every reader
-            continue
-    return out
 
 
 class SparkOperatorStandIn:
@@ -246,35 +113,6 @@ class SparkOperatorStandIn:
         return proc.returncode
 
 
-def use_kmock(kmock: Any) -> None:
-    """Point the controller at kmock the way it finds a cluster without in-cluster credentials:
-    a kubeconfig (server, token) in ``KUBECONFIG``, read by Kopf's login and by the handlers'
-    own client alike."""
-    from kubernetes.config import kube_config
-
-    path = Path(tempfile.gettempdir()) / f"txntable-kmock-{os.getpid()}.kubeconfig"
-    os.environ["KUBECONFIG"] = str(write_kubeconfig(path, str(kmock.url).rstrip("/"), "test"))
-    # the client reads KUBECONFIG once, at import (a process started with it set needs nothing
-    # more); the controller runs in this test process, which imported the client long before
-    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(path)
-
-
-async def operate_until(kmock: Any, done: Callable[[], bool], timeout: float = 240) -> bool:
-    use_kmock(kmock)
-
-    def run() -> bool:
-        args = ["run", "-A", "--standalone", "-m", "txntable.handlers.kopf_handlers"]
-        with KopfRunner(args, timeout=60):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if done():
-                    return True
-                time.sleep(0.5)
-        return False
-
-    return await asyncio.get_running_loop().run_in_executor(None, run)
-
-
 async def test_fragmented_table_is_compacted_and_checkpointed(kmock: Any, tmp_path: Path) -> None:
     location = tmp_path / "events"
     fragmented_table(location)
@@ -317,15 +155,6 @@ async def test_fragmented_table_is_compacted_and_checkpointed(kmock: Any, tmp_pa
     assert 'txntable_table_files{namespace="default",table="events"} 2.0' in scraped[0]
     runs = 'txntable_maintenance_runs_total{kind="optimize",namespace="default",outcome="succeeded"'
     assert runs in scraped[0]
-
-
-def metrics_text() -> str:
-    """What Prometheus would scrape from the controller's /metrics (served in-process)."""
-    import urllib.request
-
-    url = f"http://127.0.0.1:{os.environ['TXNTABLE_METRICS_PORT']}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return str(response.read().decode())
 
 
 async def test_restart_mid_run_adopts_the_running_application(kmock: Any, tmp_path: Path) -> None:

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_controller_failed_run import FailingSparkOperator, by_reason
-from tests.integration.test_controller_kmock import (
+from tests.support.kmock_controller import (
+    FailingSparkOperator,
     apply,
+    by_reason,
     fragmented_table,
     manifests,
     operate_until,

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kopf.testing import KopfRunner
 
-from tests.integration.test_controller_kmock import (
+from tests.support.kmock_controller import (
     TABLES,
+    _free_port,
+    _get,
     apply,
     fragmented_table,
     manifests,
@@ -35,22 +34,6 @@ from tests.integration.test_controller_kmock import (
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 LEGACY = "kopf.zalando.org/KopfFinalizerMarker"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
 
 
 async def test_liveness_metrics_and_finalizer(kmock: Any, tmp_path: Path) -> None:

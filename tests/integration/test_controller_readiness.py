@@ -21,7 +21,7 @@ from kopf._cogs.structs import references
 from kopf._core.engines.peering import Identity, process_peering_event
 from prometheus_client import CollectorRegistry, Counter
 
-from tests.integration.test_controller_probes import _free_port, _get
+from tests.support.kmock_controller import _free_port, _get
 from txntable.handlers.readiness import PeeringWatch, Readiness
 from txntable.observability.server import MetricsServer
 

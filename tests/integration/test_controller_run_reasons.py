@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.integration.test_controller_kmock import fragmented_table
-from tests.integration.test_controller_vacuum import resources
+from tests.support.kmock_controller import fragmented_table
+from tests.support.vacuum_policy import resources
 from txntable.api.types import CompactionPolicy
 from txntable.config import Config
 from txntable.engine import Table

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_controller_failed_run import by_reason
-from tests.integration.test_controller_kmock import (
+from tests.support.kmock_controller import (
     COMPACTION,
     TABLES,
     apply,
+    by_reason,
     fragmented_table,
     manifests,
     metrics_text,

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 from tests.oracle_read import read
+from tests.support.vacuum_policy import resources
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -86,31 +87,6 @@ class Controller:
 
     def reasons(self, reason: str) -> list[str]:
         return [e.message for e in self.events if e.reason == reason]
-
-
-def resources(location: Path) -> tuple[TxnTable, CompactionPolicy]:
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-vac"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "tidy"}},
-        }
-    )
-    policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "tidy", "namespace": "default"},
-            "spec": {
-                "minFileSize": "1",  # no file is small: compaction never starts
-                "triggers": {"smallFiles": 2, "cooldown": "1s"},
-                "vacuum": {"enabled": True, "interval": "24h"},
-                "spark": {"backend": "Local", "executor": {"instances": 1, "cores": 1}},
-            },
-        }
-    )
-    return table, policy
 
 
 def finished(tick: Tick) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.integration.test_controller_kmock import CHECKPOINT, COMPACTION, register_resources
+from tests.support.kmock_controller import CHECKPOINT, COMPACTION, register_resources
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

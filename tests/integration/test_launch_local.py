@@ -7,62 +7,24 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 from tests.conftest import REPO
+from tests.support.local_launcher import eventually, finished, request
 from txntable.arrow_pool import ONE_SHOT_POOL, VARIABLE
-from txntable.launch import LocalLauncher, RunKind, RunRequest, RunState, runs_to_delete
+from txntable.launch import LocalLauncher, RunKind, RunState, runs_to_delete
 from txntable.launch.errors import PermanentLaunchError, RunNotFoundError
-from txntable.launch.run import Backend, Resources
 
 pytestmark = pytest.mark.integration
-T = TypeVar("T")
 MODULES = {RunKind.OPTIMIZE: "tests.integration.launch_echo_job"}
-
-
-def eventually(fn: Callable[[], T], ok: Callable[[T], bool], timeout: float = 20.0) -> T:
-    """Poll ``fn`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if ok(value) or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def launcher(tmp_path: Path) -> LocalLauncher:
     return LocalLauncher(
         tmp_path / "runs", modules=MODULES, env={"PYTHONPATH": str(REPO)}, grace_seconds=5
     )
-
-
-def request(*args: str, hour: int = 2, **changes: Any) -> RunRequest:
-    base: dict[str, Any] = {
-        "kind": RunKind.OPTIMIZE,
-        "backend": Backend.LOCAL,
-        "namespace": "lake",
-        "table": "sales",
-        "table_uid": "uid-1",
-        "policy": "nightly",
-        "table_uri": "file:///data/sales",
-        "scheduled_time": datetime(2026, 11, 22, hour, tzinfo=UTC),
-        "args": ("file:///data/sales", *args),
-        "storage_options": {"region": "eu-west-1"},
-        "executor": Resources(cores=2),
-        "executor_instances": 3,
-    }
-    base.update(changes)
-    return RunRequest(**base)
-
-
-def finished(launcher: LocalLauncher, req: RunRequest) -> Any:
-    return eventually(lambda: launcher.status(req.namespace, req.name), lambda s: s.state.finished)
 
 
 def test_a_run_succeeds_with_its_result_and_is_adopted_not_restarted(tmp_path: Path) -> None:

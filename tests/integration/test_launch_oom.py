@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.test_launch_local import finished, request
-from tests.unit.launch.test_launch_kubernetes import finish, job, spark
-from tests.unit.launch.test_launch_manifests import request as make_request
+from tests.support.kube_fakes import finish, job, spark
+from tests.support.launch_requests import request as make_request
+from tests.support.local_launcher import finished, request
 from txntable.launch import LocalLauncher, RunKind, RunState
 from txntable.launch.run import Backend
 

@@ -322,7 +322,7 @@ def test_leftovers_of_a_failed_run_are_found_by_name(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_clustered_table_is_clustered_distributed(tmp_path: Path, spark: Any) -> None:
-    from tests.integration.test_optimize_clustering import clustered_table, log_lines
+    from tests.support.clustered_tables import clustered_table, log_lines
     from txntable.maintenance.clustering import LIQUID
 
     path = tmp_path / "t"

@@ -9,7 +9,6 @@ conditional writes, and delta-rs reading what we wrote there.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from deltalake import DeltaTable
 
 from tests.faults import LANDED_EXISTS, FaultyStorage
 from tests.integration.concurrent_writers import SCHEMA, race_two_processes
-from tests.integration.moto_support import moto_server
+from tests.support.s3_moto import BUCKET, _batch, _new_table, _options
 from txntable.engine.errors import UnsafeCommitStorageError
 from txntable.engine.storage.base import FileExistsInStoreError
 from txntable.engine.storage.s3 import S3Storage
@@ -28,32 +27,9 @@ from txntable.engine.table import Table
 
 pytestmark = pytest.mark.integration
 
-BUCKET = "txntable-tests"
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    with moto_server() as url:
-        S3Storage(f"s3://{BUCKET}", _options(url)).client.create_bucket(Bucket=BUCKET)
-        yield url
-
-
-def _options(url: str) -> dict[str, str]:
-    return {"endpoint_url": url, "key": "test", "secret": "test", "region": "us-east-1"}
-
-
-def _new_table(endpoint: str) -> tuple[str, Table]:
-    uri = f"s3://{BUCKET}/t-{uuid.uuid4().hex[:8]}"
-    table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=_options(endpoint))
-    return uri, table
-
 
 def _commit_names(table: Table) -> list[str]:
     return [f.name for f in table.storage.list_log() if f.name.endswith(".json")]
-
-
-def _batch(ids: list[int], part: str = "a") -> pa.Table:
-    return pa.table({"id": ids, "writer": ["t"] * len(ids), "p": [part] * len(ids)}, schema=SCHEMA)
 
 
 def test_commits_on_s3_are_read_by_deltalake(endpoint: str) -> None:

@@ -47,9 +47,8 @@ from tests.integration import spark_cluster as cluster_support
 from tests.integration.moto_support import moto_server
 from tests.integration.optimize_helpers import SCHEMA, batch
 from tests.integration.spark_cluster import SparkCluster
-from tests.integration.test_azure_azurite import CONTAINER as AZURE_CONTAINER
-from tests.integration.test_azure_azurite import _options as azure_options
-from tests.integration.test_azure_azurite import blob_url  # noqa: F401 - a fixture
+from tests.support.azurite import CONTAINER as AZURE_CONTAINER
+from tests.support.azurite import _options as azure_options
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.storage.paths import decode_path
 from txntable.engine.storage.s3 import S3Storage
@@ -311,7 +310,7 @@ def test_s3_table(spark_cluster: SparkCluster, s3: dict[str, str]) -> None:
 
 def test_checkpoint_job_on_an_azure_table(
     spark_cluster: SparkCluster,
-    blob_url: str,  # noqa: F811 - the Azurite fixture
+    blob_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The checkpoint job on an Azure table (Azurite): the replay tasks read an inline

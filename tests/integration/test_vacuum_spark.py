@@ -25,7 +25,7 @@ import pytest
 
 from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
-from tests.integration.test_s3_moto import _batch, _new_table, _options, endpoint  # noqa: F401 - a fixture
+from tests.support.s3_moto import _batch, _new_table, _options
 from txntable.cli.main import main as cli
 from txntable.engine.storage.base import LocalStorage
 from txntable.engine.table import Table
@@ -249,7 +249,7 @@ def test_optimize_job_vacuums_on_spark_above_the_threshold(tmp_path: Path) -> No
 
 
 def test_s3_table_on_spark_deletes_what_in_process_deletes(
-    endpoint: str,  # noqa: F811 - test_s3_moto's moto server fixture
+    endpoint: str,
     spark: Any,
 ) -> None:
     """On S3 (moto's server, reached by the Spark workers over HTTP): the root is listed with a

@@ -17,6 +17,7 @@ import celpy
 import jsonschema
 import pytest
 
+from tests.support.crd_keys import HARMLESS_KEYS, SECRET_KEYS, SPARK_CONF_KEYS
 from tests.unit.crd_models import compare
 from tests.unit.crdtools import (
     KUBERNETES_CEL,
@@ -299,15 +300,6 @@ def test_every_option_map_rejects_credentials_with_the_models_rule(kind: str) ->
         assert rules == expected, path
 
 
-#: sparkConf keys either side of the reserved-key rule (also sent to the real API server by
-#: tests/controlplane/test_admission.py)
-SPARK_CONF_KEYS = [
-    *RESERVED_SPARK_CONF, "spark.kubernetes.authenticate.driver.serviceAccountName",
-    "spark.sql.shuffle.partitions", "spark.executor.memoryOverhead", "spark.driver.maxResultSize",
-    "spark.masterx", "spark.kubernetes.authenticate", "spark.executor.extraJavaOptions",
-]  # fmt: skip
-
-
 @pytest.mark.parametrize("key", SPARK_CONF_KEYS)
 def test_reserved_spark_conf_cel_model_and_launcher_agree(key: str) -> None:
     reserved = is_reserved_spark_conf(key)
@@ -347,22 +339,6 @@ def test_the_schedule_rule_is_the_models() -> None:
 def test_the_ceiling_rule_is_the_models() -> None:
     spark = schema_of(CRDS[c.KIND_COMPACTION_POLICY])["properties"]["spec"]["properties"]["spark"]
     assert [r["rule"] for r in spark["x-kubernetes-validations"]] == [CEILING_RULE]
-
-
-SECRET_KEYS = [
-    "AWS_SECRET_ACCESS_KEY", "aws_access_key_id", "AWS_SESSION_TOKEN", "fs.s3a.secret.key",
-    "fs.s3a.access.key", "spark.hadoop.fs.s3a.session.token", "azure_storage_account_key",
-    "fs.azure.account.key.acct.dfs.core.windows.net", "google_service_account_key",
-    "AZURE_STORAGE_SAS_TOKEN", "password", "client_secret", "key", "secret", "token",
-    "spark.hadoop.fs.gs.auth.service.account.private.key", "fs.azure.account.key",
-    "fs.azure.sas.fixed.token",
-]  # fmt: skip
-HARMLESS_KEYS = [
-    "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "spark.sql.shuffle.partitions",
-    "fs.s3a.endpoint", "fs.s3a.bucket.lake.endpoint", "keys", "AWS_CONDITIONAL_PUT",
-    "fs.azure.account.keyprovider.acct.dfs.core.windows.net", "fs.azure.sas.token.provider.type",
-    "fs.azure.account.auth.type",
-]  # fmt: skip
 
 
 @pytest.mark.parametrize("key", SECRET_KEYS + HARMLESS_KEYS)

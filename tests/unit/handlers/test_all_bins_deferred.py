@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tests.unit.handlers.test_failed_runs import fragmented
-from tests.unit.handlers.test_operate import Controller, compaction, conditions, txntable
+from tests.support.controller import Controller, compaction, conditions, fragmented, txntable
 from txntable.api.conditions import Reason
 from txntable.engine import Table
 

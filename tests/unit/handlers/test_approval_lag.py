@@ -12,7 +12,8 @@ were read from that status only:
   annotated, no longer approved anything.
 
 Here each lagging tick reads the status the table started with (none), the worst a lagging
-watch can do; the harness and its real table are test_plan_in_status's.
+watch can do; the harness and its real table are test_plan_in_status's
+(``tests.support.plan_controller``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from tests.unit.handlers.test_plan_in_status import T0, Controller
+from tests.support.controller import T0
+from tests.support.plan_controller import Controller
 from txntable.config import Config
 from txntable.handlers.operate import Operator, Tick
 

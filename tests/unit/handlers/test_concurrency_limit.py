@@ -13,8 +13,8 @@ Three ways it used to leak, each a test here:
 Both ways of driving it are played: ``kopf`` passes ``active_total`` as the Kopf handlers did
 (the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
 ``handlers.driver`` now does for every caller (the operator counts them: ``RunsInFlight``). The
-tables are real; the launcher is the in-memory one of test_failed_runs, listing each table's
-runs by its label.
+tables are real; the launcher is the in-memory one of tests.support.controller, listing each
+table's runs by its label.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.handlers.test_failed_runs import T0, MemoryLauncher, fragmented
-from tests.unit.handlers.test_operate import checkpointing, compaction
+from tests.support.controller import T0, MemoryLauncher, checkpointing, compaction, fragmented
 from txntable.api.conditions import Reason
 from txntable.api.constants import LABEL_TABLE
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable

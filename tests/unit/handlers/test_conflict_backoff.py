@@ -1,10 +1,11 @@
 """Backing a table off when our compaction runs keep losing to other writers (issue 16.2).
 
-The rule (``reconcile.conflicts``) on figures, then the controller through ``Operator.reconcile``
-tick by tick with the in-memory launcher of ``test_failed_runs``: runs that report dropped bins
-or retried commits in their result line hold the next compaction back for a delay that doubles
-per conflicting run in a row up to the policy's maximum, status.conflicts and the Compacting
-condition say so with the figures, the metric gives the seconds left, the event comes once.
+The rule (``reconcile.conflicts``) on figures, then the controller through
+``Operator.reconcile`` tick by tick with the in-memory launcher of ``tests.support.controller``:
+runs that report dropped bins or retried commits in their result line hold the next compaction
+back for a delay that doubles per conflicting run in a row up to the policy's maximum,
+status.conflicts and the Compacting condition say so with the figures, the metric gives the
+seconds left, the event comes once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher, fragmented
+from tests.support.controller import MemoryLauncher, fragmented
 from txntable.api.table import RunConflicts
 from txntable.api.types import CompactionPolicy, ConflictBackOff, TxnTable, TxnTableStatus
 from txntable.config import Config

@@ -9,126 +9,22 @@ The launcher is an in-memory implementation of the ``Launcher`` interface; the t
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
+from tests.support.controller import T0, Harness, fragmented, resources
 from txntable.api.conditions import Reason
-from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
-from txntable.handlers.operate import Operator, Tick
-from txntable.launch import Backend, Backoff, Launcher, RunRequest, RunState, RunStatus
-from txntable.launch.errors import RunNotFoundError
+from txntable.handlers.operate import Operator
+from txntable.launch import Backoff
 from txntable.reconcile.decide import Retry, Work, decide_compaction
 from txntable.reconcile.health import observe
 
-T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
 REASON = 'exit code 1: ValueError: column "v" has type string, expected double'
-
-
-class MemoryLauncher(Launcher):
-    """Runs that exist only in this object; the test decides when and how they end."""
-
-    backend = Backend.LOCAL
-
-    def __init__(self, clock: list[datetime]) -> None:
-        self.clock = clock
-        self.runs: dict[str, RunStatus] = {}
-        self.launched: list[str] = []
-
-    def launch(self, req: RunRequest) -> RunStatus:
-        if req.name in self.runs:
-            return replace(self.runs[req.name], adopted=True)
-        self.launched.append(req.name)
-        run = RunStatus(
-            name=req.name,
-            namespace=req.namespace,
-            state=RunState.RUNNING,
-            created=self.clock[0],
-            started=self.clock[0],
-            labels=req.labels,
-            annotations=req.annotations,
-        )
-        self.runs[req.name] = run
-        return run
-
-    def fail(self, name: str, message: str) -> None:
-        run = self.runs[name]
-        self.runs[name] = replace(
-            run, state=RunState.FAILED, message=message, finished=self.clock[0]
-        )
-
-    def status(self, namespace: str, name: str) -> RunStatus:
-        try:
-            return self.runs[name]
-        except KeyError:
-            raise RunNotFoundError(namespace, name) from None
-
-    def delete(self, namespace: str, name: str) -> None:
-        self.runs.pop(name, None)
-
-    def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
-        return sorted(self.runs.values(), key=lambda r: (r.created or T0, r.name))
-
-
-def fragmented(path: Path) -> None:
-    schema = pa.schema([("id", pa.int64()), ("part", pa.string())])
-    table = Table.create(str(path), schema, partition_by=["part"])
-    for i in range(6):
-        table.append(pa.table({"id": [i, i + 100], "part": ["a", "b"]}))
-
-
-def resources(location: Path) -> tuple[TxnTable, CompactionPolicy]:
-    table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "compact"}},
-        }
-    )
-    policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            # failedRunsHistoryLimit 0: the failed run object is deleted at once; the count
-            # of failures in a row must survive that (it travels in the run names)
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, "failedRunsHistoryLimit": 0},
-        }
-    )
-    return table, policy
-
-
-class Harness:
-    def __init__(self, tmp_path: Path) -> None:
-        fragmented(tmp_path / "t")
-        self.table, self.policy = resources(tmp_path / "t")
-        self.clock = [T0]
-        self.launcher = MemoryLauncher(self.clock)
-        self.operator = Operator(
-            config=Config(default_backend="local"),
-            launchers=lambda backend: self.launcher,
-            clock=lambda: self.clock[0],
-        )
-        self.events: list[tuple[str, str]] = []
-        self.phases: list[str] = []
-
-    def tick(self, at: datetime, *, write_status: bool = True) -> Tick:
-        self.clock[0] = at
-        tick = self.operator.reconcile(self.table, [self.policy], [])
-        self.events += [(e.reason, e.message) for e in tick.events]
-        self.phases.append(str(tick.status.phase))
-        if write_status:
-            self.table = replace(self.table, status=tick.status)
-        return tick
-
-    def reasons(self, reason: str) -> list[str]:
-        return [m for r, m in self.events if r == reason]
 
 
 def test_each_failed_run_is_recorded_once_and_retried_after_a_growing_back_off(

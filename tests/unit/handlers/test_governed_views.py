@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.reconcile.test_decide import NOW, compaction
+from tests.support.decide import NOW, compaction
 from txntable.api.types import TxnTable
 from txntable.handlers.governed_views import GovernedViews
 from txntable.reconcile.policy_status import governed_status, policy_status

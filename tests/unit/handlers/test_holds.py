@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.unit.handlers.test_failed_runs import T0, MemoryLauncher, fragmented
-from tests.unit.handlers.test_operate import (
+from tests.support.controller import (
+    T0,
     Controller,
+    MemoryLauncher,
     checkpointing,
     compaction,
     conditions,
+    fragmented,
     txntable,
 )
 from txntable.api.conditions import Reason

@@ -16,9 +16,8 @@ from typing import Any
 import kopf
 import pytest
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher, fragmented
-from tests.unit.handlers.test_stale_status import T0
-from tests.unit.handlers.test_status_writer import Server
+from tests.support.controller import T0, MemoryLauncher, fragmented
+from tests.support.status_server import Server
 from txntable.config import Config
 from txntable.handlers import kopf_handlers
 from txntable.handlers.driver import Driver

@@ -4,118 +4,33 @@ record, an Event and metrics (once), when an inline or Spark checkpoint is taken
 missing policy does.
 
 The tables are real (written by the engine, read back by the operator); the launcher is the
-in-memory ``Launcher`` of test_failed_runs, so the test decides when and how a run ends; the
-metrics are a real ``ControllerMetrics`` on its own registry.
+in-memory ``Launcher`` of tests.support.controller, so the test decides when and how a run ends;
+the metrics are a real ``ControllerMetrics`` on its own registry.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from prometheus_client import CollectorRegistry
 
-from tests.unit.handlers.test_failed_runs import T0, MemoryLauncher, fragmented
+from tests.support.controller import (
+    T0,
+    Controller,
+    checkpointing,
+    compaction,
+    conditions,
+    fragmented,
+    txntable,
+    with_garbage,
+)
 from txntable.api.conditions import Reason
-from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
-from txntable.config import Config
 from txntable.engine import CommitOptions, Table
-from txntable.handlers.operate import Operator, Tick
 from txntable.launch import RunState
 from txntable.launch.run import LABEL_KIND
-from txntable.observability.controller_metrics import ControllerMetrics
-
-DAY_MS = 86_400_000
-LABELS = {"namespace": "default", "table": "events"}
-
-
-def txntable(location: Path, **spec: Any) -> TxnTable:
-    return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {
-                "location": str(location),
-                "compactionPolicyRef": {"name": "compact"},
-                **spec,
-            },
-        }
-    )
-
-
-def compaction(**spec: Any) -> CompactionPolicy:
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
-        }
-    )
-
-
-def checkpointing(**spec: Any) -> CheckpointPolicy:
-    return CheckpointPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": "ckpt", "namespace": "default"},
-            "spec": spec,
-        }
-    )
-
-
-class Controller:
-    """An Operator on a clock the test moves, with its launcher, metrics and a status that is
-    written back after every tick (as the Kopf handler patches it)."""
-
-    def __init__(self, table: TxnTable, at: datetime = T0) -> None:
-        self.table = table
-        self.clock = [at]
-        self.launcher = MemoryLauncher(self.clock)
-        self.metrics = ControllerMetrics(CollectorRegistry())
-        self.operator = Operator(
-            config=Config(default_backend="local"),
-            launchers=lambda backend: self.launcher,
-            clock=lambda: self.clock[0],
-            metrics=self.metrics,
-        )
-        self.events: list[tuple[str, str]] = []
-
-    def tick(
-        self,
-        at: datetime | None = None,
-        compaction: list[CompactionPolicy] | None = None,
-        checkpoint: list[CheckpointPolicy] | None = None,
-        *,
-        write_status: bool = True,
-    ) -> Tick:
-        if at is not None:
-            self.clock[0] = at
-        tick = self.operator.reconcile(self.table, compaction or [], checkpoint or [])
-        self.events += [(e.reason, e.message) for e in tick.events]
-        if write_status:
-            self.table = replace(self.table, status=tick.status)
-        return tick
-
-    def finish(self, name: str, state: RunState, result: dict[str, Any] | None = None) -> None:
-        run = self.launcher.runs[name]
-        self.launcher.runs[name] = replace(run, state=state, finished=self.clock[0], result=result)
-
-    def reasons(self, reason: str) -> list[str]:
-        return [m for r, m in self.events if r == reason]
-
-    def sample(self, metric: str, **labels: str) -> float | None:
-        return self.metrics.registry.get_sample_value(metric, {**LABELS, **labels})
-
-
-def conditions(tick: Tick) -> dict[str, tuple[str, str]]:
-    return {c.type: (c.status, c.reason) for c in tick.status.conditions}
 
 
 # -- observation failures -------------------------------------------------------------------
@@ -364,20 +279,6 @@ def test_a_spark_checkpoint_is_launched_as_a_run(tmp_path: Path) -> None:
 
 
 # -- VACUUM ----------------------------------------------------------------------------------
-def with_garbage(path: Path, now: datetime) -> int:
-    """A table with one live file and one removed 30 days before ``now`` (7-day retention):
-    nothing to compact, the removed file's bytes reclaimable. Returns those bytes."""
-    t = Table.create(str(path), pa.schema([("id", pa.int64())]))
-    t.append(pa.table({"id": [1, 2, 3]}))
-    t.append(pa.table({"id": [4]}))
-    gone = next(iter(t.snapshot().add_actions()))
-    txn = t.transaction()
-    stamp = int(now.timestamp() * 1000) - 30 * DAY_MS
-    txn.add(gone.to_remove(deletion_timestamp=stamp, data_change=True))
-    txn.commit("DELETE")
-    return gone.size
-
-
 def test_a_due_vacuum_is_launched_and_its_end_recorded(tmp_path: Path) -> None:
     # reclaimable bytes are judged on the real clock: the operator's clock is now, too
     now = datetime.now(UTC).replace(microsecond=0)

@@ -91,7 +91,7 @@ def test_the_policy_index_leaves_the_status_out() -> None:
 
 def test_a_table_naming_an_invalid_policy_says_it_is_invalid() -> None:
     """Before, a table naming a policy that does not validate said it "does not exist"."""
-    from tests.unit.reconcile.test_decide import table
+    from tests.support.decide import table
     from txntable.api.conditions import Reason
     from txntable.reconcile.resolve import resolve
 

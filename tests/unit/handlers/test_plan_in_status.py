@@ -1,93 +1,31 @@
 """The plan in status and its approval, through ``Operator.reconcile`` tick by tick (issue 16.1).
 
-A real fragmented table, the in-memory launcher of ``test_failed_runs`` and a clock the test
-moves: status.plan says what the next run would rewrite (the figures ``reconcile.plan`` computes
-from the table's summary), an idle table's status stays the same object's worth from tick to
-tick, and under ``spec.requireApproval`` a due compaction launches only once the table carries
-``txntable.io/approve-plan`` naming the current planId; the wait is announced once per plan.
+A real fragmented table, the in-memory launcher of ``tests.support.controller`` and a clock the
+test moves: status.plan says what the next run would rewrite (the figures ``reconcile.plan``
+computes from the table's summary), an idle table's status stays the same object's worth from
+tick to tick, and under ``spec.requireApproval`` a due compaction launches only once the table
+carries ``txntable.io/approve-plan`` naming the current planId; the wait is announced once per
+plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher
+from tests.support.plan_controller import Controller
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.meta import ObjectMeta
-from txntable.api.types import CompactionPolicy, TxnTable, TxnTableStatus
+from txntable.api.types import TxnTableStatus
 from txntable.config import Config
-from txntable.engine import Table
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers import foresight, run_sizing
-from txntable.handlers.operate import Observed, Operator, Tick
+from txntable.handlers.operate import Observed, Operator
 from txntable.launch.sizing import SizedFrom
 from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
-
-T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
-SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
-
-
-def _policy(**spec: Any) -> CompactionPolicy:
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default", "generation": 1},
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
-        }
-    )
-
-
-class Controller:
-    def __init__(self, tmp_path: Path, **spec: Any) -> None:
-        self.data = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["part"])
-        for i in range(6):
-            self.append(i)
-        self.table = TxnTable.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "TxnTable",
-                "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-                "spec": {
-                    "location": str(tmp_path / "t"),
-                    "compactionPolicyRef": {"name": "compact"},
-                },
-            }
-        )
-        self.policy = _policy(**spec)
-        self.clock = [T0]
-        self.launcher = MemoryLauncher(self.clock)
-        self.operator = Operator(
-            config=Config(default_backend="local"),
-            launchers=lambda backend: self.launcher,
-            clock=lambda: self.clock[0],
-        )
-        self.events: list[tuple[str, str]] = []
-
-    def append(self, i: int) -> None:
-        self.data.append(pa.table({"id": [i, i + 100], "part": ["a", "b"]}, SCHEMA))
-
-    def tick(self, seconds: float) -> Tick:
-        self.clock[0] = T0 + timedelta(seconds=seconds)
-        tick = self.operator.reconcile(self.table, [self.policy], [])
-        self.events += [(e.reason, e.message) for e in tick.events]
-        self.table = replace(self.table, status=tick.status)
-        return tick
-
-    def annotate(self, plan_id: str) -> None:
-        meta = self.table.metadata
-        notes = {**meta.annotations, ANNOTATION_APPROVE_PLAN: plan_id}
-        self.table = replace(self.table, metadata=replace(meta, annotations=notes))
-
-    def compacting(self) -> tuple[str, str]:
-        cond = {c.type: c for c in self.table.status.conditions}["Compacting"]
-        return cond.reason, cond.message
 
 
 def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:

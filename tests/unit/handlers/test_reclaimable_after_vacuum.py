@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher
+from tests.support.controller import MemoryLauncher
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table

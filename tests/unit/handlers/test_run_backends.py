@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.handlers.test_operate import checkpointing
+from tests.support.controller import checkpointing
 from tests.unit.policy_support import compaction_policy
 from txntable.api.common import Backend
 from txntable.handlers.following import run_backends

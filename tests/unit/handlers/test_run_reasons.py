@@ -15,8 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher
-from tests.unit.handlers.test_operate import Controller, compaction, txntable, with_garbage
+from tests.support.controller import Controller, MemoryLauncher, compaction, txntable, with_garbage
 from txntable.engine.errors import UnsupportedWriterFeatureError
 from txntable.jobs import BAD_INPUT, UNSUPPORTED_FEATURE
 from txntable.jobs.optimize import main as optimize_main

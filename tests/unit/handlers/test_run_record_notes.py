@@ -3,7 +3,8 @@ deferred because other writers wrote them recently, and the rewritten bytes it d
 table's ``lastCompaction.message`` and the run's Event both carry it, so an operator on call sees
 why a run left small files behind (docs/optimize.md, avoidRecentWrites).
 
-Drives ``Operator.reconcile`` with the in-memory launcher of test_failed_runs on a real table.
+Drives ``Operator.reconcile`` with the in-memory launcher of tests.support.controller on a real
+table.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from tests.unit.handlers.test_failed_runs import T0, Harness
+from tests.support.controller import T0, Harness
 from txntable.launch import RunState
 
 RESULT = {

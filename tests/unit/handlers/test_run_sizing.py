@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.launch.test_launch_kubernetes import FakeCore, FakeCustomObjects
+from tests.support.kube_fakes import FakeCore, FakeCustomObjects
 from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.types import CompactionPolicy, TxnTable

@@ -22,14 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from tests.unit.handlers.test_failed_runs import MemoryLauncher, fragmented
+from tests.support.controller import T0, MemoryLauncher, fragmented
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
 from txntable.handlers.operate import Observed, Operator, Tick
 from txntable.launch import RunState
-
-T0 = datetime(2026, 11, 25, 10, 0, 7, tzinfo=UTC)
 
 
 class Stale:

@@ -15,8 +15,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from tests.unit.handlers.test_failed_runs import T0, fragmented
-from tests.unit.handlers.test_operate import Controller, compaction, conditions, txntable
+from tests.support.controller import T0, Controller, compaction, conditions, fragmented, txntable
 from txntable.api.conditions import Reason
 from txntable.launch import RunState
 

@@ -15,38 +15,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.status_server import Server
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.status_writer import (
     Current,
-    StatusNotWritten,
     StatusWriter,
-    Stored,
     WriteResult,
     Written,
-    apply_merge_patch,
 )
 
 KEY = "default/events/uid-1"
 S0 = {"phase": "Ready", "version": 3, "conditions": [{"type": "Ready", "status": "True"}]}
 WITH_PLAN = {**S0, "phase": "Pending", "version": 4, "plan": {"planId": "aaa", "bins": 2}}
-
-
-class Server:
-    """One object's status as the API server keeps it."""
-
-    def __init__(self, status: dict[str, Any]) -> None:
-        self.status, self.version, self.refuse = status, 1, False
-        self.patches: list[dict[str, Any]] = []
-
-    def body(self) -> Current:
-        return Current(self.status, str(self.version))
-
-    def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored:
-        if self.refuse:
-            raise StatusNotWritten("HTTP 503 Service Unavailable")
-        self.patches.append(patch)
-        self.status, self.version = apply_merge_patch(self.status, patch), self.version + 1
-        return Stored(self.status, str(self.version))
 
 
 def _write(writer: StatusWriter, body: Current, status: dict[str, Any]) -> WriteResult:

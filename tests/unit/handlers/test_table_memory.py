@@ -14,8 +14,7 @@ import ast
 from datetime import timedelta
 from pathlib import Path
 
-from tests.unit.handlers.test_failed_runs import T0, fragmented
-from tests.unit.handlers.test_operate import Controller, compaction, txntable
+from tests.support.controller import T0, Controller, compaction, fragmented, txntable
 from txntable.handlers.foresight import Foreseen
 from txntable.handlers.holds import HeldSteps
 from txntable.handlers.memory import TableMemories, TableMemory

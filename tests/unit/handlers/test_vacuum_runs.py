@@ -128,7 +128,7 @@ def test_a_failed_vacuum_run_backs_off_and_a_succeeded_one_waits_for_the_interva
 
     import pyarrow as pa
 
-    from tests.unit.handlers.test_failed_runs import MemoryLauncher
+    from tests.support.controller import MemoryLauncher
     from txntable.engine import Table
     from txntable.handlers.operate import Operator
     from txntable.launch import Backoff, RunState

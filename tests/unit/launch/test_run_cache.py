@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.launch.test_launch_kubernetes import BACKENDS, api_error
-from tests.unit.launch.test_launch_manifests import request as make_request
+from tests.support.kube_fakes import BACKENDS, api_error
+from tests.support.launch_requests import request as make_request
 from txntable.api.common import Backend
 from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
 from txntable.launch.errors import TransientLaunchError

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.planner import MB, files_table
 from tests.unit.case_ids import readable
-from tests.unit.maintenance.test_planner import MB, files_table
 from txntable.engine.model.actions import DomainMetadata, Protocol
 from txntable.engine.model.schema import Field
 from txntable.maintenance.clustering import (

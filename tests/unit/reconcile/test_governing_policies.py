@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tests.unit.reconcile.test_decide import NOW, compaction
+from tests.support.decide import NOW, compaction
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.reconcile.policy_status import govern, policy_status
 from txntable.reconcile.resolve import resolve

@@ -47,7 +47,7 @@ def test_column_mapped_tables_are_maintainable() -> None:
 
 
 def test_deletion_vector_figures_match_a_plain_replay_of_the_log() -> None:
-    from tests.unit.engine.read.test_replay import _json_replay
+    from tests.support.json_replay import _json_replay
 
     for name in ("basic-dv-with-checkpoint", "table-with-dv-small", "simple_table"):
         live = _json_replay(TESTDATA / name).values()

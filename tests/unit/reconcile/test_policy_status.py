@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from tests.unit.reconcile.test_decide import NOW, checkpoint_policy, compaction, last_run, table
+from tests.support.decide import NOW, checkpoint_policy, compaction, last_run, table
 from txntable.api.conditions import Reason
 from txntable.reconcile.policy_status import policy_status
 from txntable.reconcile.resolve import resolve

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.unit.reconcile.test_decide import HEALTH, NOW, compaction, table, work
+from tests.support.decide import HEALTH, NOW, compaction, table, work
 from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.policies import CRON_BACKWARDS, CRON_PATTERN

@@ -95,7 +95,7 @@ def _health_of(name: str) -> object:
 def test_ready_says_which_maintenance_the_protocol_refuses(
     health: str, policy: bool, ready: str, says: str | None
 ) -> None:
-    from tests.unit.reconcile.test_decide import compaction
+    from tests.support.decide import compaction
 
     chosen = Resolution(compaction(), Reason.POLICY_MATCHED, "matched") if policy else NONE
     status = table_status(TABLE, _outcome(health=_health_of(health), compaction=chosen))

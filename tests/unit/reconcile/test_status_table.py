@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.reconcile.test_decide import (
+from tests.support.decide import (
     HEALTH,
     NOW,
     checkpoint_policy,

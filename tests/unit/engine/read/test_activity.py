@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.unit.maintenance.test_planner import files_table
+from tests.support.planner import files_table
 from txntable.engine.commit.conflicts import PendingCommit, WinningCommit, check_conflicts
 from txntable.engine.commit.isolation import IsolationLevel
 from txntable.engine.errors import ConcurrentDeleteReadException, InvalidArgumentError

@@ -10,8 +10,8 @@ import pytest
 
 from tests import deltagen as g
 from tests.conftest import TESTDATA, reference_tables
+from tests.support.json_replay import _json_replay
 from txntable.engine.errors import CorruptLogError, InvalidActionError
-from txntable.engine.model.actions import AddFile, RemoveFile, parse_commit
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.base import FsspecStorage
 from txntable.engine.table import Table
@@ -264,20 +264,6 @@ def test_memory_storage_reads_the_same_log(tmp_path: Path) -> None:
         assert remote.resolve("s3://b/k.parquet") == "s3://b/k.parquet"
     finally:
         fs.rm(root, recursive=True)
-
-
-def _json_replay(path: Path) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """Live adds by replaying the JSON commits with plain dictionaries (the protocol's rules)."""
-    live: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for name in sorted(os.listdir(log(path))):
-        if len(name) != 25 or not name.endswith(".json"):
-            continue
-        for action in parse_commit((log(path) / name).read_bytes()):
-            if isinstance(action, AddFile):
-                live[action.key] = action.to_json()
-            elif isinstance(action, RemoveFile):
-                live.pop(action.key, None)
-    return live
 
 
 @pytest.mark.parametrize(

@@ -351,7 +351,7 @@ def test_the_controller_keeps_no_snapshot_between_ticks(tmp_path: Path) -> None:
     over no snapshot of the table is alive (the controller holds its summary only)."""
     import gc
 
-    from tests.unit.handlers.test_failed_runs import T0, Harness
+    from tests.support.controller import T0, Harness
 
     h = Harness(tmp_path)
     root = Table.open(str(tmp_path / "t")).uri
