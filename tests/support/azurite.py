@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from txntable.engine.storage.azure import AzureStorage
-from txntable.engine.storage.options import EMULATOR_ACCOUNT, EMULATOR_KEY
+from txntable.engine.storage.azure_options import EMULATOR_ACCOUNT, EMULATOR_KEY
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINER = "txntable-tests"
