@@ -60,11 +60,12 @@ def _child(mode: str, path: str, n: int) -> dict[str, Any]:
         count = len(files)
         return {"after_import_mb": before, "peak_mb": _vm_hwm_mb(), "files": count}
     import pyarrow as pa
+    from tests.support.health_oracle import observe
 
     from txntable.engine.read.snapshot import Snapshot
     from txntable.engine.read.summary import TableSummary
     from txntable.engine.storage.factory import open_storage
-    from txntable.reconcile.health import observe, observe_summary
+    from txntable.reconcile.health import observe_summary
 
     storage = open_storage(path)
     before_hwm, before_rss = _vm_hwm_mb(), _vm_rss_mb()

@@ -364,8 +364,8 @@ def test_a_table_with_check_constraints_is_compacted_but_not_appended_to(tmp_pat
     we would have to check, is still refused with the feature named."""
     from deltalake import write_deltalake
 
+    from tests.support.health_oracle import observe
     from txntable.engine.errors import UnsupportedWriterFeatureError
-    from txntable.reconcile.health import observe
 
     path = tmp_path / "t"
     for i in range(4):

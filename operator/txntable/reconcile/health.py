@@ -2,9 +2,9 @@
 
 The controller holds an ``engine.read.summary.TableSummary`` per table (a few bytes per file),
 advances it by the new commits each tick (engine I/O, in the handlers) and hands it to
-``observe_summary``; ``observe`` computes the same figures from a full ``Snapshot`` (the CLI, and
-the reference the summary is tested against). Everything below is arithmetic over Arrow columns,
-so one tick costs a listing plus the new commits, never a replay.
+``observe_summary``. The same figures computed from a full ``Snapshot`` are the tests' reference
+(``tests/support/health_oracle.py``), not a second product path. Everything below is arithmetic
+over Arrow columns, so one tick costs a listing plus the new commits, never a replay.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from txntable.engine import (
     InvalidArgumentError,
     Metadata,
     Protocol,
-    Snapshot,
     TableSummary,
     UnsupportedFeatureError,
     check_maintainable,
@@ -83,8 +82,8 @@ class TableHealth:
 def observe_summary(
     summary: TableSummary, min_file_size: int, *, now_ms: int | None = None
 ) -> TableHealth:
-    """Health from a ``TableSummary``: the same figures ``observe`` gives for the snapshot of
-    the same version (``now_ms``: the clock for reclaimable tombstones, default now)."""
+    """Health from a ``TableSummary``: the figures of the table at the summary's version
+    (``now_ms``: the clock for reclaimable tombstones, default now)."""
     key = ("file figures", min_file_size)
     figures = summary.derived.get(key)
     if not isinstance(figures, _FileFigures):
@@ -165,7 +164,8 @@ def _health(
     version: int,
     **figures: Any,
 ) -> TableHealth:
-    """The protocol, writability and checkpoint parts, shared by both ``observe`` functions."""
+    """The protocol, writability and checkpoint parts around ``figures`` (also the snapshot
+    reference's, in the tests)."""
     writable, reason = True, None
     try:
         check_writable(protocol, metadata, rows_unchanged=True)
@@ -195,51 +195,6 @@ def _health(
         unmaintainable_reason=refusal,
         **figures,
     )
-
-
-def observe(snapshot: Snapshot, min_file_size: int, *, now_ms: int | None = None) -> TableHealth:
-    """Health of ``snapshot``; files strictly smaller than ``min_file_size`` count as small."""
-    files = snapshot.files(stats=False)
-    sizes = files.column("size")
-    small_mask = pc.less(sizes, min_file_size)
-    small = int(pc.sum(pc.cast(small_mask, "int64")).as_py() or 0)
-    small_bytes = int(pc.sum(pc.filter(sizes, small_mask)).as_py() or 0) if small else 0
-    partitions, compactable = _partition_stats(snapshot, small_mask)
-    return _health(
-        version=snapshot.version,
-        protocol=snapshot.protocol,
-        metadata=snapshot.metadata,
-        timestamp_ms=snapshot.timestamp_ms,
-        checkpoint=snapshot.checkpoint,
-        files=snapshot.num_files,
-        size_bytes=snapshot.size_bytes,
-        small_files=small,
-        small_file_bytes=small_bytes,
-        compactable_small_files=compactable,
-        partitions=partitions,
-        **_deletion_figures(snapshot, now_ms),
-    )
-
-
-def _deletion_figures(snapshot: Snapshot, now_ms: int | None = None) -> dict[str, int | None]:
-    """Deletion-vector and VACUUM figures, column-wise over the snapshot's Arrow state."""
-    dv = snapshot.files(stats=False).column("deletionVector")
-    with_dv = len(dv) - dv.null_count
-    deleted = 0
-    if with_dv:
-        deleted = int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
-    tombstones = snapshot.tombstones(stats=False)
-    return {
-        "files_with_deletion_vectors": with_dv,
-        "deleted_rows": deleted,
-        "reclaimable_bytes": _reclaimable(
-            snapshot.configuration,
-            tombstones.column("deletionTimestamp"),
-            tombstones.column("size"),
-            now_ms,
-        ),
-        **_removals(snapshot.configuration, tombstones.column("deletionTimestamp"), now_ms),
-    }
 
 
 def _removals(
@@ -326,25 +281,3 @@ def _reclaimable(
     if swept_before_ms is not None:
         old = pc.and_(old, pc.greater_equal(stamps, swept_before_ms))
     return int(pc.sum(pc.filter(sizes, old)).as_py() or 0)
-
-
-def _partition_stats(snapshot: Snapshot, small_mask: pa.ChunkedArray) -> tuple[int, int]:
-    """Distinct partitions among live files, and the small files that share a partition with
-    another small file (vectorised group-by)."""
-    if snapshot.num_files == 0:
-        return 0, 0
-    small = pc.cast(small_mask, "int64")
-    if not snapshot.partition_columns:
-        total = int(pc.sum(small).as_py() or 0)
-        return 1, total if total >= 2 else 0
-    values = snapshot.files(stats=False).column("partitionValues").combine_chunks()
-    by_name = {f.name: f.physical_name for f in snapshot.fields}
-    columns = {
-        f"p{i}": pc.map_lookup(values, pa.scalar(by_name.get(name, name)), "first")
-        for i, name in enumerate(snapshot.partition_columns)
-    }
-    keys = list(columns)
-    grouped = pa.table({**columns, "small": small}).group_by(keys).aggregate([("small", "sum")])
-    sums = grouped.column("small_sum")
-    mergeable = pc.sum(pc.if_else(pc.greater_equal(sums, 2), sums, 0)).as_py()
-    return int(grouped.num_rows), int(mergeable or 0)

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from tests.support.controller import T0, Harness, fragmented, resources
+from tests.support.health_oracle import observe
 from txntable.api.conditions import Reason
 from txntable.config import Config
 from txntable.engine import Table
 from txntable.handlers.operate import Operator
 from txntable.launch import Backoff
 from txntable.reconcile.decide import Retry, Work, decide_compaction
-from txntable.reconcile.health import observe
 
 REASON = 'exit code 1: ValueError: column "v" has type string, expected double'
 

