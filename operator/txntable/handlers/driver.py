@@ -177,6 +177,7 @@ class Driver:
                 return None
             driven.last_tick = now
             pause_point("controller:tick")  # tests: the table is deleted while it ticks
+            table = self._from_newest(table, key, current)
             tick = self._tick(table, policies, key)
             for event in tick.events:
                 sink(event)
@@ -187,6 +188,19 @@ class Driver:
             self.writer.write(key, namespace, meta.name, current, tick.status.to_status())
         log.debug("ticked %s in %.3fs (woken: %s)", key, time.monotonic() - started, woken)
         return tick
+
+    def _from_newest(self, table: TxnTable, key: str, current: Current) -> TxnTable:
+        """``table`` starting from the newest status known for it, asked under the table's
+        lock. The caller read ``current`` before it waited for the lock, so a write of the
+        tick it waited for (the daemon's while the timer waited, or a slow tick whose next one
+        fell due meanwhile) is not in it; judged against it, every condition would look new,
+        with a new transition time, and the same status would be written a second time (under
+        load at start, six of 300 idle tables). When the body lags behind an earlier write,
+        the same applies (``StatusWriter.newest``)."""
+        newest = self.writer.newest(key, current)
+        if newest is current.status:
+            return table
+        return replace(table, status=TxnTableStatus.from_dict(dict(newest)))
 
     def _tick(self, table: TxnTable, policies: Policies, key: str) -> Tick:
         operator = self.operator
