@@ -20,6 +20,12 @@ feature are cleaned like any other: its RFC lets a cleanup ignore
 at or after its truncation version, and this one does neither (the barrier checkpoint a dropped
 feature hides behind goes only with everything before it). Temporary files of a crashed
 checkpoint writer are removed once they are a day old.
+
+An incomplete multi-part checkpoint (fewer parts than its name says, or an empty one) whose
+newest part is an hour old was abandoned by its writer, which died while putting the parts in
+place; it is removed at any version. Every reader skips it, but it is not harmless: deltalake's
+log cleanup takes any checkpoint file for a checkpoint, deletes the log and the complete
+checkpoint below it, and the table is lost to every engine (found by the soak, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -56,7 +62,10 @@ from txntable.engine.testhooks import pause_point
 log = logging.getLogger(__name__)
 
 SIDECAR_GRACE_MS = retention.DAY_MS
-#: temporary files of a checkpoint writer that crashed (``checkpoint.write._write_local``)
+#: an incomplete multi-part checkpoint this much older than now was abandoned: our writer puts
+#: a set's parts in place within milliseconds of each other, Spark's tasks within its job
+ABANDONED_PARTS_MS = 60 * 60 * 1000
+#: temporary files of a checkpoint writer that crashed (``checkpoint.write._stage``)
 _CHECKPOINT_TEMP = re.compile(r"^\.\d{20}\.checkpoint\..*\.tmp$")
 
 
@@ -152,6 +161,27 @@ def plan_log_cleanup(
     return _Plan(keep_from, [name for _, _, name in doomed], kept_checkpoints)
 
 
+def abandoned_parts(listing: list[FileInfo], now_ms: int) -> list[str]:
+    """Names of the files of incomplete multi-part checkpoints whose every file is older than
+    ``ABANDONED_PARTS_MS`` (module docstring)."""
+    sets: dict[tuple[int, int], list[FileInfo]] = defaultdict(list)
+    for info in listing:
+        parsed = parse_log_name(info.name)
+        if parsed is not None and parsed.kind is LogFileKind.CHECKPOINT_MULTIPART:
+            sets[(parsed.version, parsed.num_parts)].append(info)
+    complete = {
+        (ref.version, len(ref.files))
+        for ref in complete_checkpoints(listing)
+        if ref.kind is LogFileKind.CHECKPOINT_MULTIPART
+    }
+    return sorted(
+        info.name
+        for key, files in sets.items()
+        if key not in complete and max(f.mtime_ms for f in files) < now_ms - ABANDONED_PARTS_MS
+        for info in files
+    )
+
+
 def _sidecars_of(storage: Storage, checkpoint: LogFileName) -> set[str] | None:
     """File names of the sidecars a checkpoint references (None: it could not be read)."""
     relative = f"{LOG_DIR}/{checkpoint.name}"
@@ -233,6 +263,17 @@ def cleanup_expired_logs(
 
     plan = plan_log_cleanup(listing, cutoff, usable)
     doomed = [f"{LOG_DIR}/{name}" for name in plan.log_files]
+    going = set(plan.log_files)
+    abandoned = [n for n in abandoned_parts(listing, now) if n not in going]
+    doomed += [f"{LOG_DIR}/{name}" for name in abandoned]
+    if abandoned:
+        log.warning(
+            "log cleanup of %s removes %d parts of incomplete multi-part checkpoints an "
+            "hour old (%s): deltalake's cleanup would take them for checkpoints",
+            storage.root_uri,
+            len(abandoned),
+            ", ".join(abandoned),
+        )
     doomed += [
         f"{LOG_DIR}/{f.name}"
         for f in listing

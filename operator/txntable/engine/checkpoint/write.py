@@ -129,10 +129,38 @@ def _parquet_options() -> dict[str, Any]:
     }
 
 
-def _write_local(storage: LocalStorage, relative: str, table: pa.Table, *, replace: bool) -> int:
-    target = os.path.join(storage.root_path, relative)
-    directory, name = os.path.split(target)
+@dataclass(slots=True)
+class _Staged:
+    """One file of the checkpoint, finished but not yet in place: a synced temporary file on
+    local disk, or the bytes of its one PUT on an object store; or, ``kept``, a file of that
+    name already there that parses (another writer's), left as it is."""
+
+    relative: str
+    rows: int
+    size: int
+    replace: bool = False
+    tmp: str | None = None
+    data: bytes | None = None
+    kept: bool = False
+
+    def discard(self) -> None:
+        """Remove the temporary file, if it was not placed."""
+        if self.tmp is not None:
+            with suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+
+
+def _stage(storage: Storage, relative: str, table: pa.Table, *, replace: bool) -> _Staged:
+    """Write ``table`` as Parquet where no reader looks: a temporary name beside the target on
+    local disk (a dot name, which no engine reads as a log file), memory for an object store."""
+    if not isinstance(storage, LocalStorage):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, row_group_size=ROW_GROUP_SIZE, **_parquet_options())
+        data = sink.getvalue().to_pybytes()
+        return _Staged(relative, table.num_rows, len(data), replace, data=data)
+    directory, name = os.path.split(os.path.join(storage.root_path, relative))
     tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    staged = _Staged(relative, table.num_rows, 0, replace, tmp=tmp)
     try:
         with pq.ParquetWriter(tmp, table.schema, **_parquet_options()) as writer:
             for start in range(0, max(table.num_rows, 1), ROW_GROUP_SIZE):
@@ -143,28 +171,37 @@ def _write_local(storage: LocalStorage, relative: str, table: pa.Table, *, repla
             os.fsync(fd)
         finally:
             os.close(fd)
-        size = os.stat(tmp).st_size
-        storage.place(tmp, relative, replace=replace)
-    finally:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return size
+        staged.size = os.stat(tmp).st_size
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
+def _place(storage: Storage, staged: _Staged) -> None:
+    """Put a staged file under its name in one atomic step: a rename (link) on local disk, one
+    PUT on an object store; without ``replace`` only where nothing is there, if the store can
+    (``FileExistsInStoreError`` otherwise)."""
+    if staged.tmp is not None:
+        assert isinstance(storage, LocalStorage)
+        storage.place(staged.tmp, staged.relative, replace=staged.replace)
+    elif staged.data is not None:
+        if staged.replace or not storage.atomic_put_if_absent:
+            storage.write(staged.relative, staged.data)
+        else:
+            storage.write_if_absent(staged.relative, staged.data)
 
 
 def write_parquet(storage: Storage, relative: str, table: pa.Table, *, replace: bool) -> int:
     """Write a whole Parquet file atomically; returns its size in bytes. Without ``replace``
     the file is created only if absent (``FileExistsInStoreError`` otherwise) where the store
     can do that atomically; with it, an existing file is replaced."""
-    if isinstance(storage, LocalStorage):
-        return _write_local(storage, relative, table, replace=replace)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=ROW_GROUP_SIZE, **_parquet_options())
-    data = sink.getvalue().to_pybytes()
-    if replace or not storage.atomic_put_if_absent:
-        storage.write(relative, data)  # one PUT: atomic on object stores
-    else:
-        storage.write_if_absent(relative, data)
-    return len(data)
+    staged = _stage(storage, relative, table, replace=replace)
+    try:
+        _place(storage, staged)
+    finally:
+        staged.discard()
+    return staged.size
 
 
 def write_hint(storage: Storage, fields: dict[str, Any]) -> bool:
@@ -237,19 +274,32 @@ def write_checkpoint_state(
     file_rows = num_adds + (table.num_rows - table.column("remove").null_count)
     num_parts = 1 if uses_v2_spec(state) else num_parts_for(file_rows, part_size)
     names: list[str] = []
-    rows = total = 0
+    staged: list[_Staged] = []
     pause_point("checkpoint:before-parts")
-    for index, part in enumerate(split_parts(table, num_parts), start=1):
-        name = (
-            classic_checkpoint_name(state.version)
-            if num_parts == 1
-            else multipart_checkpoint_name(state.version, index, num_parts)
-        )
-        part_rows, size = _write_part(storage, name, part, present.get(name))
-        rows += part_rows
-        total += size
-        names.append(name)
-        pause_point(f"checkpoint:part-written:{index}")
+    try:
+        # every part is finished before the first is put in place: a set of parts is
+        # incomplete under its real names only while they are renamed (or PUT) one after the
+        # other, not while they are written. An incomplete set is not harmless to other
+        # engines: deltalake's log cleanup takes any checkpoint file for a checkpoint and
+        # deletes the log below it, the complete checkpoint before it too (docs/reliability.md)
+        for index, part in enumerate(split_parts(table, num_parts), start=1):
+            name = (
+                classic_checkpoint_name(state.version)
+                if num_parts == 1
+                else multipart_checkpoint_name(state.version, index, num_parts)
+            )
+            staged.append(_stage_part(storage, name, part, present.get(name)))
+            names.append(name)
+            pause_point(f"checkpoint:part-written:{index}")
+        placed = []
+        for index, item in enumerate(staged, start=1):
+            placed.append(_place_part(storage, item))
+            pause_point(f"checkpoint:part-placed:{index}")
+    finally:
+        for item in staged:
+            item.discard()
+    rows = sum(r for r, _ in placed)
+    total = sum(b for _, b in placed)
     fields: dict[str, Any] = {"version": state.version, "size": rows}
     if num_parts > 1:
         fields["parts"] = num_parts
@@ -270,27 +320,36 @@ def write_checkpoint_state(
     )
 
 
-def _write_part(
-    storage: Storage, name: str, part: pa.Table, listed: FileInfo | None
-) -> tuple[int, int]:
-    """Write one file of the checkpoint unless a file of that name that parses is there
-    already (another writer's, kept); ``(rows, bytes)`` of the file in place."""
+def _stage_part(storage: Storage, name: str, part: pa.Table, listed: FileInfo | None) -> _Staged:
+    """Stage one file of the checkpoint unless a file of that name that parses is there
+    already (another writer's, kept); a file of that name that does not parse is replaced."""
     relative = f"{LOG_DIR}/{name}"
     if listed is not None:
         rows = _parquet_rows(storage, relative)
         if rows is not None:
             log.info("%s of %s is there already: kept", name, storage.root_uri)
-            return rows, listed.size
+            return _Staged(relative, rows, listed.size, kept=True)
         log.warning("%s of %s does not parse: replacing it", name, storage.root_uri)
+    return _stage(storage, relative, part, replace=listed is not None)
+
+
+def _place_part(storage: Storage, staged: _Staged) -> tuple[int, int]:
+    """Put a staged file of the checkpoint in place; ``(rows, bytes)`` of the file there."""
+    if staged.kept:
+        return staged.rows, staged.size
     try:
-        return part.num_rows, write_parquet(storage, relative, part, replace=listed is not None)
+        _place(storage, staged)
+        return staged.rows, staged.size
     except FileExistsInStoreError:
         pass  # another writer created it since the listing
-    rows = _parquet_rows(storage, relative)
+    name = staged.relative.rsplit("/", 1)[-1]
+    rows = _parquet_rows(storage, staged.relative)
     created = next((f for f in storage.list_log(name) if f.name == name), None)
     if rows is not None and created is not None:
         return rows, created.size
-    return part.num_rows, write_parquet(storage, relative, part, replace=True)
+    staged.replace = True  # what the other writer left does not parse
+    _place(storage, staged)
+    return staged.rows, staged.size
 
 
 def _parquet_rows(storage: Storage, relative: str) -> int | None:

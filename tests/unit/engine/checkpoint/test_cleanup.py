@@ -10,12 +10,19 @@ import pytest
 
 from tests import deltagen as g
 from txntable.engine.checkpoint import retention
-from txntable.engine.checkpoint.cleanup import cleanup_expired_logs, day_cutoff, plan_log_cleanup
+from txntable.engine.checkpoint.cleanup import (
+    ABANDONED_PARTS_MS,
+    abandoned_parts,
+    cleanup_expired_logs,
+    day_cutoff,
+    plan_log_cleanup,
+)
 from txntable.engine.checkpoint.hooks import checkpoint_hook, should_checkpoint
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.errors import UnsupportedWriterFeatureError
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.storage.base import FileInfo, LocalStorage
+from txntable.engine.storage.paths import multipart_checkpoint_name
 from txntable.engine.table import Table
 
 DAY = retention.DAY_MS
@@ -335,3 +342,24 @@ def test_each_deleted_file_takes_hadoops_checksum_file_and_orphans_below_go(
         f"_delta_log/.{0:020d}.json.crc",
         f"_delta_log/.{0:020d}.checkpoint.parquet.crc",
     }
+
+
+def test_abandoned_parts_are_incomplete_sets_whose_newest_part_is_an_hour_old() -> None:
+    part = multipart_checkpoint_name
+    now = 10 * ABANDONED_PARTS_MS
+    old = now - ABANDONED_PARTS_MS - 1
+    listing = [
+        FileInfo(part(5, 1, 2), 10, old),  # complete: kept
+        FileInfo(part(5, 2, 2), 10, old),
+        FileInfo(part(7, 1, 3), 10, old),  # two of three, both old: abandoned
+        FileInfo(part(7, 3, 3), 10, old),
+        FileInfo(part(8, 1, 2), 10, old),  # an empty part makes the set incomplete
+        FileInfo(part(8, 2, 2), 0, old),
+        FileInfo(part(9, 1, 2), 10, old),  # its newest part is recent: may be in progress
+        FileInfo(part(9, 2, 2), 0, now - 1000),
+        FileInfo(part(7, 1, 2), 10, old),  # another part count at 7, complete: kept
+        FileInfo(part(7, 2, 2), 10, old),
+    ]
+    assert abandoned_parts(listing, now) == sorted(
+        [part(7, 1, 3), part(7, 3, 3), part(8, 1, 2), part(8, 2, 2)]
+    )
