@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from txntable.api.conditions import ConditionStatus, ConditionType, Reason
+from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable, TxnTableStatus
 from txntable.engine import pause_point
 from txntable.handlers.commit_events import CommitEvents
@@ -200,7 +201,11 @@ class Driver:
         newest = self.writer.newest(key, current)
         if newest is current.status:
             return table
-        return replace(table, status=TxnTableStatus.from_dict(dict(newest)))
+        try:
+            return replace(table, status=TxnTableStatus.from_dict(dict(newest)))
+        except InvalidSpecError as exc:  # a status the server kept that we cannot read back
+            log.debug("the newest status of %s does not parse (%s): the body's is used", key, exc)
+            return table
 
     def _tick(self, table: TxnTable, policies: Policies, key: str) -> Tick:
         operator = self.operator
