@@ -2,10 +2,13 @@
 
 Order, so a reader never sees a partial checkpoint: every Parquet file is written under a temporary
 name and renamed into place on local disk (a single PUT on object stores, which is atomic), so no
-reader ever sees a truncated file; the parts of a multi-part checkpoint are all written before the
-hint, and readers ignore an incomplete set of parts; the hint is written last, never replacing one
-that names this or a newer checkpoint that exists. A crash at any step therefore leaves the table
-exactly as readable as before.
+reader ever sees a truncated file; every part of a multi-part checkpoint is written before the first
+is put in place, so a set is incomplete under its real names only while its parts are renamed one
+after the other (readers skip an incomplete set, but deltalake's log cleanup takes any checkpoint
+file for a checkpoint and deletes the log below it: a crash must not leave one behind for long, and
+log cleanup removes one that was); the hint is written last, never replacing one that names this
+or a newer checkpoint that exists. A crash at any step therefore leaves the table exactly as
+readable as before.
 
 A checkpoint that already exists complete for the version is left alone, whoever wrote it: it
 holds the same state by definition, and replacing it would race the other writer and, on local
