@@ -28,11 +28,19 @@ def pause_point(name: str) -> None:
         return
     marker = os.environ.get(MARKER_ENV)
     if marker:
-        with open(marker, "w", encoding="utf-8") as fh:
-            fh.write(name)
+        _announce(marker, name)
         if os.environ.get(RESUME_ENV) == "1":
             while os.path.exists(marker):
                 time.sleep(0.05)
             return
     while True:  # pragma: no cover - only ever left by SIGKILL
         time.sleep(3600)
+
+
+def _announce(marker: str, name: str) -> None:
+    """Write the marker whole under a temporary name, then rename it: a test that polls for the
+    marker must never see it exist before it says which point was reached."""
+    staging = f"{marker}.{os.getpid()}.tmp"
+    with open(staging, "w", encoding="utf-8") as fh:
+        fh.write(name)
+    os.replace(staging, marker)
