@@ -79,11 +79,11 @@ def _log_figures(path: Path) -> dict[str, Any]:
 
 
 def _ours_optimize(path: Path, executor: Any, zorder: bool) -> dict[str, Any]:
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
-    policy = OptimizePolicy(target_file_size=TARGET, zorder_by=ZORDER if zorder else ())
+    policy = OptimizeOptions(target_file_size=TARGET, z_order_by=ZORDER if zorder else ())
     with _ours_memory() as memory:
         t0 = time.perf_counter()
         result = optimize(Table.open(str(path)), policy, executor)

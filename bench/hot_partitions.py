@@ -112,12 +112,12 @@ def writer(path: str, stop_file: str, seed: int) -> None:
 
 
 def _optimize(path: Path, avoid: bool) -> dict[str, Any]:
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.executor_arrow import ArrowExecutor
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
-    policy = OptimizePolicy(avoid_recent_writes_ms=600_000 if avoid else None)
+    policy = OptimizeOptions(avoid_recent_writes_ms=600_000 if avoid else None)
     load = os.getloadavg()[0]
     result = optimize(Table.open(str(path)), policy, ArrowExecutor(workers=2))
     deferred = result.deferred_partitions or []

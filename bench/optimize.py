@@ -169,13 +169,12 @@ def _rows(path: Path) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0)
 
 
-def _ours(path: Path, executor: Any, parquet: Any = None) -> dict[str, Any]:
+def _ours(path: Path, executor: Any) -> dict[str, Any]:
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
-    from txntable.engine.write.parquet_options import ParquetSettings
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
-    policy = OptimizePolicy(target_file_size=TARGET, parquet=parquet or ParquetSettings())
+    policy = OptimizeOptions(target_file_size=TARGET)
     t0 = time.perf_counter()
     result = optimize(Table.open(str(path)), policy, executor)
     seconds = time.perf_counter() - t0

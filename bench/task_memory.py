@@ -54,12 +54,12 @@ def _pyarrow_child(path: str) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.engine.write.parquet_options import ParquetWriteOptions
     from txntable.maintenance.optimize import plan
-    from txntable.maintenance.planner import OptimizePolicy
 
-    policy = OptimizePolicy(target_file_size=GIB, min_file_size=GIB)
+    policy = OptimizeOptions(target_file_size=GIB, min_file_size=GIB)
     (only,) = plan(Table.open(path), policy).bins
     inputs = [os.path.join(path, unquote(p)) for p in only.paths]
     before = _vm_hwm_kb()
@@ -78,12 +78,12 @@ def _pyarrow_child(path: str) -> dict[str, Any]:
 def _child(path: str) -> dict[str, Any]:
     import time
 
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.executor_arrow import ArrowExecutor
     from txntable.maintenance.optimize import optimize, plan
-    from txntable.maintenance.planner import OptimizePolicy
 
-    policy = OptimizePolicy(target_file_size=GIB, min_file_size=GIB)
+    policy = OptimizeOptions(target_file_size=GIB, min_file_size=GIB)
     planned = plan(Table.open(path), policy)
     (only,) = planned.bins
     before = _vm_hwm_kb()

@@ -75,10 +75,10 @@ def _is_python(pid: int) -> bool:
 def _child(path: str, mode: str) -> dict[str, Any]:
     import logging
 
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.executor_spark import SparkExecutor
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     distribute = 0 if mode == "distributed" else None
@@ -98,7 +98,7 @@ def _child(path: str, mode: str) -> dict[str, Any]:
     poller.start()
     t0 = time.perf_counter()
     result = optimize(
-        Table.open(path), OptimizePolicy(zorder_by=("x", "d"), target_file_size=TARGET), executor
+        Table.open(path), OptimizeOptions(z_order_by=("x", "d"), target_file_size=TARGET), executor
     )
     seconds = time.perf_counter() - t0
     done.set()

@@ -623,9 +623,9 @@ def _removers_between(path: Path, read_version: int | None, own: int | None) -> 
 def _compact_an_hour_ago(path: Path) -> None:
     """OPTIMIZE the seeded files with the clock two hours back: their tombstones are then older
     than the race's one-hour VACUUM retention."""
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.maintenance import optimize as optimize_module
     from txntable.maintenance.executor_arrow import ArrowExecutor
-    from txntable.maintenance.planner import OptimizePolicy
 
     shifted = types.SimpleNamespace(
         **{k: getattr(time, k) for k in dir(time) if not k.startswith("_")}
@@ -634,7 +634,7 @@ def _compact_an_hour_ago(path: Path) -> None:
     real = optimize_module.time
     optimize_module.time = shifted  # type: ignore[assignment]
     try:
-        optimize_module.optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor(workers=1))
+        optimize_module.optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor(workers=1))
     finally:
         optimize_module.time = real
 

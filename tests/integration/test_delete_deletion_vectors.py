@@ -21,6 +21,7 @@ import pytest
 
 from tests import oracle_read
 from tests.faults import FAIL_BEFORE, FaultyStorage
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.commit import row_tracking as rt
 from txntable.engine.commit.transaction import CommitOptions
@@ -39,7 +40,6 @@ from txntable.engine.write import row_deletes
 from txntable.engine.write.row_deletes import live_rows
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -166,7 +166,7 @@ def test_deletes_on_the_same_file_union_their_vectors_and_optimize_purges(
     before = _oracle(path)
     assert before["rows"] == len(expected)
     assert table.delete("id < 8") is None  # those rows are gone already: nothing to commit
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1
     files = Table.open(str(path)).snapshot().files()
     assert files.column("deletionVector").null_count == files.num_rows  # purged
@@ -365,7 +365,7 @@ def test_vacuum_keeps_the_live_vector_file_and_reclaims_replaced_ones(tmp_path: 
     assert first in result.files and _dv_files(path) == {second}
     expected = [i for i in range(130) if i not in (1, 2)]
     assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)
-    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())  # purges the vector
+    optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())  # purges the vector
     vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, now_ms=later)
     assert _dv_files(path) == set()
     assert _ids(Table.open(str(path))) == expected and _oracle(path)["rows"] == len(expected)

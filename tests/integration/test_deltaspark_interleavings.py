@@ -24,7 +24,6 @@ commits) is at the end of the file.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,6 @@ from tests.table_reads import load, rows
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.optimize import plan
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.deltaspark, pytest.mark.timeout(600)]
 
@@ -237,8 +235,8 @@ def test_delete_in_another_bins_file_while_a_batch_commits_is_no_conflict(
     (``trackFilesRead``), so the first batch has no conflict and commits in its own transaction;
     the second bin is dropped by the input check."""
     path = copy_table(templates["flat"], tmp_path / "t")
-    options = replace(OptimizeOptions(), max_files_per_bin=2, commit_every=1)
-    _first, second = plan(Table.open(str(path)), OptimizePolicy.from_options(options)).batches()
+    options = OptimizeOptions(max_files_per_bin=2, partial_commit_size=1)
+    _first, second = plan(Table.open(str(path)), options).batches()
     victim = pq.read_table(path / second[0].paths[0], columns=["id"]).column("id")[0].as_py()
     with paused_optimize(
         path, "optimize:committing", tmp_path, "--max-files-per-bin", "2", "--commit-every", "1"

@@ -22,11 +22,11 @@ import pytest
 from tests import deltagen as g
 from tests import feature_tables as ft
 from tests import table_reads as tr
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.commit.row_tracking import stable_row_ids
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ UTC = dt.UTC
 LAST = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 FIRST = dt.datetime(1, 1, 1, tzinfo=UTC)
 LEAP = dt.datetime(2024, 2, 29, 12, 0, 0, 123456, tzinfo=UTC)
-EVERYTHING = OptimizePolicy(target_file_size=1 << 30, min_file_size=1 << 30)
+EVERYTHING = OptimizeOptions(target_file_size=1 << 30, min_file_size=1 << 30)
 
 
 def _values(root: Path) -> list[tuple[int, Any]]:
@@ -77,7 +77,7 @@ def test_optimize_keeps_int96_edge_values_exactly(tmp_path: Path) -> None:
 def test_zorder_by_an_int96_column(tmp_path: Path) -> None:
     root = ft.build("int96_edges", tmp_path / "t")
     written = _values(root)
-    policy = OptimizePolicy(target_file_size=1 << 30, min_file_size=1 << 30, zorder_by=("ts",))
+    policy = OptimizeOptions(target_file_size=1 << 30, min_file_size=1 << 30, z_order_by=("ts",))
     result = optimize(Table.open(str(root)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 1
     assert _values(root) == written

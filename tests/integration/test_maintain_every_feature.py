@@ -29,6 +29,7 @@ from tests import deltagen as g
 from tests import feature_tables as ft
 from tests import table_reads as tr
 from tests.conftest import TESTDATA, reference_tables
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.errors import UnsupportedFeatureError
@@ -36,7 +37,6 @@ from txntable.engine.table import Table
 from txntable.engine.vacuum import vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -174,7 +174,7 @@ TABLES = sorted(ft.BUILDERS) + reference_tables()
 def _refused_everywhere(root: Path, named: str) -> None:
     before = _files(root)
     snapshot_steps = [
-        lambda: optimize(Table.open(str(root)), OptimizePolicy(), ArrowExecutor()),
+        lambda: optimize(Table.open(str(root)), OptimizeOptions(), ArrowExecutor()),
         lambda: write_checkpoint(tr.load(root)),
         lambda: cleanup_expired_logs(tr.load(root), retention_ms=0),
         lambda: vacuum(tr.load(root), retention_ms=0, force=True),
@@ -200,7 +200,7 @@ def test_every_step_keeps_every_retained_version(name: str, tmp_path: Path) -> N
     latest = versions[-1]
 
     # OPTIMIZE: a new version with the same rows, or a refusal that changes nothing
-    policy = OptimizePolicy(target_file_size=1 << 30, min_file_size=1 << 30)
+    policy = OptimizeOptions(target_file_size=1 << 30, min_file_size=1 << 30)
     if name in NOT_REWRITABLE:
         files = _files(root)
         with pytest.raises(UnsupportedFeatureError, match=NOT_REWRITABLE[name]):

@@ -24,10 +24,11 @@ from tests.integration.optimize_helpers import (
     fragmented_table,
     rows_multiset,
 )
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor, BinResult, BinTask
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import ZORDER_TAG, OptimizePolicy
+from txntable.maintenance.planner import ZORDER_TAG
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,7 @@ def test_data_unchanged_and_commit_shape(tmp_path: Path, partitioned: bool) -> N
     path = fragmented_table(tmp_path / "t", commits=8, rows=40, partitioned=partitioned)
     before = rows_multiset(path)
     files_before = file_count_by_partition(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_skipped == 0
     assert result.version == 8 and result.commits == [8]
     assert rows_multiset(path) == before
@@ -71,13 +72,13 @@ def test_data_unchanged_and_commit_shape(tmp_path: Path, partitioned: bool) -> N
     assert all(a["dataChange"] is False and a["stats"] for a in adds)
     # deltalake agrees on history and nothing is left to do
     assert DeltaTable(str(path)).history(1)[0]["operation"] == "OPTIMIZE"
-    again = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    again = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert again.version == 8 and again.bins_planned == 0 and again.commits == []
 
 
 def test_deltalake_reads_and_uses_our_statistics(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=6, rows=50, partitioned=True)
-    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     dt = DeltaTable(str(path))
     actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     for add in actions:
@@ -99,7 +100,7 @@ def test_small_target_gives_several_files_per_partition(tmp_path: Path) -> None:
     before = rows_multiset(path)
     sizes = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).column("size_bytes")
     target = int(sum(sizes.to_pylist()) / 4 / 3)  # about three files per partition
-    policy = OptimizePolicy(target_file_size=target)
+    policy = OptimizeOptions(target_file_size=target)
     # Tiny inputs are mostly per-file overhead, so merged files come out far below the target
     # and the next run merges them again: repeated runs converge in a few steps.
     runs = []
@@ -120,7 +121,7 @@ def test_small_target_gives_several_files_per_partition(tmp_path: Path) -> None:
 def test_zorder_clusters_and_tags(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=6, rows=60, partitioned=False)
     before = rows_multiset(path)
-    policy = OptimizePolicy(zorder_by=("i32", "s"))
+    policy = OptimizeOptions(z_order_by=("i32", "s"))
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 1
     assert rows_multiset(path) == before
@@ -134,16 +135,16 @@ def test_zorder_clusters_and_tags(tmp_path: Path) -> None:
 def test_where_and_max_bytes_limit_the_run(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=6, rows=30, partitioned=True)
     before = rows_multiset(path)
-    only = OptimizePolicy(where="p = 'part1'")
+    only = OptimizeOptions(where="p = 'part1'")
     result = optimize(Table.open(str(path)), only, ArrowExecutor())
     counts = file_count_by_partition(path)
     assert counts["part1"] == 1 and counts["part0"] == 6 and result.bins_committed == 1
     info = DeltaTable(str(path)).history(1)[0]
     assert info["operationParameters"]["predicate"] == "[\"p = 'part1'\"]"
-    one_bin = OptimizePolicy(max_bytes=1, commit_batch_bytes=1)
+    one_bin = OptimizeOptions(max_bytes_per_run=1, partial_commit_size=1)
     first = optimize(Table.open(str(path)), one_bin, ArrowExecutor())
     assert first.bins_committed == 1
-    rest = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    rest = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert rest.bins_committed == 2
     assert set(file_count_by_partition(path).values()) == {1}
     assert rows_multiset(path) == before
@@ -152,7 +153,7 @@ def test_where_and_max_bytes_limit_the_run(tmp_path: Path) -> None:
 def test_spark_written_table(table_copy) -> None:
     path = table_copy("simple_table_with_checkpoint")
     before = rows_multiset(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_added == 1
     assert rows_multiset(path) == before
     assert len(DeltaTable(str(path)).file_uris()) == 1
@@ -177,7 +178,7 @@ class DeleteDuringRun:
 def test_bin_whose_inputs_were_deleted_is_dropped(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=5, rows=30, partitioned=True)
     executor = DeleteDuringRun(path, "p = 'part0'")
-    result = optimize(Table.open(str(path)), OptimizePolicy(), executor)
+    result = optimize(Table.open(str(path)), OptimizeOptions(), executor)
     assert result.error is None
     assert result.bins_skipped == 1 and result.bins_committed == 3
     assert result.skipped[0]["reason"] == "inputs removed concurrently"
@@ -294,7 +295,7 @@ def test_partial_progress_survives_later_failures(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=4, rows=20, partitioned=True)
     before = rows_multiset(path)
     inputs = {p.resolve() for p in path.rglob("*.parquet")}
-    policy = OptimizePolicy(commit_batch_bytes=1)  # one bin per batch and commit
+    policy = OptimizeOptions(partial_commit_size=1)  # one bin per batch and commit
     executor = FlakyExecutor()
     result = optimize(Table.open(str(path)), policy, executor)
     assert result.commits == [4] and result.bins_committed == 1
@@ -308,7 +309,7 @@ def test_partial_progress_survives_later_failures(tmp_path: Path) -> None:
     # run, so it stays as an unreferenced orphan (VACUUM's business), never in the log
     assert executor.failed_files and not any((path / f).exists() for f in executor.failed_files)
     assert len(on_disk - inputs - live) <= 1
-    rest = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    rest = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert rest.bins_committed == 3 and rows_multiset(path) == before
 
 
@@ -335,7 +336,7 @@ class MiscountingExecutor:
 def test_row_count_guard(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=3, rows=20, partitioned=True)
     before = rows_multiset(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), MiscountingExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), MiscountingExecutor())
     assert result.bins_skipped == 1 and result.bins_committed == 3
     assert result.skipped[0]["reason"] == "row count differs from the inputs' stats"
     assert rows_multiset(path) == before
@@ -348,8 +349,8 @@ def test_zorder_with_a_small_target_never_multiplies_the_file_count(tmp_path: Pa
     before_files = len(DeltaTable(str(path)).file_uris())
     before = rows_multiset(path)
     sizes = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).column("size_bytes")
-    policy = OptimizePolicy(
-        target_file_size=max(1, min(sizes.to_pylist()) // 14), zorder_by=("i32", "s")
+    policy = OptimizeOptions(
+        target_file_size=max(1, min(sizes.to_pylist()) // 14), z_order_by=("i32", "s")
     )
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 1
@@ -374,7 +375,7 @@ def test_a_table_with_check_constraints_is_compacted_but_not_appended_to(tmp_pat
     before = rows_multiset(path)
     table = Table.open(str(path))
     assert observe(table.snapshot(), 1 << 20).writable
-    result = optimize(table, OptimizePolicy(), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 4 and result.num_files_added == 1
     assert rows_multiset(path) == before
     dt = DeltaTable(str(path))

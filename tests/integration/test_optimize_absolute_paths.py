@@ -11,11 +11,11 @@ import pytest
 
 from tests.integration.optimize_helpers import fragmented_table
 from tests.oracle_read import read
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.commit.transaction import Transaction
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def test_files_named_by_absolute_uri_are_compacted(tmp_path: Path) -> None:
     txn.commit("RESTORE")  # any rows-unchanged operation: the same rows, other files
     before = read(root)
 
-    result = optimize(table, OptimizePolicy(target_file_size=1 << 30), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(target_file_size=1 << 30), ArrowExecutor())
 
     assert result.error is None and result.bins_committed == 1, result.to_json()
     after = read(root)

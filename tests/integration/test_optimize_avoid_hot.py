@@ -23,10 +23,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.integration.optimize_helpers import batch, fragmented_table
 from tests.oracle_read import read
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor, BinResult, BinTask
 from txntable.maintenance.optimize import OptimizeResult, optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ class DeleteDuringRewrite:
         return results
 
 
-def run(path: Path, policy: OptimizePolicy) -> tuple[OptimizeResult, dict[str, Any]]:
+def run(path: Path, policy: OptimizeOptions) -> tuple[OptimizeResult, dict[str, Any]]:
     result = optimize(Table.open(str(path)), policy, DeleteDuringRewrite(path))
     assert result.error is None, result.error
     # every commit after the writer's DELETE is ours: the rows must be the DELETE's
@@ -94,7 +94,7 @@ def test_avoiding_recently_rewritten_partitions_drops_no_bin(tmp_path: Path) -> 
     naive_path = hot_table(tmp_path / "naive")
     avoid_path = hot_table(tmp_path / "avoid")
 
-    naive, naive_doc = run(naive_path, OptimizePolicy())
+    naive, naive_doc = run(naive_path, OptimizeOptions())
     assert naive.bins_planned == 4
     assert naive.bins_skipped == 1 and naive.bins_committed == 3
     assert naive.skipped[0]["reason"] == "inputs removed concurrently"
@@ -102,7 +102,7 @@ def test_avoiding_recently_rewritten_partitions_drops_no_bin(tmp_path: Path) -> 
     assert naive.num_bytes_dropped > 0 and naive_doc["numBytesDropped"] == naive.num_bytes_dropped
     assert "deferredPartitions" not in naive_doc
 
-    avoiding, doc = run(avoid_path, OptimizePolicy(avoid_recent_writes_ms=HOUR_MS))
+    avoiding, doc = run(avoid_path, OptimizeOptions(avoid_recent_writes_ms=HOUR_MS))
     assert avoiding.bins_planned == 3
     assert avoiding.bins_skipped == 0 and avoiding.bins_committed == 3
     assert avoiding.num_bytes_dropped == 0

@@ -27,11 +27,11 @@ import pytest
 
 from tests import oracle_read
 from tests.support.clustered_tables import append_random, clustered_table, log_lines
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.clustering import CLUSTERING_DOMAIN, LIQUID
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize, plan
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ def test_optimize_clusters_by_the_clustering_columns(tmp_path: Path) -> None:
     x_before = lookup_share(file_ranges(table, "x"), x_probes)
     d_before = lookup_share(file_ranges(table, "d"), d_probes)
 
-    policy = OptimizePolicy(target_file_size=16 * KB)
+    policy = OptimizeOptions(target_file_size=16 * KB)
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 1, result.to_json()
     assert result.num_files_removed == files_before
@@ -115,7 +115,7 @@ def test_optimize_clusters_by_the_clustering_columns(tmp_path: Path) -> None:
 def test_new_appends_are_clustered_and_large_clustered_files_kept(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table = clustered_table(path, [["x"]], commits=12)
-    first = optimize(table, OptimizePolicy(target_file_size=16 * KB), ArrowExecutor())
+    first = optimize(table, OptimizeOptions(target_file_size=16 * KB), ArrowExecutor())
     assert first.error is None and first.bins_committed == 1
     clustered = {a.path for a in Table.open(str(path)).snapshot().add_actions()}
     append_random(table, commits=3, rows=100, seed=8)
@@ -123,11 +123,11 @@ def test_new_appends_are_clustered_and_large_clustered_files_kept(tmp_path: Path
     new = {a.path for a in snapshot.add_actions()} - clustered
 
     # with a tiny minimum size every clustered file counts as large: only the new files go
-    keep_large = OptimizePolicy(target_file_size=16 * KB, min_file_size=1)
+    keep_large = OptimizeOptions(target_file_size=16 * KB, min_file_size=1)
     bins = plan(table, keep_large).bins
     assert len(bins) == 1 and bins[0].clustered and set(bins[0].paths) == new
     # with the default minimum (the target) the small clustered files join the new ones
-    default = plan(table, OptimizePolicy(target_file_size=1024 * KB)).bins
+    default = plan(table, OptimizeOptions(target_file_size=1024 * KB)).bins
     assert len(default) == 1 and set(default[0].paths) == new | clustered
 
     before_rows = oracle_read.read(path)
@@ -143,7 +143,7 @@ def test_clustered_table_without_columns_is_compacted(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table = clustered_table(path, [], commits=6, rows=50)
     before_rows = oracle_read.read(path)
-    result = optimize(table, OptimizePolicy(), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 6 and result.num_files_added == 1
     lines = log_lines(path, result.version)
     add = next(line["add"] for line in lines if "add" in line)
@@ -242,7 +242,7 @@ def test_column_mapped_table_is_clustered_by_physical_names(tmp_path: Path, mode
     probe_rng = random.Random(2)
     x_probes = [probe_rng.randrange(100_000) for _ in range(200)]  # the values are uniform
     x_before = lookup_share(file_ranges(table, physical["x value"]), x_probes)
-    result = optimize(table, OptimizePolicy(target_file_size=4 * KB), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(target_file_size=4 * KB), ArrowExecutor())
     assert result.error is None and result.bins_committed == 1, result.to_json()
     lines = log_lines(path, result.version)
     adds = [line["add"] for line in lines if "add" in line]
@@ -264,7 +264,7 @@ def test_spark_executor_clusters_too(tmp_path: Path, spark: Any) -> None:
     table = clustered_table(path, [["x"], ["d"]], commits=8, rows=200)
     before = oracle_read.read(path)
     executor = SparkExecutor(spark=spark)
-    result = optimize(table, OptimizePolicy(target_file_size=8 * KB), executor)
+    result = optimize(table, OptimizeOptions(target_file_size=8 * KB), executor)
     executor.close()  # a session passed in is not stopped
     assert result.error is None and result.executor == "spark" and result.bins_committed == 1
     adds = [line["add"] for line in log_lines(path, result.version) if "add" in line]

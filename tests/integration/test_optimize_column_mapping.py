@@ -23,6 +23,7 @@ from deltalake import write_deltalake
 
 from tests import oracle_read
 from tests.integration.optimize_helpers import batch
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.model.physical import FIELD_ID_KEY
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.storage.paths import decode_path, encode_path
@@ -30,7 +31,6 @@ from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.executor_spark import SparkExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def test_deltalake_tables_with_column_mapping_are_compacted(
         )
     before = oracle_read.read(path)
     files_before = Table.open(str(path)).snapshot().num_files
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     after = oracle_read.read(path)
     assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
@@ -161,7 +161,7 @@ def test_deltalake_tables_with_column_mapping_are_compacted(
     records = sum(json.loads(a["stats"])["numRecords"] for a in adds)
     assert records == before["rows"]
     # a second run finds nothing to do: the planner groups files by their physical partitions
-    again = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    again = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert again.bins_planned == 0
 
 
@@ -179,7 +179,7 @@ def test_spark_tables_with_column_mapping_are_compacted(table_copy: Any, name: s
         _duplicate_files(path)
     before = oracle_read.read(path)
     files_before = Table.open(str(path)).snapshot().num_files
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     after = oracle_read.read(path)
     assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
@@ -212,7 +212,7 @@ def test_id_mode_files_without_field_ids_are_read_by_physical_name(table_copy: A
         for a in Table.open(str(path)).snapshot().add_actions()
         for v in pq.read_table(path / a.path).column(0).to_pylist()
     )
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 3, result.skipped
     (only,) = [a["add"] for a in _log(path, result.version) if "add" in a]
     written = pq.read_table(path / only["path"])
@@ -256,7 +256,7 @@ def test_files_written_before_column_mapping_was_enabled(tmp_path: Path) -> None
         path, [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": meta}]
     )
     before = oracle_read.read(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     after = oracle_read.read(path)
     assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
@@ -273,7 +273,7 @@ def test_schema_helpers_see_physical_names(table_copy: Any) -> None:
     _duplicate_files(path)
     fields = parse_schema(Table.open(str(path)).snapshot().metadata.schema_string)
     assert all(f.physical_name.startswith("col-") for f in fields)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor(), dry_run=True)
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor(), dry_run=True)
     assert result.bins_planned == 3  # three partitions, two files each
 
 
@@ -291,7 +291,7 @@ def test_spark_executor_rewrites_a_column_mapped_table(tmp_path: Path, spark: An
         )
     before = oracle_read.read(path)
     executor = SparkExecutor(spark=spark)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), executor)
+    result = optimize(Table.open(str(path)), OptimizeOptions(), executor)
     executor.close()
     assert result.error is None and result.executor == "spark", result.skipped
     assert result.bins_committed == 4
@@ -310,7 +310,7 @@ def test_z_order_sorts_by_the_physical_columns(tmp_path: Path) -> None:
             configuration={"delta.columnMapping.mode": "name"} if i == 0 else None,
         )
     before = oracle_read.read(path)
-    policy = OptimizePolicy(zorder_by=("i32", "d"))
+    policy = OptimizeOptions(z_order_by=("i32", "d"))
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 1, result.skipped
     after = oracle_read.read(path)

@@ -135,15 +135,14 @@ def test_an_invalid_setting_is_one_error_line_and_changes_nothing(
 
 @pytest.mark.spark
 def test_spark_tasks_write_with_the_runs_settings(tmp_path: Path, spark: Any) -> None:
-    from txntable.engine.write.parquet_options import ParquetSettings
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.maintenance.executor_spark import SparkExecutor
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
     path = fragmented_table(tmp_path / "t", commits=4, rows=30, partitioned=True)
     before = oracle_read.read(path)
     executor = SparkExecutor(spark=spark)
-    policy = OptimizePolicy(parquet=ParquetSettings(codec="gzip", level=2))
+    policy = OptimizeOptions(compression="gzip", compression_level=2)
     result = optimize(Table.open(str(path)), policy, executor)
     executor.close()  # a session passed in is not stopped
     assert result.error is None and result.executor == "spark" and result.bins_committed > 0

@@ -21,14 +21,14 @@ from deltalake import DeltaTable
 
 import txntable.maintenance.optimize as optimize_module
 from tests.integration.optimize_helpers import fragmented_table, rows_multiset
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
-ONE_BIN_PER_COMMIT = OptimizePolicy(commit_batch_bytes=1)
+ONE_BIN_PER_COMMIT = OptimizeOptions(partial_commit_size=1)
 
 APPEND_DELTALAKE = """
 import sys, pyarrow as pa
@@ -163,7 +163,7 @@ def test_delete_landing_during_the_commit_is_caught_by_the_conflict_checker(
         return out
 
     monkeypatch.setattr(optimize_module, "_live_rows", live_rows_then_delete)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None
     assert result.bins_skipped == 1 and result.bins_committed == 3
     assert result.attempts >= 2  # the lost race is counted
@@ -199,7 +199,7 @@ def test_property_change_during_run_is_absorbed(tmp_path: Path) -> None:
             {"delta.logRetentionDuration": "interval 60 days"}
         )
 
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ChangeDuringRun(change))
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ChangeDuringRun(change))
     assert result.error is None and result.bins_committed == 4 and result.bins_skipped == 0
     assert rows_multiset(path) == before
 
@@ -213,7 +213,7 @@ def test_schema_change_during_run_stops_it_cleanly(tmp_path: Path) -> None:
     def change() -> None:
         DeltaTable(str(path)).alter.add_columns([Field("extra", PrimitiveType("long"), True)])
 
-    policy = OptimizePolicy(commit_batch_bytes=1)  # one bin per batch: the rest never runs
+    policy = OptimizeOptions(partial_commit_size=1)  # one bin per batch: the rest never runs
     result = optimize(Table.open(str(path)), policy, ChangeDuringRun(change))
     assert result.error is None and result.bins_committed == 0 and result.bins_skipped == 4
     assert result.skipped[0]["reason"] == "table schema changed since planning"
@@ -268,7 +268,7 @@ def test_delete_in_an_untouched_partition_is_no_conflict(
         return out
 
     monkeypatch.setattr(optimize_module, "_live_rows", live_rows_then_delete)
-    policy = OptimizePolicy(commit_batch_bytes=1)  # one bin (partition) per commit
+    policy = OptimizeOptions(partial_commit_size=1)  # one bin (partition) per commit
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and result.bins_committed == 3 and result.bins_skipped == 1
     # the DELETE took the version our first commit tried; the engine found no conflict and
@@ -288,7 +288,7 @@ def test_delete_of_a_later_batchs_file_is_no_conflict(
     first batch commits, costs the first batch no conflict (the engine retries the same
     transaction), and the next bin is dropped by the input check."""
     path = fragmented_table(tmp_path / "t", commits=4, rows=30, partitioned=False)
-    policy = OptimizePolicy(max_files_per_bin=2, commit_batch_bytes=1)
+    policy = OptimizeOptions(max_files_per_bin=2, partial_commit_size=1)
     _first, second = optimize_module.plan(Table.open(str(path)), policy).batches()
     victim = pq.read_table(path / second[0].paths[0], columns=["id"]).column("id")[0].as_py()
     real_live_rows = optimize_module._live_rows

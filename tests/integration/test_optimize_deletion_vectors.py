@@ -17,13 +17,14 @@ import pytest
 
 from tests import oracle_read
 from tests.row_tracking_support import inline_dv
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.model.actions import AddFile, Protocol
 from txntable.engine.model.deletion_vectors import deleted_rows
 from txntable.engine.table import Table
 from txntable.maintenance.batch import inputs_unchanged
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import Bin, OptimizePolicy
+from txntable.maintenance.planner import Bin
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,7 @@ def test_spark_tables_with_deletion_vectors_are_compacted_and_purged(
     dv_adds = [
         f for f in Table.open(str(path)).snapshot().files().to_pylist() if f["deletionVector"]
     ]
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     after = oracle_read.read(path)
     assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])
@@ -77,7 +78,7 @@ def test_an_inline_deletion_vector_is_applied(tmp_path: Path) -> None:
     assert deleted_rows(table.storage, dv) == [1, 3, 8]
     before = oracle_read.read(path)
     assert before["rows"] == 17
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 2
     ids = pq.read_table(Table.open(str(path)).snapshot().file_uris()[0]).column("id")
     assert len(ids) == 17 and oracle_read.read(path)["digest"] == before["digest"]
@@ -153,7 +154,7 @@ def test_vectors_of_files_without_num_records_are_purged_by_their_footer_counts(
     assert dv_adds and not any("numRecords" in (f.stats or "") for f in dv_adds)
     deleted = sum(f.deletion_vector.cardinality for f in dv_adds if f.deletion_vector)
     footers = {f.path: pq.read_metadata(_local(path, f.path)).num_rows for f in dv_adds}
-    policy = OptimizePolicy(min_file_size=1)
+    policy = OptimizeOptions(min_file_size=1)
     result = optimize(Table.open(str(path)), policy, ArrowExecutor())
     assert result.error is None and not result.skipped, result.to_json()
     after = oracle_read.read(path)
@@ -199,7 +200,7 @@ def test_deletion_vector_files_a_reader_cannot_find_leave_the_table_untouched(
     path = table_copy("partitioned-table-with-dv-large")
     version = Table.open(str(path)).snapshot().version
     files = _files(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.bins_committed == 0 and result.bins_skipped > 0
     assert all("rewrite failed" in s["reason"] for s in result.skipped)
     assert result.error is not None and result.error.startswith("every bin that ran failed")

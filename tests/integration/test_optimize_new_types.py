@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import oracle_read
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.errors import UnsupportedWriterFeatureError
 from txntable.engine.model.stats import stats_for_table
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -187,7 +187,7 @@ def test_widened_columns_are_rewritten_in_the_current_type(tmp_path: Path) -> No
     _widened_table(path)
     expected = _live_rows(path)
     assert len(expected) == 40  # deltalake 1.6.6 refuses typeWidening: pyarrow is the oracle
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 4, result.skipped
     snapshot = Table.open(str(path)).snapshot()
     assert snapshot.num_files == 1
@@ -212,7 +212,7 @@ def test_a_narrowing_file_is_refused_not_truncated(tmp_path: Path) -> None:
     good = pa.table({"id": pa.array([1], pa.int64()), "i": pa.array([1], pa.int32())})
     bad = pa.table({"id": pa.array([2], pa.int64()), "i": pa.array([2**40], pa.int64())})
     _write_commit(path, 1, [_add_file(path, good, {}), _add_file(path, bad, {})])
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.bins_committed == 0 and "rewrite failed" in result.skipped[0]["reason"]
     assert Table.open(str(path)).snapshot().version == 1
 
@@ -274,7 +274,7 @@ def test_variant_columns_are_carried_through_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "variant"
     _variant_table(path)
     expected = _variant_bytes(path)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed == 3, result.skipped
     assert Table.open(str(path)).snapshot().num_files == 1
     assert _variant_bytes(path) == expected  # every value and metadata byte for byte
@@ -295,7 +295,7 @@ def test_shredded_variant_tables_are_refused_and_left_unchanged(table_copy: Any)
     _write_commit(path, 2, [{"add": obj}])
     before = sorted(p.name for p in path.rglob("*"))
     with pytest.raises(UnsupportedWriterFeatureError, match="variantShredding-preview") as info:
-        optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+        optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert "variantShredding-preview" in info.value.features
     assert sorted(p.name for p in path.rglob("*")) == before
     assert Table.open(str(path)).snapshot().version == 2
@@ -313,6 +313,6 @@ def test_deltalake_reads_the_rewritten_variant_table_as_before(tmp_path: Path) -
     _variant_table(path)
     before = oracle_read.read(path)
     assert before["rows"] == 24
-    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     after = oracle_read.read(path)
     assert (after["rows"], after["digest"]) == (before["rows"], before["digest"])

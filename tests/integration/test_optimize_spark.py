@@ -19,10 +19,10 @@ from tests.integration.optimize_helpers import (
     fragmented_table,
     rows_multiset,
 )
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.table import Table
 from txntable.maintenance.executor_spark import SparkExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -32,7 +32,7 @@ def test_spark_executor_keeps_data(tmp_path: Path, spark, zorder) -> None:
     path = fragmented_table(tmp_path / "t", commits=6, rows=40, partitioned=True)
     before = rows_multiset(path)
     executor = SparkExecutor(spark=spark)
-    result = optimize(Table.open(str(path)), OptimizePolicy(zorder_by=zorder), executor)
+    result = optimize(Table.open(str(path)), OptimizeOptions(z_order_by=zorder), executor)
     executor.close()  # a session passed in is not stopped
     assert result.error is None and result.executor == "spark"
     assert result.bins_committed == 4 and result.bins_skipped == 0

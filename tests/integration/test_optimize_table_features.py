@@ -20,17 +20,17 @@ import pytest
 from tests import feature_tables as ft
 from tests import table_reads as tr
 from tests.iceberg_metadata import IcebergWriter
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.errors import IcebergMetadataError, UnsupportedWriterFeatureError
 from txntable.engine.storage.base import FileInfo, Storage
 from txntable.engine.table import Table
 from txntable.engine.vacuum import InProcessSweeper, VacuumRules, vacuum
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
-EVERYTHING = OptimizePolicy(target_file_size=1 << 30, min_file_size=1 << 30)
+EVERYTHING = OptimizeOptions(target_file_size=1 << 30, min_file_size=1 << 30)
 ID = b"PARQUET:field_id"
 
 

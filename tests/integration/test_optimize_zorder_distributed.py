@@ -26,13 +26,14 @@ import pytest
 
 from tests import oracle_read
 from tests.row_tracking_support import delete_rows, with_deletion_vectors
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.commit import row_tracking as rt
 from txntable.engine.table import Table
 from txntable.maintenance.errors import BinExecutionError
 from txntable.maintenance.executor_arrow import ArrowExecutor, BinIO
 from txntable.maintenance.executor_spark import SparkExecutor
 from txntable.maintenance.optimize import optimize, plan
-from txntable.maintenance.planner import ZORDER_TAG, OptimizePolicy
+from txntable.maintenance.planner import ZORDER_TAG
 from txntable.maintenance.zorder_spark import (
     RANGE_SHARE_OF_LIMIT,
     _leftovers,
@@ -115,7 +116,7 @@ def test_partition_over_the_task_limit_runs_distributed(tmp_path: Path, spark: A
     limit = big_bytes // 4  # the big partition is 4x what one task may load
     files = math.ceil(big_bytes / (limit * RANGE_SHARE_OF_LIMIT))  # ranges planned for the limit
     target = big_bytes // files + 1  # the one-task path writes as many files
-    policy = OptimizePolicy(zorder_by=("x", "d"), target_file_size=target)
+    policy = OptimizeOptions(z_order_by=("x", "d"), target_file_size=target)
     before = oracle_read.read(path)
     version = table.snapshot().version
 
@@ -183,7 +184,7 @@ def test_row_ids_and_deletion_vectors_survive(tmp_path: Path, spark: Any) -> Non
     assert len(before) == 1600 - 4
 
     executor = SparkExecutor(spark=spark, distribute_zorder_above=0)  # every Z-order bin
-    policy = OptimizePolicy(zorder_by=("s",), target_file_size=8 * 1024)
+    policy = OptimizeOptions(z_order_by=("s",), target_file_size=8 * 1024)
     result = optimize(table, policy, executor)
     assert result.error is None and result.bins_committed == 1, result.to_json()
     assert result.num_files_added > 1
@@ -220,7 +221,7 @@ def test_column_mapped_table(tmp_path: Path, spark: Any, mode: str) -> None:
     assert fields["x value"].physical_name != "x value"  # really mapped
     before = oracle_read.read(path)
     executor = SparkExecutor(spark=spark, distribute_zorder_above=0)
-    policy = OptimizePolicy(zorder_by=("x value", "s"), target_file_size=2 * 1024)
+    policy = OptimizeOptions(z_order_by=("x value", "s"), target_file_size=2 * 1024)
     result = optimize(table, policy, executor)
     assert result.error is None and result.bins_committed == 1, result.to_json()
     after = oracle_read.read(path)
@@ -245,7 +246,7 @@ def test_a_failing_distributed_bin_changes_nothing(tmp_path: Path, spark: Any) -
     (path / lost.path).unlink()  # an input the log still names is gone
     files_left = data_files(path / "p=big")
     executor = SparkExecutor(spark=spark, distribute_zorder_above=0)
-    result = optimize(table, OptimizePolicy(zorder_by=("x",)), executor)
+    result = optimize(table, OptimizeOptions(z_order_by=("x",)), executor)
     assert result.bins_committed == 0 and result.error is not None
     reason = result.skipped[0]["reason"]
     assert reason.startswith("rewrite failed: distributed Z-order failed: ") and "\n" not in reason
@@ -259,7 +260,7 @@ def test_arrow_executor_refuses_a_bin_over_the_limit(tmp_path: Path) -> None:
     table = two_partitions(path, big=4, small=0, n=100)
     version = table.snapshot().version
     executor = ArrowExecutor(max_task_input_bytes=1000)
-    result = optimize(table, OptimizePolicy(zorder_by=("x",)), executor)
+    result = optimize(table, OptimizeOptions(z_order_by=("x",)), executor)
     assert result.bins_committed == 0 and result.error is not None
     assert "max_task_input_bytes=1000" in result.skipped[0]["reason"]
     assert Table.open(str(path)).snapshot().version == version
@@ -272,13 +273,13 @@ def _task_of(table: Table, zorder_by: tuple[str, ...] = ("x",)) -> Any:
     run = _Run(
         table,
         table.snapshot(),
-        OptimizePolicy(zorder_by=zorder_by),
+        OptimizeOptions(z_order_by=zorder_by),
         ArrowExecutor(),
         storage_options={},
         commit_options=None,
         start_ms=0,
     )
-    bins = [b for b in plan(table, OptimizePolicy(zorder_by=zorder_by)).bins]
+    bins = [b for b in plan(table, OptimizeOptions(z_order_by=zorder_by)).bins]
     return run.task(bins[0])
 
 
@@ -329,7 +330,7 @@ def test_clustered_table_is_clustered_distributed(tmp_path: Path, spark: Any) ->
     table = clustered_table(path, [["x"], ["d"]], commits=8, rows=200)
     before = oracle_read.read(path)
     executor = SparkExecutor(spark=spark, distribute_zorder_above=0)
-    result = optimize(table, OptimizePolicy(target_file_size=8 * 1024), executor)
+    result = optimize(table, OptimizeOptions(target_file_size=8 * 1024), executor)
     assert result.error is None and result.bins_committed == 1, result.to_json()
     adds = [line["add"] for line in log_lines(path, result.version) if "add" in line]
     assert len(adds) > 1 and all(a["clusteringProvider"] == LIQUID for a in adds)

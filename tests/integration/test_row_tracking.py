@@ -22,12 +22,12 @@ import pytest
 
 from tests import oracle_read
 from tests.row_tracking_support import delete_rows, with_deletion_vectors
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.checkpoint.write import write_checkpoint
 from txntable.engine.commit import row_tracking as rt
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -132,7 +132,7 @@ def test_optimize_preserves_row_ids_and_commit_versions(tmp_path: Path, partitio
     before, read_before = _stable(table), oracle_read.read(path)
     mark = rt.high_water_mark(table.snapshot().domains)
     assert len(before) == 120 - 3
-    result = optimize(table, OptimizePolicy(), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     assert _stable(table) == before
     after = oracle_read.read(path)
@@ -154,7 +154,7 @@ def test_optimize_preserves_row_ids_and_commit_versions(tmp_path: Path, partitio
         table.append(pa.table({"id": ids, "p": ["p1"] * 10, "s": [None] * 10}, schema=SCHEMA))
     _delete_some(table)
     before, read_before = _stable(table), oracle_read.read(path)
-    result = optimize(table, OptimizePolicy(zorder_by=("s",)), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(z_order_by=("s",)), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     assert _stable(table) == before
     after = oracle_read.read(path)
@@ -173,7 +173,7 @@ def test_optimize_preserves_row_ids_and_commit_versions(tmp_path: Path, partitio
 def test_appends_after_optimize_get_ids_no_row_holds(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table = _fragmented(path, partitioned=False)
-    optimize(table, OptimizePolicy(), ArrowExecutor())
+    optimize(table, OptimizeOptions(), ArrowExecutor())
     version = table.append(pa.table({"id": [9000, 9001], "p": ["x", "x"], "s": ["a", "b"]})).version
     stable = _stable(table)
     ids = [rid for rid, _ in stable.values()]
@@ -203,7 +203,7 @@ def test_optimize_that_loses_to_an_append_renumbers_its_files(
 
     monkeypatch.setattr(optimize_module, "_live_rows", live_rows_then_append)
     before = _stable(table)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.bins_committed >= 1, result.skipped
     assert result.version == appended[0] + 1 and result.attempts >= 2
     stable = _stable(table)
@@ -224,7 +224,7 @@ def test_spark_executor_preserves_row_ids(tmp_path: Path, spark: Any) -> None:
     table = _fragmented(path, partitioned=True)
     _delete_some(table)
     before, read_before = _stable(table), oracle_read.read(path)
-    result = optimize(table, OptimizePolicy(), SparkExecutor(spark=spark))
+    result = optimize(table, OptimizeOptions(), SparkExecutor(spark=spark))
     assert result.error is None and result.bins_committed == 2, result.skipped
     assert _stable(table) == before
     after = oracle_read.read(path)

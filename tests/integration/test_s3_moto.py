@@ -236,10 +236,10 @@ def test_optimize_reads_files_named_by_absolute_s3_uri(
     from dataclasses import replace
 
     from tests import oracle_read
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.commit.transaction import Transaction
     from txntable.maintenance.executor_arrow import ArrowExecutor
     from txntable.maintenance.optimize import optimize
-    from txntable.maintenance.planner import OptimizePolicy
 
     options = {
         "AWS_ENDPOINT_URL": endpoint,
@@ -267,7 +267,7 @@ def test_optimize_reads_files_named_by_absolute_s3_uri(
 
     result = optimize(
         Table.open(uri, options),
-        OptimizePolicy(target_file_size=1 << 30),
+        OptimizeOptions(target_file_size=1 << 30),
         ArrowExecutor(),
         storage_options=options,
     )

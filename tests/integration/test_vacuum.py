@@ -25,6 +25,7 @@ import pytest
 from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.soak.writer import SCHEMA, ids_of
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.cli.main import main as cli
 from txntable.engine.commit.transaction import Transaction
 from txntable.engine.errors import InvalidArgumentError
@@ -35,7 +36,6 @@ from txntable.engine.vacuum import InProcessSweeper, VacuumRules, vacuum
 from txntable.engine.write.writer import write_data_files
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +120,7 @@ def test_reference_tables_vacuum_what_deltalake_does_except_live_deletion_vector
 
 def test_optimize_then_vacuum_reclaims_exactly_the_rewritten_files(tmp_path: Path) -> None:
     path = fragmented_table(tmp_path / "t", commits=8, rows=30, partitioned=True)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed > 0
     removed = {
         json.loads(line)["remove"]["path"]
@@ -267,7 +267,7 @@ def test_vacuum_racing_writers_and_optimize_keeps_every_retained_version_readabl
         deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
             table = Table.open(str(path))
-            optimize(table, OptimizePolicy(target_file_size=1 << 20), ArrowExecutor())
+            optimize(table, OptimizeOptions(target_file_size=1 << 20), ArrowExecutor())
             snapshot = Table.open(str(path)).snapshot()
             sweeper = _Listing()
             result = vacuum(snapshot, retention_ms=3000, force=True, sweeper=sweeper)
@@ -485,7 +485,7 @@ def test_vacuum_deletes_hadoops_checksum_file_with_each_file(table_copy: Any) ->
     path = table_copy("basic-dv-with-checkpoint")
     checksums, orphans = _checksum_files(path)
     assert len(checksums) == 100 and not orphans
-    optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor(workers=1))
+    optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor(workers=1))
     gone_data = _files(path)
     dry = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True, dry_run=True)
     result = vacuum(Table.open(str(path)).snapshot(), retention_ms=0, force=True)

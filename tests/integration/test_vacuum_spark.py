@@ -26,6 +26,7 @@ import pytest
 from tests import oracle_read
 from tests.integration.optimize_helpers import fragmented_table
 from tests.support.s3_moto import _batch, _new_table, _options
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.cli.main import main as cli
 from txntable.engine.storage.base import LocalStorage
 from txntable.engine.table import Table
@@ -33,7 +34,6 @@ from txntable.engine.vacuum import VacuumRules, vacuum
 from txntable.maintenance.errors import MaintenanceError
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 from txntable.maintenance.vacuum_spark import SparkSweeper, delete_chunks
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -114,7 +114,7 @@ def _compare(
 
 def test_partitioned_table_after_optimize(tmp_path: Path, spark: Any) -> None:
     path = fragmented_table(tmp_path / "t", commits=6, rows=30, partitioned=True)
-    result = optimize(Table.open(str(path)), OptimizePolicy(), ArrowExecutor())
+    result = optimize(Table.open(str(path)), OptimizeOptions(), ArrowExecutor())
     assert result.error is None and result.num_files_removed > 0
     partition_dir = next(p.name for p in path.iterdir() if p.name.startswith("p="))
     _plant(path, partition_dir)

@@ -20,13 +20,13 @@ import pyarrow as pa
 import pytest
 
 from txntable import interrupts
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine import Table
 from txntable.jobs.outcome import fail
 from txntable.jobs.signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_on_signals
 from txntable.maintenance import spark_session
 from txntable.maintenance.executor_arrow import BinResult, BinTask
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 
 class NetworkError(Exception):
@@ -124,7 +124,7 @@ def test_optimize_does_not_report_an_interrupt_as_a_failed_run(tmp_path: Path) -
     for i in range(4):
         table.append(pa.table({"id": [i]}))
     with pytest.raises(Terminated):
-        optimize(table, OptimizePolicy(), _HidingExecutor())
+        optimize(table, OptimizeOptions(), _HidingExecutor())
     assert table.version() == 4
 
 

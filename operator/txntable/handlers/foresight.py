@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
+from txntable.api.errors import ApiError
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import (
     CompactionPolicy,
     ConflictStatus,
@@ -51,7 +53,6 @@ from txntable.reconcile.plan import (
     RunRate,
     all_bins_deferred,
     learn_rate,
-    optimize_policy,
     plan_from_summary,
     versioned_plan_id,
 )
@@ -133,13 +134,13 @@ class Foresight:
         try:
             made = plan_from_summary(
                 summary,
-                optimize_policy(spec),
+                OptimizeOptions.from_spec(spec),
                 vacuum=spec.vacuum.enabled,
                 vacuum_retention_ms=spec.vacuum.retention * 1000 if spec.vacuum.retention else None,
                 now_ms=int(now.timestamp() * 1000),
                 rate=rate,
             )
-        except (EngineError, MaintenanceError) as exc:
+        except (ApiError, EngineError, MaintenanceError) as exc:
             log.info("no plan for %s under policy %s: %s", key, meta.name, exc)
             known.plan = None
             return None

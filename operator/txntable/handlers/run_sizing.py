@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from txntable.api.errors import ApiError
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy, RunKind
 from txntable.engine import EngineError, TableSummary
 from txntable.handlers.memory import TableMemories
@@ -41,7 +43,7 @@ from txntable.launch.sizing import (
 )
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.decide import Retry
-from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
+from txntable.reconcile.plan import CompactionPlan, plan_from_summary
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +80,8 @@ def plan_figures(
     if plan is None or plan.version != summary.version:
         spec = policy.spec
         try:
-            plan = plan_from_summary(summary, optimize_policy(spec))
-        except (EngineError, MaintenanceError, ValueError) as exc:
+            plan = plan_from_summary(summary, OptimizeOptions.from_spec(spec))
+        except (ApiError, EngineError, MaintenanceError, ValueError) as exc:
             log.debug("no plan to size the run by: %s", exc)
             return None
     return PlanFigures(

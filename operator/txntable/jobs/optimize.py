@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from txntable import interrupts
+from txntable.api import optimize_options as settings
 from txntable.engine import EngineError
 from txntable.jobs.flags import (
     Parser,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine import Table
     from txntable.maintenance.optimize import BinExecutor, OptimizeResult
-    from txntable.maintenance.planner import OptimizePolicy
     from txntable.observability.metrics import EngineMetrics
 
 
@@ -59,8 +59,8 @@ DISTRIBUTE_ZORDER_ABOVE = "256Mi"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options shared by the job and ``txntable optimize``."""
     parser.add_argument("uri", help="table location (path, file://, s3://, ...)")
-    # the run's OPTIMIZE settings: one document (api/optimize_options.py), which the flags
-    # below fill too (options_from_args); a flag left out keeps the document's value
+    # the run's OPTIMIZE settings: one record (api/optimize_options.py), which the setting
+    # flags fill too (options_from_args); a flag left out keeps the record's value
     parser.add_argument(
         "--options-json",
         default=None,
@@ -69,106 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the controller passes; the setting flags, when given, override its keys (default: "
         "each setting's own default, as its flag says)",
     )
-    parser.add_argument(
-        "--target-size",
-        default=None,
-        metavar="SIZE",
-        help="target file size, a Kubernetes quantity as in the CRDs: 128Mi = 128 MiB, "
-        "500M = 500,000,000 bytes (default 128Mi)",
-    )
-    parser.add_argument(
-        "--min-file-size",
-        default=None,
-        metavar="SIZE",
-        help="files below this are candidates (default: the target size)",
-    )
-    parser.add_argument(
-        "--min-input-files",
-        type=at_least(2, "files"),
-        default=None,
-        metavar="N",
-        help="fewest files a bin may have (default 2)",
-    )
-    parser.add_argument(
-        "--max-files-per-bin",
-        type=at_least(2, "files"),
-        default=None,
-        metavar="N",
-        help="most files a bin may combine, so one task never opens more (default: no limit)",
-    )
-    parser.add_argument(
-        "--purge-deleted-percent",
-        type=percent,
-        default=None,
-        metavar="PERCENT",
-        help="rewrite a file whose deletion vector hides this %% of its rows, 1-100 (default 5)",
-    )
-    parser.add_argument(
-        "--compression",
-        default=None,
-        metavar="CODEC",
-        help="Parquet codec of the files written: zstd, snappy, gzip, lz4_raw, uncompressed "
-        "(default: the table property delta.parquet.compression.codec, else zstd)",
-    )
-    parser.add_argument(
-        "--compression-level",
-        type=whole_number,
-        default=None,
-        metavar="N",
-        help="codec level: zstd 1-22 (default 1), gzip 1-9 (default 6); checked against the codec",
-    )
-    parser.add_argument(
-        "--row-group-rows",
-        type=at_least(1, "rows"),
-        default=None,
-        metavar="N",
-        help="most rows per Parquet row group (default 1048576)",
-    )
-    parser.add_argument(
-        "--dictionary",
-        default=None,
-        metavar="MODE",
-        help="dictionary encoding: auto (per column, by sampled cardinality; the default), on, off",
-    )
-    parser.add_argument(
-        "--where",
-        default=None,
-        help="partition predicate, e.g. \"d = '2024'\" (default: every partition)",
-    )
-    parser.add_argument(
-        "--zorder-by",
-        default=None,
-        metavar="COLS",
-        help="comma-separated columns to Z-order by (default: none, plain compaction)",
-    )
-    parser.add_argument(
-        "--max-bytes",
-        default=None,
-        metavar="SIZE",
-        help="max input bytes rewritten by this run (default: no limit)",
-    )
-    parser.add_argument(
-        "--commit-every",
-        default=None,
-        metavar="SIZE",
-        help="commit after about this many input bytes (default 16Gi)",
-    )
-    parser.add_argument(
-        "--avoid-partitions-written-within",
-        type=positive_duration_ms,
-        default=None,
-        metavar="DURATION",
-        help="defer partitions other writers changed within this long (e.g. 10m, '1 hour'): "
-        "their rewrites would likely be dropped; read from the newest commits only "
-        "(default: defer none)",
-    )
-    parser.add_argument(
-        "--avoid-writes",
-        choices=("removes", "any"),
-        default=None,
-        help="which recent writes defer a partition: removes (DELETE, UPDATE, MERGE, overwrite, "
-        "OPTIMIZE: the ones that invalidate our inputs; the default) or any (appends too)",
-    )
+    add_setting_arguments(parser)
     parser.add_argument(
         "--executor",
         choices=("spark", "arrow"),
@@ -207,6 +108,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="commit attempts per batch before giving up (default 1000)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    _add_vacuum_arguments(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the job's one JSON result line, not the text summary txntable optimize "
+        "prints by default (python -m txntable.jobs.optimize always prints the JSON line)",
+    )
+
+
+def _add_vacuum_arguments(parser: argparse.ArgumentParser) -> None:
+    """The VACUUM a run may end with (``--vacuum``) or be (``--vacuum-only``)."""
     parser.add_argument(
         "--vacuum",
         action="store_true",
@@ -237,12 +149,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --executor spark, VACUUM lists and deletes as Spark tasks when the log knows "
         f"at least N files, live and removed (default {VACUUM_SPARK_MIN_FILES})",
     )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the job's one JSON result line, not the text summary txntable optimize "
-        "prints by default (python -m txntable.jobs.optimize always prints the JSON line)",
-    )
 
 
 def _size(text: str | None, flag: str) -> int | None:
@@ -258,51 +164,70 @@ def _size(text: str | None, flag: str) -> int | None:
         raise InvalidPolicyError(f"--{flag}: {exc}") from None
 
 
+def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per OPTIMIZE setting, made from the record's field metadata
+    (``api.optimize_options.Flag``): the flag, its help and its parser are declared there once."""
+    for name, flag in settings.flags():
+        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": flag.help}
+        if flag.kind == settings.CHOICE:
+            kwargs["choices"] = flag.choices
+        else:
+            kwargs["metavar"] = flag.metavar
+        parse = _FLAG_TYPES.get(flag.kind)
+        if parse is not None:
+            kwargs["type"] = parse(flag)
+        parser.add_argument(flag.name, **kwargs)
+
+
+#: argparse's parser for each kind of setting flag; the rest arrive as text (a size is read
+#: after the flags, so a bad one is reported in the result line like the other bad settings)
+_FLAG_TYPES: dict[str, Callable[[settings.Flag], Callable[[str], Any]]] = {
+    settings.COUNT: lambda flag: at_least(flag.minimum or 0, flag.unit),
+    settings.WHOLE: lambda flag: whole_number,
+    settings.PERCENT: lambda flag: percent,
+    settings.DURATION: lambda flag: positive_duration_ms,
+}
+
+
 def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
-    """The run's settings document: ``--options-json`` (the controller's), with every setting
-    flag that was given on top (a human's). The one place flags become settings."""
+    """The run's settings: ``--options-json`` (the controller's), with every setting flag that
+    was given on top (a human's). The one place flags become settings; a refused value is named
+    by its flag, or by its key in ``--options-json``."""
     from dataclasses import replace
 
-    from txntable.api.errors import ApiError
-    from txntable.api.optimize_options import OptimizeOptions
+    from txntable.api.errors import ApiError, InvalidSpecError
     from txntable.maintenance.errors import InvalidPolicyError
 
     try:
         base = (
-            OptimizeOptions()
+            settings.OptimizeOptions()
             if args.options_json is None
-            else OptimizeOptions.loads(args.options_json)
+            else settings.OptimizeOptions.loads(args.options_json)
         )
     except ApiError as exc:
         raise InvalidPolicyError(f"--options-json: {exc}") from None
-    given: dict[str, Any] = {
-        "target_file_size": _size(args.target_size, "target-size"),
-        "min_file_size": _size(args.min_file_size, "min-file-size"),
-        "min_input_files": args.min_input_files,
-        "max_files_per_bin": args.max_files_per_bin,
-        "deletion_vector_purge_percent": args.purge_deleted_percent,
-        "max_bytes": _size(args.max_bytes, "max-bytes"),
-        "commit_every": _size(args.commit_every, "commit-every"),
-        "avoid_recent_writes_ms": args.avoid_partitions_written_within,
-        "avoid_writes": args.avoid_writes,
-        "compression": args.compression,
-        "compression_level": args.compression_level,
-        "row_group_rows": args.row_group_rows,
-        "dictionary": args.dictionary,
-    }
-    if args.zorder_by is not None:
-        given["zorder_by"] = tuple(c.strip() for c in args.zorder_by.split(",") if c.strip())
-    settings = {name: value for name, value in given.items() if value is not None}
-    if args.where is not None:  # --where "" selects every partition
-        settings["where"] = args.where or None
-    return replace(base, **settings)
-
-
-def policy_from_args(args: argparse.Namespace) -> OptimizePolicy:
-    """The planner's policy for the run's settings document."""
-    from txntable.maintenance.planner import OptimizePolicy
-
-    return OptimizePolicy.from_options(options_from_args(args))
+    given: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for name, flag in settings.flags():
+        text = getattr(args, name)
+        if text is None:
+            continue
+        labels[f"{settings.DOCUMENT}.{settings.key(name)}"] = flag.name
+        if flag.kind == settings.SIZE:
+            given[name] = _size(text, flag.name.lstrip("-"))
+        elif flag.kind == settings.COLUMNS:
+            given[name] = tuple(c.strip() for c in text.split(",") if c.strip())
+        elif flag.kind == settings.PREDICATE:  # --where "" selects every partition
+            given[name] = text or None
+        else:
+            given[name] = text
+    try:
+        return replace(base, **given)
+    except InvalidSpecError as exc:
+        given_as = {path: labels.get(path) or f"--options-json {path}" for path, _ in exc.errors}
+        raise InvalidPolicyError(
+            "; ".join(f"{given_as[path]}: {why}" for path, why in exc.errors)
+        ) from None
 
 
 def make_executor(args: argparse.Namespace) -> BinExecutor:
@@ -330,7 +255,7 @@ def execute(
 
     if args.vacuum_only:
         return vacuum_only(args)
-    policy = policy_from_args(args)
+    wanted = options_from_args(args)
     options = storage_options(args.storage_option)
     if args.max_attempts < 1:
         raise MaintenanceError("--max-attempts must be at least 1")
@@ -339,7 +264,7 @@ def execute(
     try:
         result = optimize(
             table,
-            policy,
+            wanted,
             executor,
             storage_options=options,
             commit_options=CommitOptions(

@@ -26,7 +26,7 @@ committed with ``clusteringProvider: "liquid"`` and the columns recorded as comm
 ``clusterBy``, as Delta records it. A Z-order policy on a clustered table is refused, as Delta
 refuses ZORDER BY there.
 
-Conflict-aware planning (``OptimizePolicy.avoid_recent_writes_ms``): before planning, the newest
+Conflict-aware planning (``OptimizeOptions.avoid_recent_writes_ms``): before planning, the newest
 commits are read (``engine.read.activity``, bounded by time and count) and the partitions other
 writers changed within the window are deferred, so the run does not rewrite bytes that a DELETE or
 MERGE still busy with the partition would make it drop. The result counts the bytes it did rewrite
@@ -40,12 +40,13 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pyarrow as pa
 
 from txntable import interrupts
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.commit.row_tracking import is_supported
 from txntable.engine.commit.transaction import CommitOptions, Transaction
 from txntable.engine.errors import (
@@ -64,7 +65,7 @@ from txntable.engine.read.activity import RecentActivity, read_recent_activity
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.table import Table
 from txntable.engine.testhooks import pause_point
-from txntable.engine.write.parquet_options import ParquetWriteOptions
+from txntable.engine.write.parquet_options import ParquetSettings, ParquetWriteOptions
 from txntable.engine.write.parquet_options import resolve as resolve_parquet
 from txntable.engine.write.writer import discard_files
 from txntable.maintenance.batch import (
@@ -78,11 +79,11 @@ from txntable.maintenance.batch import (
 from txntable.maintenance.clustering import LIQUID, clustering_columns, is_clustered
 from txntable.maintenance.errors import InvalidPolicyError, MaintenanceError
 from txntable.maintenance.executor_arrow import BinResult, BinTask
+from txntable.maintenance.optimize_result import OptimizeResult
 from txntable.maintenance.planner import (
     Avoidance,
     Bin,
     OptimizePlan,
-    OptimizePolicy,
     missing_row_counts,
     plan_optimize,
 )
@@ -103,94 +104,28 @@ class BinExecutor(Protocol):
     def run(self, tasks: Sequence[BinTask]) -> list[BinResult]: ...
 
 
-@dataclass
-class OptimizeResult:
-    """The outcome of a run; ``to_json`` is the job's one result line."""
-
-    table: str
-    version: int
-    read_version: int
-    executor: str
-    dry_run: bool = False
-    num_files_removed: int = 0
-    num_files_added: int = 0
-    num_bytes_removed: int = 0
-    num_bytes_added: int = 0
-    bins_planned: int = 0
-    bins_committed: int = 0
-    bins_skipped: int = 0
-    #: input bytes of bins that were rewritten but not committed (other writers got there
-    #: first, or the table changed): work thrown away
-    num_bytes_dropped: int = 0
-    attempts: int = 0
-    seconds: float = 0.0
-    commits: list[int] = field(default_factory=list)
-    #: bins not committed: ``binId``, ``reason`` and, for bins that were planned in a run,
-    #: ``partitionValues`` (where other writers got in the way)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    run_id: str | None = None
-    plan: dict[str, Any] | None = None
-    #: the VACUUM that followed the compaction in the same run (``jobs.optimize --vacuum``)
-    vacuum: dict[str, Any] | None = None
-    #: the Parquet settings the files were written with (``ParquetWriteOptions.to_json``)
-    parquet: dict[str, Any] | None = None
-    #: partitions the plan left alone because other writers changed them recently
-    #: (``DeferredPartition.to_json``); None when the policy avoids nothing
-    deferred_partitions: list[dict[str, Any]] | None = None
-    #: the highest peak memory (bytes) a rewrite task's process reported, and the input bytes
-    #: of the largest bin rewritten: what the controller sizes the next run's executors by
-    peak_task_memory: int = 0
-    largest_bin_bytes: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "table": self.table,
-            "version": self.version,
-            "readVersion": self.read_version,
-            "executor": self.executor,
-            "dryRun": self.dry_run,
-            "numFilesRemoved": self.num_files_removed,
-            "numFilesAdded": self.num_files_added,
-            "numBytesRemoved": self.num_bytes_removed,
-            "numBytesAdded": self.num_bytes_added,
-            "binsPlanned": self.bins_planned,
-            "binsCommitted": self.bins_committed,
-            "binsSkipped": self.bins_skipped,
-            "numBytesDropped": self.num_bytes_dropped,
-            "attempts": self.attempts,
-            "seconds": round(self.seconds, 3),
-            "commits": self.commits,
-            "skipped": self.skipped,
-            "error": self.error,
-            "runId": self.run_id,
-        }
-        if self.plan is not None:
-            out["plan"] = self.plan
-        if self.vacuum is not None:
-            out["vacuum"] = self.vacuum
-        if self.parquet is not None:
-            out["parquet"] = self.parquet
-        if self.deferred_partitions is not None:
-            out["deferredPartitions"] = self.deferred_partitions
-        if self.peak_task_memory:
-            out["peakTaskMemoryBytes"] = self.peak_task_memory
-            out["largestBinBytes"] = self.largest_bin_bytes
-        return out
+def _parquet(options: OptimizeOptions) -> ParquetSettings:
+    """The Parquet settings a run asked for (unset ones: the table property or the default)."""
+    return ParquetSettings(
+        codec=options.compression,
+        level=options.compression_level,
+        row_group_rows=options.row_group_rows,
+        dictionary=options.dictionary,
+    )
 
 
-def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteOptions:
+def validate_policy(snapshot: Snapshot, options: OptimizeOptions) -> ParquetWriteOptions:
     """Refuse a predicate over data columns, Z-order columns the table cannot be clustered
     by (Spark's OPTIMIZE rejects both too) and Parquet settings that cannot be written (the
     policy's or the table's ``delta.parquet.compression.codec``), before any work; the Parquet
     settings the run writes with."""
     try:
-        parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
+        parquet = resolve_parquet(snapshot.metadata.configuration, _parquet(options))
     except InvalidArgumentError as exc:
         raise InvalidPolicyError(str(exc)) from None
-    if policy.where:
+    if options.where:
         try:
-            bound = bind(policy.where, snapshot.fields, snapshot.partition_columns)
+            bound = bind(options.where, snapshot.fields, snapshot.partition_columns)
         except InvalidArgumentError as exc:  # a malformed predicate: bad input, as below
             raise InvalidPolicyError(f"OPTIMIZE --where: {exc}") from None
         if bound.data:
@@ -199,13 +134,13 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteO
                 f"OPTIMIZE --where may only use partition columns "
                 f"({', '.join(snapshot.partition_columns) or 'none'}); got {', '.join(cols)}"
             )
-    if policy.zorder_by and is_clustered(snapshot.protocol):
+    if options.z_order_by and is_clustered(snapshot.protocol):
         raise InvalidPolicyError(
-            f"cannot Z-order a clustered table (Z-order columns {', '.join(policy.zorder_by)}): "
+            f"cannot Z-order a clustered table (Z-order columns {', '.join(options.z_order_by)}): "
             "OPTIMIZE clusters it by its own clustering columns; drop --zorder-by (zOrderBy)"
         )
     by_name = {f.name: f for f in snapshot.fields}
-    for col in policy.zorder_by:
+    for col in options.z_order_by:
         f = by_name.get(col)
         if f is None:
             raise InvalidPolicyError(f"Z-order column {col!r} is not in the table schema")
@@ -218,7 +153,7 @@ def validate_policy(snapshot: Snapshot, policy: OptimizePolicy) -> ParquetWriteO
 
 def plan(
     table: Table,
-    policy: OptimizePolicy,
+    options: OptimizeOptions,
     snapshot: Snapshot | None = None,
     *,
     now_ms: int | None = None,
@@ -226,34 +161,34 @@ def plan(
 ) -> OptimizePlan:
     """Plan against ``snapshot`` (latest by default); the files come from a transaction scan,
     so the partition predicate is parsed and checked by the engine. A clustered table is
-    planned by its clustering columns. With ``policy.avoid_recent_writes_ms``, partitions
+    planned by its clustering columns. With ``options.avoid_recent_writes_ms``, partitions
     changed within that window before ``now_ms`` (default: now) are deferred. Files with a
     deletion vector and no ``numRecords`` are counted from their Parquet footers
     (``row_counts``; ``storage_options`` open those outside the table root)."""
     snap = snapshot or table.snapshot()
     check_writable(snap.protocol, snap.metadata, rows_unchanged=True)
-    validate_policy(snap, policy)
+    validate_policy(snap, options)
     cluster_by = clustering_columns(snap)
-    files = Transaction(table, snap).scan(policy.where)
+    files = Transaction(table, snap).scan(options.where)
     keys = partition_physical_names(
         snap.fields, snap.partition_columns, snap.metadata.configuration
     )
     avoid = None
-    if policy.avoid_recent_writes_ms is not None:
+    if options.avoid_recent_writes_ms is not None:
         activity = read_recent_activity(
             table.storage,
             snap.version,
-            policy.avoid_recent_writes_ms,
+            options.avoid_recent_writes_ms,
             partition_columns=snap.partition_columns,
             partition_keys=keys,
             now_ms=now_ms,
         )
-        avoid = avoidance(activity, policy.avoid_writes)
+        avoid = avoidance(activity, options.avoid_writes)
     counts = footer_row_counts(table.storage, missing_row_counts(files), storage_options)
     planned = plan_optimize(
         files,
         snap.partition_columns,
-        policy,
+        options,
         snap.version,
         cluster_by=cluster_by,
         partition_keys=keys,
@@ -303,7 +238,7 @@ def avoidance(activity: RecentActivity, writes: str = "removes") -> Avoidance:
 
 def optimize(
     table: Table,
-    policy: OptimizePolicy,
+    options: OptimizeOptions,
     executor: BinExecutor,
     *,
     storage_options: Mapping[str, Any] | None = None,
@@ -314,7 +249,7 @@ def optimize(
     started = time.monotonic()
     start_ms = int(time.time() * 1000)
     snapshot = table.snapshot()
-    the_plan = plan(table, policy, snapshot, storage_options=storage_options)
+    the_plan = plan(table, options, snapshot, storage_options=storage_options)
     result = OptimizeResult(
         table=table.uri,
         version=snapshot.version,
@@ -323,7 +258,7 @@ def optimize(
         dry_run=dry_run,
         bins_planned=len(the_plan.bins),
     )
-    if policy.avoid_recent_writes_ms is not None:
+    if options.avoid_recent_writes_ms is not None:
         result.deferred_partitions = [d.to_json() for d in the_plan.deferred_partitions]
     if dry_run:
         result.plan = the_plan.to_json()
@@ -332,7 +267,7 @@ def optimize(
     run = _Run(
         table,
         snapshot,
-        policy,
+        options,
         executor,
         storage_options=storage_options or {},
         commit_options=commit_options,
@@ -379,7 +314,7 @@ class _Run:
         self,
         table: Table,
         snapshot: Snapshot,
-        policy: OptimizePolicy,
+        options: OptimizeOptions,
         executor: BinExecutor,
         *,
         storage_options: Mapping[str, Any],
@@ -390,7 +325,7 @@ class _Run:
     ) -> None:
         self.table = table
         self.snapshot = snapshot
-        self.policy = policy
+        self.options = options
         self.executor = executor
         self.storage_options = dict(storage_options)
         base = commit_options or CommitOptions()
@@ -403,7 +338,7 @@ class _Run:
         self._bin_bytes: dict[str, int] = {}
         self._bin_partitions: dict[str, dict[str, str | None]] = {}
         #: resolved once for the run (``plan`` already refused invalid settings)
-        self.parquet = resolve_parquet(snapshot.metadata.configuration, policy.parquet)
+        self.parquet = resolve_parquet(snapshot.metadata.configuration, _parquet(options))
 
     def task(self, b: Bin) -> BinTask:
         meta = self.snapshot.metadata
@@ -417,7 +352,7 @@ class _Run:
             partition_values=dict(b.partition_values),
             schema_string=meta.schema_string,
             configuration=dict(meta.configuration),
-            target_file_size=self.policy.target_file_size,
+            target_file_size=self.options.target_file_size,
             zorder_by=self._order_by(b),
             storage_options=self.storage_options,
             deletion_vectors=b.deletion_vectors,
@@ -450,7 +385,7 @@ class _Run:
         clustering bin, the policy's for a Z-order bin, none for plain compaction."""
         if b.clustered:
             return tuple(self.cluster_by or ())
-        return self.policy.zorder_by if b.zorder else ()
+        return self.options.z_order_by if b.zorder else ()
 
     def cleanup(self, results: Sequence[BinResult]) -> None:
         for r in results:
@@ -553,7 +488,7 @@ class _Run:
         # read: the batch's partitions, and of their files only the ones it compacts (Spark's
         # trackFilesRead), so a writer that removes another file there is no conflict
         txn.scan(
-            read_predicate(self.policy.where, latest.partition_columns, bins), track_files=False
+            read_predicate(self.options.where, latest.partition_columns, bins), track_files=False
         )
         txn.track_read_files([p for b in bins for p in b.paths])
         removes: list[RemoveFile] = [
@@ -577,8 +512,8 @@ class _Run:
             committed = txn.commit(
                 "OPTIMIZE",
                 {
-                    "predicate": json.dumps([self.policy.where] if self.policy.where else []),
-                    "zOrderBy": json.dumps(list(self.policy.zorder_by)),
+                    "predicate": json.dumps([self.options.where] if self.options.where else []),
+                    "zOrderBy": json.dumps(list(self.options.z_order_by)),
                     "clusterBy": json.dumps(list(self.cluster_by or ())),
                     "auto": False,
                 },

@@ -27,7 +27,7 @@ PartitionKey = tuple[str | None, ...]
 
 
 class PackingRules(Protocol):
-    """The policy's figures packing reads (``planner.OptimizePolicy`` has them)."""
+    """The policy's figures packing reads (``api.optimize_options.OptimizeOptions`` has them)."""
 
     @property
     def target_file_size(self) -> int: ...

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,135 +47,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.api.optimize_options import OptimizeOptions
-from txntable.engine.write.parquet_options import ParquetSettings
 from txntable.maintenance.clustering import LIQUID
 from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.packing import bins_within, pack_partition, partition_order
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
-DEFAULT_TARGET_FILE_SIZE = 128 * MiB
-DEFAULT_COMMIT_BATCH_BYTES = 16 * GiB
-DEFAULT_DV_PURGE_RATIO = 0.05
-#: ``OptimizePolicy.avoid_writes``: which recent writes defer a partition
-AVOID_WRITES = ("removes", "any")
 #: Tag put on files written by a Z-order run; its value is the JSON list of columns.
 ZORDER_TAG = "txntable.zOrderBy"
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": MiB, "g": GiB, "t": 1024 * GiB}
-
-
-def parse_size(text: str | int) -> int:
-    """Bytes from ``"128MB"``, ``"1GiB"``, ``"512k"`` or ``"1048576"`` (binary units)."""
-    if isinstance(text, int):
-        value = text
-    else:
-        m = _SIZE.match(text)
-        if not m:
-            raise InvalidPolicyError(f"bad size {text!r} (expected e.g. 128MB, 1GiB, 1048576)")
-        value = int(float(m[1]) * _UNITS[m[2].lower()])
-    if value <= 0:
-        raise InvalidPolicyError(f"size must be positive, got {text!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class OptimizePolicy:
-    """How to compact. ``min_file_size`` defaults to ``target_file_size`` (Spark's rule: any file
-    smaller than the target is a candidate); ``max_bytes`` bounds the input bytes of one run."""
-
-    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
-    min_file_size: int | None = None
-    min_input_files: int = 2
-    #: most files one bin combines (None: as many as fit the target size); Z-order and
-    #: clustered bins hold a whole partition and ignore it
-    max_files_per_bin: int | None = None
-    max_bytes: int | None = None
-    where: str | None = None
-    zorder_by: tuple[str, ...] = ()
-    commit_batch_bytes: int = DEFAULT_COMMIT_BATCH_BYTES
-    #: a file whose deletion vector hides at least this share of its rows is rewritten whatever
-    #: its size (Delta's auto-purge heuristic starts at 5%)
-    dv_purge_ratio: float = DEFAULT_DV_PURGE_RATIO
-    #: Parquet codec, level, row groups, dictionary of the files written; unset ones come from
-    #: the table property ``delta.parquet.compression.codec`` or ``engine.write.parquet_options``
-    parquet: ParquetSettings = field(default_factory=ParquetSettings)
-    #: defer partitions other writers changed within this many milliseconds (None: never)
-    avoid_recent_writes_ms: int | None = None
-    #: "removes": only writes that removed files (DELETE, UPDATE, MERGE, overwrite, OPTIMIZE)
-    #: defer a partition; "any": any commit that touched it
-    avoid_writes: str = "removes"
-
-    def __post_init__(self) -> None:
-        if self.target_file_size <= 0:
-            raise InvalidPolicyError("target file size must be positive")
-        if self.min_file_size is not None and self.min_file_size <= 0:
-            raise InvalidPolicyError("min file size must be positive")
-        if self.min_input_files < 2:
-            raise InvalidPolicyError("min input files per bin must be at least 2")
-        if self.max_files_per_bin is not None and self.max_files_per_bin < self.min_input_files:
-            raise InvalidPolicyError(
-                f"max files per bin ({self.max_files_per_bin}) must not be below min input "
-                f"files ({self.min_input_files})"
-            )
-        if self.max_bytes is not None and self.max_bytes <= 0:
-            raise InvalidPolicyError("max bytes per run must be positive")
-        if self.commit_batch_bytes <= 0:
-            raise InvalidPolicyError("commit batch bytes must be positive")
-        if not 0 < self.dv_purge_ratio <= 1:
-            raise InvalidPolicyError("the deletion-vector purge ratio must be in (0, 1]")
-        if len(set(self.zorder_by)) != len(self.zorder_by) or any(not c for c in self.zorder_by):
-            raise InvalidPolicyError(f"bad Z-order columns {list(self.zorder_by)}")
-        if self.avoid_recent_writes_ms is not None and self.avoid_recent_writes_ms <= 0:
-            raise InvalidPolicyError("the window of recent writes to avoid must be positive")
-        if self.avoid_writes not in AVOID_WRITES:
-            raise InvalidPolicyError(
-                f"avoid writes must be one of {', '.join(AVOID_WRITES)}, got {self.avoid_writes!r}"
-            )
-
-    @classmethod
-    def from_options(cls, options: OptimizeOptions) -> OptimizePolicy:
-        """The planner's policy for the run's settings document (``api.optimize_options``):
-        the one place a setting becomes the planner's, for the run and the plan in status."""
-        return cls(
-            target_file_size=options.target_file_size,
-            min_file_size=options.min_file_size,
-            min_input_files=options.min_input_files,
-            max_files_per_bin=options.max_files_per_bin,
-            max_bytes=options.max_bytes,
-            where=options.where,
-            zorder_by=options.zorder_by,
-            commit_batch_bytes=options.commit_every,
-            dv_purge_ratio=options.deletion_vector_purge_percent / 100,
-            avoid_recent_writes_ms=options.avoid_recent_writes_ms,
-            avoid_writes=options.avoid_writes,
-            parquet=ParquetSettings(
-                codec=options.compression,
-                level=options.compression_level,
-                row_group_rows=options.row_group_rows,
-                dictionary=options.dictionary,
-            ),
-        )
-
-    @property
-    def effective_min_file_size(self) -> int:
-        return self.target_file_size if self.min_file_size is None else self.min_file_size
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "targetFileSize": self.target_file_size,
-            "minFileSize": self.effective_min_file_size,
-            "minInputFiles": self.min_input_files,
-            "maxFilesPerBin": self.max_files_per_bin,
-            "maxBytes": self.max_bytes,
-            "where": self.where,
-            "zOrderBy": list(self.zorder_by),
-            "commitBatchBytes": self.commit_batch_bytes,
-            "dvPurgeRatio": self.dv_purge_ratio,
-            "avoidRecentWritesMs": self.avoid_recent_writes_ms,
-            "avoidWrites": self.avoid_writes,
-        }
 
 
 PartitionKey = tuple[str | None, ...]
@@ -254,9 +130,10 @@ class Avoidance:
 
 @dataclass(frozen=True)
 class OptimizePlan:
-    """What a run would do: ``bins`` to rewrite now, ``deferred`` bins over ``max_bytes``."""
+    """What a run would do: ``bins`` to rewrite now, ``deferred`` bins over the run's byte limit
+    (``max_bytes_per_run``)."""
 
-    policy: OptimizePolicy
+    options: OptimizeOptions
     read_version: int
     bins: tuple[Bin, ...]
     deferred: tuple[Bin, ...] = ()
@@ -284,12 +161,12 @@ class OptimizePlan:
         return sum(len(b.paths) for b in self.bins)
 
     def batches(self) -> list[list[Bin]]:
-        """The bins cut into commit batches of about ``policy.commit_batch_bytes`` input bytes."""
+        """The bins cut into commit batches of about ``options.partial_commit_size`` input bytes."""
         out: list[list[Bin]] = []
         current: list[Bin] = []
         size = 0
         for b in self.bins:
-            if current and size + b.total_bytes > self.policy.commit_batch_bytes:
+            if current and size + b.total_bytes > self.options.partial_commit_size:
                 out.append(current)
                 current, size = [], 0
             current.append(b)
@@ -299,10 +176,14 @@ class OptimizePlan:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The dry-run view: policy, counts and every bin with its files."""
+        """The dry-run view: the settings (``OptimizeOptions.to_json``, with the minimum file
+        size in effect), counts and every bin with its files."""
         return {
             "readVersion": self.read_version,
-            "policy": self.policy.to_json(),
+            "policy": {
+                **self.options.to_json(),
+                "minFileSize": self.options.effective_min_file_size,
+            },
             "clusterBy": None if self.cluster_by is None else list(self.cluster_by),
             "partitionsConsidered": self.partitions_considered,
             "partitionsSkipped": self.partitions_skipped,
@@ -336,7 +217,7 @@ class _File:
 def plan_optimize(
     files: pa.Table,
     partition_columns: Sequence[str],
-    policy: OptimizePolicy,
+    options: OptimizeOptions,
     read_version: int = -1,
     *,
     cluster_by: Sequence[str] | None = None,
@@ -350,11 +231,11 @@ def plan_optimize(
     table that is not clustered. ``avoid``: partitions to defer (their bins are counted in
     ``deferred_partitions``, not planned). ``row_counts``: rows of files (by raw path) whose
     statistics lack ``numRecords``, read from their footers (``missing_row_counts``)."""
-    if cluster_by is not None and policy.zorder_by:
+    if cluster_by is not None and options.z_order_by:
         raise InvalidPolicyError("a clustered table cannot be Z-ordered")
     counts = dict(row_counts or {})
     groups, dv_files = _group_by_partition(
-        files, partition_columns, policy.dv_purge_ratio, partition_keys, counts
+        files, partition_columns, options.dv_purge_ratio, partition_keys, counts
     )
     foreign = 0
     if cluster_by is not None:  # never rewrite another clustering implementation's files
@@ -369,9 +250,9 @@ def plan_optimize(
     for key in sorted(groups, key=partition_order):
         values = dict(zip(partition_columns, key, strict=True))
         if cluster_by:
-            made = _plan_clustered(values, groups[key], policy)
+            made = _plan_clustered(values, groups[key], options)
         else:
-            made = _plan_partition(values, groups[key], policy)
+            made = _plan_partition(values, groups[key], options)
         if not made:
             skipped += 1
         elif key in hot:
@@ -381,7 +262,47 @@ def plan_optimize(
             )
             continue
         bins.extend(made)
-    chosen, deferred = _limit(bins, policy.max_bytes)
+    chosen, deferred = _limit(bins, options.max_bytes_per_run)
+    notes = _notes(
+        bins=bins,
+        chosen=chosen,
+        deferred=deferred,
+        counts=counts,
+        cluster_by=cluster_by,
+        foreign=foreign,
+        avoid=avoid,
+        avoided=avoided,
+    )
+    return OptimizePlan(
+        options=options,
+        read_version=read_version,
+        bins=tuple(chosen),
+        deferred=tuple(deferred),
+        partitions_considered=len(groups),
+        partitions_skipped=skipped,
+        files_considered=int(files.num_rows),
+        files_with_deletion_vectors=dv_files,
+        notes=notes,
+        cluster_by=None if cluster_by is None else tuple(cluster_by),
+        deferred_partitions=tuple(avoided),
+        activity=None if avoid is None else dict(avoid.summary),
+        row_counts=counts,
+    )
+
+
+def _notes(
+    *,
+    bins: list[Bin],
+    chosen: list[Bin],
+    deferred: list[Bin],
+    counts: Mapping[str, int],
+    cluster_by: Sequence[str] | None,
+    foreign: int,
+    avoid: Avoidance | None,
+    avoided: list[DeferredPartition],
+) -> tuple[str, ...]:
+    """What a reader of the plan should know beyond its bins: rewrites of deletion vectors,
+    row counts read from footers, bins and partitions deferred, files clustering leaves alone."""
     notes = []
     rewritten_dvs = sum(dv is not None for b in bins for dv in b.deletion_vectors)
     if rewritten_dvs:
@@ -412,21 +333,7 @@ def plan_optimize(
             f"{len(avoided)} partition(s) deferred: other writers changed them recently "
             f"({sum(d.bins for d in avoided)} bin(s), {sum(d.bytes for d in avoided)} bytes)"
         )
-    return OptimizePlan(
-        policy=policy,
-        read_version=read_version,
-        bins=tuple(chosen),
-        deferred=tuple(deferred),
-        partitions_considered=len(groups),
-        partitions_skipped=skipped,
-        files_considered=int(files.num_rows),
-        files_with_deletion_vectors=dv_files,
-        notes=tuple(notes),
-        cluster_by=None if cluster_by is None else tuple(cluster_by),
-        deferred_partitions=tuple(avoided),
-        activity=None if avoid is None else dict(avoid.summary),
-        row_counts=counts,
-    )
+    return tuple(notes)
 
 
 def _group_by_partition(
@@ -513,19 +420,19 @@ def _null_if_empty(value: str | None) -> str | None:
 
 
 def _plan_partition(
-    values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
+    values: dict[str, str | None], files: list[_File], options: OptimizeOptions
 ) -> list[Bin]:
     purge = [f for f in files if f.purge]
     if len(files) < 2 and not purge:
         return []  # already compacted (or empty): one file is as good as it gets
-    if policy.zorder_by:
-        wanted = json.dumps(list(policy.zorder_by), separators=(",", ":"))
+    if options.z_order_by:
+        wanted = json.dumps(list(options.z_order_by), separators=(",", ":"))
         if all(f.tag == wanted for f in files):
             return []  # every file already written by a Z-order run on these columns
         return [_make_bin(values, files, zorder=True)]
     bins = pack_partition(
         [f.size for f in files],
-        policy,
+        options,
         purge=[f.purge for f in files],
         ties=[f.path for f in files],
     )
@@ -533,16 +440,16 @@ def _plan_partition(
 
 
 def _plan_clustered(
-    values: dict[str, str | None], files: list[_File], policy: OptimizePolicy
+    values: dict[str, str | None], files: list[_File], options: OptimizeOptions
 ) -> list[Bin]:
     """One bin of the files to (re-)cluster: unclustered ones, small clustered ones and those
     due a deletion-vector purge; nothing when every file is clustered and none needs a purge
     (re-clustering large files would only churn)."""
     if not any(f.provider is None or f.purge for f in files):
         return []
-    limit = policy.effective_min_file_size
+    limit = options.effective_min_file_size
     chosen = [f for f in files if f.provider is None or f.size < limit or f.purge]
-    if len(chosen) < policy.min_input_files and not any(f.purge for f in chosen):
+    if len(chosen) < options.min_input_files and not any(f.purge for f in chosen):
         return []
     return [_make_bin(values, chosen, zorder=False, clustered=True)]
 
@@ -561,7 +468,7 @@ def _make_bin(
     )
 
 
-def _limit(bins: list[Bin], max_bytes: int | None) -> tuple[list[Bin], list[Bin]]:
-    """The bins a run takes under ``max_bytes`` and those it defers (``packing.bins_within``)."""
-    taken = bins_within([b.total_bytes for b in bins], max_bytes)
+def _limit(bins: list[Bin], limit: int | None) -> tuple[list[Bin], list[Bin]]:
+    """The bins a run takes under ``limit`` bytes and those it defers (``packing.bins_within``)."""
+    taken = bins_within([b.total_bytes for b in bins], limit)
     return bins[:taken], bins[taken:]

@@ -7,7 +7,7 @@ path, statistics and tags; the controller keeps only the summary (per live file:
 partition id, deletion-vector cardinality), so this module runs the planner's own packing kernel
 (``maintenance.packing``) on those columns: per partition (in the planner's order), the files
 under the minimum size packed first-fit-decreasing up to the target size, bins with fewer than
-``min_input_files`` files dropped, then the ``max_bytes`` limit over the bins in plan order.
+``min_input_files`` files dropped, then the ``max_bytes_per_run`` limit over the bins in plan order.
 Files of equal size are interchangeable to first-fit-decreasing, so the bins' sizes, files and
 bytes per partition equal the real planner's (``tests/unit/reconcile/test_plan.py`` checks it on
 generated tables).
@@ -44,7 +44,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txntable.api.optimize_options import OptimizeOptions
-from txntable.api.policies import CompactionPolicySpec
 from txntable.api.table import PlannedPartition, PlanResources, PlanStatus
 from txntable.engine import (
     InvalidArgumentError,
@@ -56,7 +55,6 @@ from txntable.engine import (
 )
 from txntable.maintenance.clustering import is_clustered
 from txntable.maintenance.packing import bins_within, pack_partition, partition_order
-from txntable.maintenance.planner import OptimizePolicy
 
 #: Partitions listed in a plan's status (the largest by input bytes): status must stay small.
 TOP_PARTITIONS = 5
@@ -145,7 +143,7 @@ class _Bins:
 
 def plan_from_summary(
     summary: TableSummary,
-    policy: OptimizePolicy,
+    options: OptimizeOptions,
     *,
     vacuum_retention_ms: int | None = None,
     vacuum: bool = False,
@@ -153,15 +151,15 @@ def plan_from_summary(
     rate: RunRate | None = None,
 ) -> CompactionPlan:
     """The plan the real planner would make for ``policy`` on the snapshot ``summary`` sums up
-    (see the module docstring for where it is an estimate). ``policy.where`` must be a
+    (see the module docstring for where it is an estimate). ``options.where`` must be a
     partition predicate; ``vacuum``: the run ends with VACUUM (its figures then count, with
     ``vacuum_retention_ms`` the policy's retention, at least the table's). Raises
     ``InvalidArgumentError`` for a predicate that does not bind to the table."""
     notes: list[str] = []
     names = summary.partition_columns
-    selected = _selected_partitions(summary, policy.where)
+    selected = _selected_partitions(summary, options.where)
     groups = _group(summary, selected)
-    zorder = bool(policy.zorder_by)
+    zorder = bool(options.z_order_by)
     clustered = is_clustered(summary.protocol)
     planned: list[_Bins] = []
     for key in sorted(groups, key=partition_order):
@@ -169,20 +167,20 @@ def plan_from_summary(
         if zorder:
             made = [sorted(sizes, reverse=True)] if len(sizes) >= 2 else []
         elif clustered:
-            small = [s for s in sizes if s < policy.effective_min_file_size]
-            made = [sorted(small, reverse=True)] if len(small) >= policy.min_input_files else []
+            small = [s for s in sizes if s < options.effective_min_file_size]
+            made = [sorted(small, reverse=True)] if len(small) >= options.min_input_files else []
         else:
-            made = _pack(sizes, policy)
+            made = _pack(sizes, options)
         if made:
             planned.append(_Bins(key, made))
-    chosen, deferred = _limit(planned, policy.max_bytes)
+    chosen, deferred = _limit(planned, options.max_bytes_per_run)
     dv_files = _files_with_dvs(summary, selected)
     exact = True
     if dv_files:
         exact = False
         notes.append(
             f"{dv_files} file(s) carry deletion vectors; the run also rewrites those whose vector "
-            f"hides at least {policy.dv_purge_ratio:.0%} of their rows (row counts are not kept "
+            f"hides at least {options.dv_purge_ratio:.0%} of their rows (row counts are not kept "
             "by the controller)"
         )
     if zorder:
@@ -194,7 +192,7 @@ def plan_from_summary(
     if clustered:
         exact = False
         notes.append("clustered table: the run re-clusters unclustered files too")
-    if policy.avoid_recent_writes_ms is not None:
+    if options.avoid_recent_writes_ms is not None:
         exact = False
         notes.append("partitions other writers changed recently may be deferred by the run")
     if deferred:
@@ -348,15 +346,15 @@ def _vacuum_work(summary: TableSummary, policy_ms: int | None, now_ms: int | Non
 
 
 # -- the planner's rules on sizes -----------------------------------------------------------------
-def _pack(sizes: list[int], policy: OptimizePolicy) -> list[list[int]]:
+def _pack(sizes: list[int], options: OptimizeOptions) -> list[list[int]]:
     """The planner's packing (``packing.pack_partition``) without the purge rule, as sizes."""
-    return [list(map(sizes.__getitem__, members)) for members in pack_partition(sizes, policy)]
+    return [list(map(sizes.__getitem__, members)) for members in pack_partition(sizes, options)]
 
 
-def _limit(planned: list[_Bins], max_bytes: int | None) -> tuple[list[_Bins], list[_Bins]]:
-    """The planner's ``max_bytes`` rule (``packing.bins_within``) over the bins in plan order."""
+def _limit(planned: list[_Bins], limit: int | None) -> tuple[list[_Bins], list[_Bins]]:
+    """The planner's byte limit (``packing.bins_within``) over the bins in plan order."""
     flat = [sum(sizes) for group in planned for sizes in group.sizes]
-    left = bins_within(flat, max_bytes)
+    left = bins_within(flat, limit)
     if left == len(flat):
         return planned, []
     chosen: list[_Bins] = []
@@ -400,12 +398,6 @@ def _plan_id(
 
 
 # -- the policy in, the status out --------------------------------------------------------------
-def optimize_policy(spec: CompactionPolicySpec) -> OptimizePolicy:
-    """The planner's policy for a CompactionPolicy, made from the same settings document the
-    controller sends the run (``api.optimize_options``), so the plan and the run agree."""
-    return OptimizePolicy.from_options(OptimizeOptions.from_spec(spec))
-
-
 def _partition_text(values: tuple[tuple[str, str | None], ...]) -> str:
     """A partition as a predicate of the engine's SQL subset (``p = 'a' AND q IS NULL``)."""
     parts = []

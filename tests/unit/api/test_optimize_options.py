@@ -1,6 +1,6 @@
-"""The OPTIMIZE settings document: its JSON round trip, its refusals, and that a policy (the
-controller's way) and a human's flags (the CLI's way) give the same document, hence the same
-planner policy, for the same settings."""
+"""The OPTIMIZE settings record: its JSON round trip, its refusals (of a type, a range, or a
+contradiction, whichever way the value came), and that a policy (the controller's way) and a
+human's flags (the CLI's way) give the same record for the same settings."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ from tests.unit.policy_support import compaction_args, compaction_policy
 from txntable.api.errors import InvalidSpecError
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy
-from txntable.jobs.optimize import add_arguments, options_from_args, policy_from_args
+from txntable.jobs.optimize import add_arguments, options_from_args
 from txntable.maintenance.errors import InvalidPolicyError
-from txntable.maintenance.planner import OptimizePolicy
-from txntable.reconcile.plan import optimize_policy
 
 EVERY_SETTING = OptimizeOptions(
     target_file_size=1 << 30,
@@ -25,10 +23,10 @@ EVERY_SETTING = OptimizeOptions(
     min_input_files=3,
     max_files_per_bin=4,
     deletion_vector_purge_percent=20,
-    max_bytes=5 << 30,
-    commit_every=2 << 30,
+    max_bytes_per_run=5 << 30,
+    partial_commit_size=2 << 30,
     where="d = '2024' AND `my col` IN ('a', 'b')",
-    zorder_by=("x", "y"),
+    z_order_by=("x", "y"),
     avoid_recent_writes_ms=600_000,
     avoid_writes="any",
     compression="gzip",
@@ -98,7 +96,7 @@ def test_the_document_round_trips_through_json(options: OptimizeOptions) -> None
 
 def test_keys_are_camel_case_and_every_setting_is_written() -> None:
     doc = EVERY_SETTING.to_json()
-    assert doc["targetFileSize"] == 1 << 30 and doc["zorderBy"] == ["x", "y"]
+    assert doc["targetFileSize"] == 1 << 30 and doc["zOrderBy"] == ["x", "y"]
     assert doc["deletionVectorPurgePercent"] == 20 and doc["avoidRecentWritesMs"] == 600_000
     assert all(k[0].islower() and "_" not in k for k in doc)
 
@@ -114,9 +112,13 @@ def test_a_missing_key_takes_its_default() -> None:
         ({"targetSize": 5}, "optimizeOptions.targetSize: unknown setting"),
         ({"targetFileSize": "1Gi"}, "optimizeOptions.targetFileSize: must be int"),
         ({"minInputFiles": True}, "optimizeOptions.minInputFiles: must be int"),
-        ({"maxBytes": 1.5}, "optimizeOptions.maxBytes: must be int"),
-        ({"zorderBy": "x,y"}, "optimizeOptions.zorderBy: must be a list of strings"),
-        ({"zorderBy": ["x", 1]}, "optimizeOptions.zorderBy: must be a list of strings"),
+        ({"maxBytesPerRun": 1.5}, "optimizeOptions.maxBytesPerRun: must be int"),
+        ({"zOrderBy": "x,y"}, "optimizeOptions.zOrderBy: must be a list of strings"),
+        ({"zOrderBy": ["x", 1]}, "optimizeOptions.zOrderBy: must be a list of strings"),
+        ({"minInputFiles": 1}, "optimizeOptions.minInputFiles: must be at least 2 files"),
+        ({"deletionVectorPurgePercent": 0}, r"deletionVectorPurgePercent: must be in \[1, 100\]"),
+        ({"avoidWrites": "all"}, "optimizeOptions.avoidWrites: must be one of removes, any"),
+        ({"zOrderBy": ["x", "x"]}, r"optimizeOptions.zOrderBy: bad Z-order columns \['x', 'x'\]"),
         ({"where": 3}, "optimizeOptions.where: must be str"),
         ([], "optimizeOptions: must be a JSON object"),
     ],
@@ -128,10 +130,10 @@ def test_bad_documents_are_refused_naming_the_key(doc: object, message: str) -> 
 
 def test_every_bad_key_is_named_at_once() -> None:
     with pytest.raises(InvalidSpecError) as err:
-        OptimizeOptions.from_json({"a": 1, "maxBytes": "x"})
+        OptimizeOptions.from_json({"a": 1, "maxBytesPerRun": "x"})
     assert [path for path, _ in err.value.errors] == [
         "optimizeOptions.a",
-        "optimizeOptions.maxBytes",
+        "optimizeOptions.maxBytesPerRun",
     ]
 
 
@@ -141,13 +143,12 @@ def test_the_controller_sends_the_document_of_its_policy() -> None:
     assert sent == EVERY_SETTING == OptimizeOptions.from_spec(_policy(SPEC).spec)
 
 
-def test_flags_and_the_controller_make_the_same_document_and_policy() -> None:
+def test_flags_and_the_controller_make_the_same_record() -> None:
     human = _job_args(["s3://bucket/t", *FLAGS])
     controller = _job_args(_controller_args(SPEC))
     assert options_from_args(human) == options_from_args(controller) == EVERY_SETTING
-    assert policy_from_args(human) == policy_from_args(controller)
-    # and the plan shown in status plans with that same policy
-    assert optimize_policy(_policy(SPEC).spec) == policy_from_args(controller)
+    # and the plan shown in status plans with that same record
+    assert OptimizeOptions.from_spec(_policy(SPEC).spec) == options_from_args(controller)
 
 
 def test_the_default_policy_is_the_same_either_way() -> None:
@@ -156,16 +157,19 @@ def test_the_default_policy_is_the_same_either_way() -> None:
     spec = _policy({"triggers": {"smallFiles": 2}}).spec
     sent = OptimizeOptions.from_spec(spec)
     assert options_from_args(_job_args(["t"])) == OptimizeOptions()
-    assert (sent.min_file_size, sent.max_bytes) == (spec.min_file_size, spec.max_bytes_per_run)
+    assert (sent.min_file_size, sent.max_bytes_per_run) == (
+        spec.min_file_size,
+        spec.max_bytes_per_run,
+    )
     assert options_from_args(_job_args(["t", "--options-json", sent.dumps()])) == sent
 
 
 def test_flags_override_the_document_key_by_key() -> None:
     args = _job_args(
-        ["t", "--options-json", EVERY_SETTING.dumps(), "--min-input-files", "7", "--where", ""]
+        ["t", "--options-json", EVERY_SETTING.dumps(), "--min-input-files", "4", "--where", ""]
     )
     got = options_from_args(args)
-    assert got.min_input_files == 7 and got.where is None
+    assert got.min_input_files == 4 and got.where is None
     assert got.target_file_size == EVERY_SETTING.target_file_size
 
 
@@ -174,6 +178,16 @@ def test_a_bad_document_is_bad_input_for_the_job() -> None:
         options_from_args(_job_args(["t", "--options-json", '{"nope": 1}']))
     with pytest.raises(InvalidPolicyError, match="--options-json: optimizeOptions: not JSON"):
         options_from_args(_job_args(["t", "--options-json", "{"]))
-    # ranges are the planner policy's to check, as they were for flags
-    with pytest.raises(InvalidPolicyError, match="min input files"):
-        OptimizePolicy.from_options(OptimizeOptions(min_input_files=1))
+    # a value out of range, named as it was given: by its flag, or by its key in the document
+    with pytest.raises(
+        InvalidPolicyError,
+        match=r"^--options-json: optimizeOptions.minInputFiles: must be at least 2",
+    ):
+        options_from_args(_job_args(["t", "--options-json", '{"minInputFiles": 1}']))
+    with pytest.raises(
+        InvalidPolicyError,
+        match=r"^--max-files-per-bin: max files per bin \(2\) must not be below min input files",
+    ):
+        options_from_args(_job_args(["t", "--max-files-per-bin", "2", "--min-input-files", "3"]))
+    with pytest.raises(InvalidPolicyError, match=r"^--target-size: '1Gx' is not"):
+        options_from_args(_job_args(["t", "--target-size", "1Gx"]))

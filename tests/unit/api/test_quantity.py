@@ -20,7 +20,7 @@ from txntable.api.quantity import (
 )
 from txntable.api.types import CompactionPolicy
 from txntable.cli.main import build_parser
-from txntable.jobs.optimize import policy_from_args
+from txntable.jobs.optimize import options_from_args
 from txntable.maintenance.errors import InvalidPolicyError
 
 
@@ -101,7 +101,7 @@ def test_parse_bytes_rejects(bad: object) -> None:
 def test_command_line_sizes_mean_what_they_mean_in_a_crd(text: str) -> None:
     """``txntable optimize --target-size 64M`` and ``targetFileSize: 64M`` are the same size."""
     args = build_parser().parse_args(["optimize", "t", "--target-size", text])
-    cli = policy_from_args(args).target_file_size
+    cli = options_from_args(args).target_file_size
     manifest = {
         "apiVersion": "txntable.io/v1alpha1",
         "kind": "CompactionPolicy",
@@ -117,7 +117,7 @@ def test_command_line_rejects_what_a_crd_rejects() -> None:
     for text in ("64MB", "0", "1e3", "500m", "1 Gi"):
         args = build_parser().parse_args(["optimize", "t", "--max-bytes", text])
         with pytest.raises(InvalidPolicyError, match=f"--max-bytes: {re.escape(repr(text))}"):
-            policy_from_args(args)
+            options_from_args(args)
         assert re.search(SIZE_PATTERN, text) is None
 
 

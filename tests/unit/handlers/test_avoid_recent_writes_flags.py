@@ -14,7 +14,7 @@ from tests.unit.case_ids import readable
 from tests.unit.policy_support import compaction_args, compaction_policy
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CompactionPolicy
-from txntable.jobs.optimize import add_arguments, policy_from_args
+from txntable.jobs.optimize import add_arguments, options_from_args
 
 
 def _policy(avoid: dict[str, Any] | None) -> CompactionPolicy:
@@ -48,7 +48,7 @@ def test_spec_becomes_the_document_and_the_document_the_policy(
     add_arguments(parser)
     job_args = [a for a in args if a != "--master" and not a.startswith("local")]
     parsed, _ = parser.parse_known_args(job_args)
-    policy = policy_from_args(parsed)
+    policy = options_from_args(parsed)
     assert policy.avoid_recent_writes_ms == window_ms and policy.avoid_writes == writes
 
 

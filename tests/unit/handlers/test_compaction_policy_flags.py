@@ -99,7 +99,7 @@ def test_parquet_settings_reach_the_job(
 def test_the_job_accepts_the_flags_the_policy_gives() -> None:
     import argparse
 
-    from txntable.jobs.optimize import add_arguments, policy_from_args
+    from txntable.jobs.optimize import add_arguments, options_from_args
 
     policy = _policy_with(
         {"parquet": {"compression": "gzip", "compressionLevel": 4, "dictionary": "Auto"}}
@@ -107,8 +107,12 @@ def test_the_job_accepts_the_flags_the_policy_gives() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     known, _ = parser.parse_known_args(list(_args(policy)))
-    settings = policy_from_args(known).parquet
-    assert (settings.codec, settings.level, settings.dictionary) == ("gzip", 4, "auto")
+    settings = options_from_args(known)
+    assert (settings.compression, settings.compression_level, settings.dictionary) == (
+        "gzip",
+        4,
+        "auto",
+    )
 
 
 def test_the_policy_codecs_are_the_engines() -> None:

@@ -19,13 +19,14 @@ import pytest
 from tests.support.plan_controller import Controller
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.meta import ObjectMeta
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import TxnTableStatus
 from txntable.config import Config
 from txntable.engine.read.summary import TableSummary
 from txntable.handlers import foresight, run_sizing
 from txntable.handlers.operate import Observed, Operator
 from txntable.launch.sizing import SizedFrom
-from txntable.reconcile.plan import CompactionPlan, optimize_policy, plan_from_summary
+from txntable.reconcile.plan import CompactionPlan, plan_from_summary
 
 
 def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
@@ -33,7 +34,9 @@ def test_status_plan_is_the_plan_of_the_tables_summary(tmp_path: Path) -> None:
     tick = c.tick(0)
     plan = tick.status.plan
     assert plan is not None
-    expected = plan_from_summary(TableSummary.load(c.data.storage), optimize_policy(c.policy.spec))
+    expected = plan_from_summary(
+        TableSummary.load(c.data.storage), OptimizeOptions.from_spec(c.policy.spec)
+    )
     # the work's hash, with the log version it was first planned at (what an approval names)
     assert plan.plan_id == f"{expected.plan_id}-v6"
     assert (plan.bins, plan.files, plan.input_bytes) == (2, 12, expected.input_bytes)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.planner import MB, files_table
 from tests.unit.case_ids import readable
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.model.actions import DomainMetadata, Protocol
 from txntable.engine.model.schema import Field
 from txntable.maintenance.clustering import (
@@ -20,7 +21,7 @@ from txntable.maintenance.clustering import (
     logical_columns,
 )
 from txntable.maintenance.errors import ClusteringError, InvalidPolicyError
-from txntable.maintenance.planner import OptimizePolicy, plan_optimize
+from txntable.maintenance.planner import plan_optimize
 
 
 def domain(config: Any, removed: bool = False) -> dict[str, DomainMetadata]:
@@ -135,7 +136,7 @@ def paths_of(plan: Any) -> list[set[str]]:
 
 def test_unclustered_and_small_clustered_files_are_clustered_together() -> None:
     files = clustered_files((1, None), (200, None), (300, LIQUID), (10, LIQUID), (1, None))
-    plan = plan_optimize(files, [], OptimizePolicy(), 5, cluster_by=["x"])
+    plan = plan_optimize(files, [], OptimizeOptions(), 5, cluster_by=["x"])
     assert paths_of(plan) == [{"f000.parquet", "f001.parquet", "f003.parquet", "f004.parquet"}]
     assert plan.bins[0].clustered and not plan.bins[0].zorder
     doc = plan.to_json()
@@ -146,34 +147,34 @@ def test_unclustered_and_small_clustered_files_are_clustered_together() -> None:
 def test_nothing_to_do_when_every_file_is_clustered() -> None:
     # small clustered files alone are not re-clustered: that would churn run after run
     files = clustered_files((1, LIQUID), (2, LIQUID), (300, LIQUID))
-    assert plan_optimize(files, [], OptimizePolicy(), cluster_by=["x"]).bins == ()
+    assert plan_optimize(files, [], OptimizeOptions(), cluster_by=["x"]).bins == ()
     # one new file and no small clustered file to merge it with: below min input files
     files = clustered_files((1, None), (300, LIQUID), (300, LIQUID))
-    assert plan_optimize(files, [], OptimizePolicy(), cluster_by=["x"]).bins == ()
+    assert plan_optimize(files, [], OptimizeOptions(), cluster_by=["x"]).bins == ()
 
 
 def test_a_large_clustered_file_due_a_purge_is_rewritten() -> None:
     files = clustered_files((300, LIQUID), (300, LIQUID), dv=1)
-    plan = plan_optimize(files, [], OptimizePolicy(), cluster_by=["x"])
+    plan = plan_optimize(files, [], OptimizeOptions(), cluster_by=["x"])
     assert paths_of(plan) == [{"f001.parquet"}] and plan.bins[0].clustered
 
 
 def test_files_of_another_clustering_implementation_are_left_alone() -> None:
     files = clustered_files((1, None), (1, "other"), (1, None), (1, "other"))
-    plan = plan_optimize(files, [], OptimizePolicy(), cluster_by=["x"])
+    plan = plan_optimize(files, [], OptimizeOptions(), cluster_by=["x"])
     assert paths_of(plan) == [{"f000.parquet", "f002.parquet"}]
     assert any("2 file(s) clustered by another implementation" in n for n in plan.notes)
     # also on a clustered table without columns (plain compaction)
-    plan = plan_optimize(files, [], OptimizePolicy(), cluster_by=[])
+    plan = plan_optimize(files, [], OptimizeOptions(), cluster_by=[])
     assert paths_of(plan) == [{"f000.parquet", "f002.parquet"}] and not plan.bins[0].clustered
 
 
 def test_no_clustering_columns_means_plain_compaction() -> None:
     files = clustered_files((1, None), (2, None), (300, None))
-    plan = plan_optimize(files, [], OptimizePolicy(), cluster_by=[])
+    plan = plan_optimize(files, [], OptimizeOptions(), cluster_by=[])
     assert paths_of(plan) == [{"f000.parquet", "f001.parquet"}]
     assert plan.to_json()["clusterBy"] == []
-    unclustered = plan_optimize(files, [], OptimizePolicy())
+    unclustered = plan_optimize(files, [], OptimizeOptions())
     assert unclustered.to_json()["clusterBy"] is None
     assert paths_of(unclustered) == paths_of(plan)
 
@@ -181,4 +182,4 @@ def test_no_clustering_columns_means_plain_compaction() -> None:
 def test_zorder_policy_on_a_clustered_plan_is_refused() -> None:
     files = clustered_files((1, None), (2, None))
     with pytest.raises(InvalidPolicyError, match="clustered table cannot be Z-ordered"):
-        plan_optimize(files, [], OptimizePolicy(zorder_by=("x",)), cluster_by=["x"])
+        plan_optimize(files, [], OptimizeOptions(z_order_by=("x",)), cluster_by=["x"])

@@ -10,11 +10,11 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.model.actions import parse_commit
 from txntable.engine.table import Table
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("s", pa.string())])
 
@@ -50,7 +50,7 @@ def test_optimize_in_memory_storage() -> None:
         )
     before = rows(table)
     assert table.snapshot().num_files == 12
-    result = optimize(table, OptimizePolicy(commit_batch_bytes=1), ArrowExecutor())
+    result = optimize(table, OptimizeOptions(partial_commit_size=1), ArrowExecutor())
     assert result.error is None and result.bins_committed == 2 and len(result.commits) == 2
     assert table.snapshot().num_files == 2
     assert rows(table) == before

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.maintenance.packing import bins_within, pack_partition, partition_order
-from txntable.maintenance.planner import OptimizePolicy
 
-POLICY = OptimizePolicy(target_file_size=100, min_file_size=50, min_input_files=2)
+POLICY = OptimizeOptions(target_file_size=100, min_file_size=50, min_input_files=2)
 
 PACK_CASES = [
     # (what, sizes, purge, bins as sizes)
@@ -52,19 +52,19 @@ def test_max_files_per_bin_closes_a_bin_by_count(
     most: int | None, expected: list[list[int]]
 ) -> None:
     sizes = [10, 20, 5, 30, 10, 20]  # 95 bytes: one bin of a 100-byte target without a limit
-    rules = OptimizePolicy(target_file_size=100, min_file_size=50, max_files_per_bin=most)
+    rules = OptimizeOptions(target_file_size=100, min_file_size=50, max_files_per_bin=most)
     bins = pack_partition(sizes, rules)
     assert [[sizes[i] for i in members] for members in bins] == expected
 
 
 def test_max_files_per_bin_holds_for_empty_files_and_purges() -> None:
-    rules = OptimizePolicy(target_file_size=100, min_file_size=50, max_files_per_bin=2)
+    rules = OptimizeOptions(target_file_size=100, min_file_size=50, max_files_per_bin=2)
     sizes = [0, 0, 0, 0, 0]
     assert [len(m) for m in pack_partition(sizes, rules)] == [2, 2]
     # a file due a purge counts like any other; the bin it opens closes at two files
     purge = [True, False, False, False]
     assert [len(m) for m in pack_partition([90, 5, 5, 5], rules, purge=purge)] == [2, 2]
-    unlimited = OptimizePolicy(target_file_size=100, min_file_size=50)
+    unlimited = OptimizeOptions(target_file_size=100, min_file_size=50)
     assert [len(m) for m in pack_partition([90, 5, 5, 5], unlimited, purge=purge)] == [3]
 
 

@@ -9,14 +9,9 @@ import pytest
 
 from tests.support.planner import MB, files_table
 from tests.unit.case_ids import readable
-from txntable.maintenance.errors import InvalidPolicyError
-from txntable.maintenance.planner import (
-    ZORDER_TAG,
-    OptimizePolicy,
-    missing_row_counts,
-    parse_size,
-    plan_optimize,
-)
+from txntable.api.errors import InvalidSpecError
+from txntable.api.optimize_options import OptimizeOptions
+from txntable.maintenance.planner import ZORDER_TAG, missing_row_counts, plan_optimize
 
 
 def sizes(*mb: float, part: dict | None = None, prefix: str = "f") -> list[dict]:
@@ -26,7 +21,7 @@ def sizes(*mb: float, part: dict | None = None, prefix: str = "f") -> list[dict]
     ]
 
 
-POLICY = OptimizePolicy(target_file_size=10 * MB)
+POLICY = OptimizeOptions(target_file_size=10 * MB)
 
 # (name, files, policy, expected bins as sorted lists of sizes in MB)
 CASES = [
@@ -39,19 +34,19 @@ CASES = [
     (
         "min input files drops small bins",
         sizes(6, 4, 5, 5, 1, 1, 1),
-        OptimizePolicy(target_file_size=10 * MB, min_input_files=3),
+        OptimizeOptions(target_file_size=10 * MB, min_input_files=3),
         [[1, 1, 1]],
     ),
     (
         "explicit min file size below the target",
         sizes(1, 2, 3, 4),
-        OptimizePolicy(target_file_size=10 * MB, min_file_size=3 * MB),
+        OptimizeOptions(target_file_size=10 * MB, min_file_size=3 * MB),
         [[1, 2]],
     ),
     (
         "max bytes defers later bins but always runs one",
         sizes(6, 4, 6, 4, 6, 4),
-        OptimizePolicy(target_file_size=10 * MB, max_bytes=5 * MB),
+        OptimizeOptions(target_file_size=10 * MB, max_bytes_per_run=5 * MB),
         [[4, 6]],
     ),
 ]
@@ -152,23 +147,23 @@ def test_a_file_without_num_records_is_purged_by_its_footer_count(stats: str | N
 
 
 def test_zorder_takes_the_whole_partition_until_tagged():
-    policy = OptimizePolicy(target_file_size=10 * MB, zorder_by=("a", "b"))
+    policy = OptimizeOptions(target_file_size=10 * MB, z_order_by=("a", "b"))
     rows = sizes(1, 20, 3)  # the big file is included: the rows are re-clustered
     plan = plan_optimize(files_table(rows), [], policy)
     assert len(plan.bins) == 1 and plan.bins[0].zorder and len(plan.bins[0].paths) == 3
     tag = json.dumps(["a", "b"], separators=(",", ":"))
     tagged = [dict(r, tags={ZORDER_TAG: tag}) for r in rows]
     assert plan_optimize(files_table(tagged), [], policy).bins == ()
-    other = OptimizePolicy(target_file_size=10 * MB, zorder_by=("b",))
+    other = OptimizeOptions(target_file_size=10 * MB, z_order_by=("b",))
     assert len(plan_optimize(files_table(tagged), [], other).bins) == 1
 
 
 def test_batches_cut_by_bytes():
-    policy = OptimizePolicy(target_file_size=10 * MB, commit_batch_bytes=15 * MB)
+    policy = OptimizeOptions(target_file_size=10 * MB, partial_commit_size=15 * MB)
     rows = sizes(5, 5, 5, 5, 5, 5, 5, 5)  # four bins of 10 MB
     plan = plan_optimize(files_table(rows), [], policy)
     assert [len(batch) for batch in plan.batches()] == [1, 1, 1, 1]
-    big = OptimizePolicy(target_file_size=10 * MB, commit_batch_bytes=25 * MB)
+    big = OptimizeOptions(target_file_size=10 * MB, partial_commit_size=25 * MB)
     assert [len(b) for b in plan_optimize(files_table(rows), [], big).batches()] == [2, 2]
 
 
@@ -180,39 +175,17 @@ def test_dry_run_json_is_serialisable():
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("1024", 1024),
-        ("128MB", 128 * MB),
-        ("1GiB", 1024 * MB),
-        ("512k", 512 * 1024),
-        ("1.5m", int(1.5 * MB)),
-        (" 2 g ", 2048 * MB),
-        (7, 7),
-    ],
-)
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "ten", "-1", "0", "1XB", "12 parsecs", 0])
-def test_parse_size_rejects(text):
-    with pytest.raises(InvalidPolicyError):
-        parse_size(text)
-
-
-@pytest.mark.parametrize(
     "kwargs",
     [
         {"target_file_size": 0},
         {"min_input_files": 1},
-        {"max_bytes": 0},
-        {"zorder_by": ("a", "a")},
+        {"max_bytes_per_run": 0},
+        {"z_order_by": ("a", "a")},
         {"min_file_size": -1},
-        {"commit_batch_bytes": 0},
+        {"partial_commit_size": 0},
     ],
     ids=readable,
 )
 def test_bad_policies(kwargs):
-    with pytest.raises(InvalidPolicyError):
-        OptimizePolicy(**kwargs)
+    with pytest.raises(InvalidSpecError):
+        OptimizeOptions(**kwargs)

@@ -19,13 +19,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine import Table
 from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.clustering import CLUSTERING_DOMAIN
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
 from txntable.maintenance.optimize import plan as real_plan
-from txntable.maintenance.planner import OptimizePolicy
 from txntable.reconcile.plan import CompactionPlan, RunRate, learn_rate, plan_from_summary
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("pad", pa.string())])
@@ -52,30 +52,33 @@ def _write(path: Path, parts: list[str | None], commits: int, seed: int) -> Tabl
 class Case:
     parts: list[str | None]
     commits: int
-    policy: OptimizePolicy
+    policy: OptimizeOptions
     seed: int = 0
 
 
 CASES = {
-    "unpartitioned": Case([None], 30, OptimizePolicy(target_file_size=6_000), seed=2),
+    "unpartitioned": Case([None], 30, OptimizeOptions(target_file_size=6_000), seed=2),
     "partitions-with-null": Case(
-        ["a", "b", "c", None], 40, OptimizePolicy(target_file_size=5_000), seed=1
+        ["a", "b", "c", None], 40, OptimizeOptions(target_file_size=5_000), seed=1
     ),
     "min-size-below-target": Case(
-        ["a", "b"], 30, OptimizePolicy(target_file_size=8_000, min_file_size=2_500), seed=3
+        ["a", "b"], 30, OptimizeOptions(target_file_size=8_000, min_file_size=2_500), seed=3
     ),
     "min-input-files-4": Case(
-        ["a", "b", "c", "d", "e"], 25, OptimizePolicy(target_file_size=5_000, min_input_files=4)
+        ["a", "b", "c", "d", "e"], 25, OptimizeOptions(target_file_size=5_000, min_input_files=4)
     ),
     "max-bytes-defers-bins": Case(
-        ["a", "b", "c"], 40, OptimizePolicy(target_file_size=4_000, max_bytes=9_000), seed=4
+        ["a", "b", "c"],
+        40,
+        OptimizeOptions(target_file_size=4_000, max_bytes_per_run=9_000),
+        seed=4,
     ),
     "where-on-partition": Case(
-        ["a", "b", "c"], 30, OptimizePolicy(target_file_size=5_000, where="p IN ('a', 'c')")
+        ["a", "b", "c"], 30, OptimizeOptions(target_file_size=5_000, where="p IN ('a', 'c')")
     ),
-    "few-files-default-policy": Case(["a", "b", "c", "d"], 4, OptimizePolicy(), seed=5),
+    "few-files-default-policy": Case(["a", "b", "c", "d"], 4, OptimizeOptions(), seed=5),
     "max-files-per-bin-3": Case(
-        ["a", "b", None], 40, OptimizePolicy(target_file_size=50_000, max_files_per_bin=3), seed=6
+        ["a", "b", None], 40, OptimizeOptions(target_file_size=50_000, max_files_per_bin=3), seed=6
     ),
 }
 
@@ -84,7 +87,7 @@ def _per_partition(plan: CompactionPlan) -> dict[tuple[str | None, ...], tuple[i
     return {tuple(v for _, v in w.values): (w.bins, w.files, w.bytes) for w in plan.partitions}
 
 
-def _real_per_partition(table: Table, policy: OptimizePolicy) -> dict:
+def _real_per_partition(table: Table, policy: OptimizeOptions) -> dict:
     found: dict[tuple[str | None, ...], list[int]] = {}
     for b in real_plan(table, policy).bins:
         key = tuple(b.partition_values.values())
@@ -135,9 +138,9 @@ def _appended(table: Table, part: str, rows: int, seed: int) -> None:
 
 
 def test_plan_id_stays_across_a_commit_to_a_compacted_partition(tmp_path: Path) -> None:
-    policy = OptimizePolicy(target_file_size=5_000)
+    policy = OptimizeOptions(target_file_size=5_000)
     table = _write(tmp_path / "t", ["a", "b"], 20, seed=6)
-    optimize(table, OptimizePolicy(target_file_size=1 << 20, where="p = 'a'"), ArrowExecutor(1))
+    optimize(table, OptimizeOptions(target_file_size=1 << 20, where="p = 'a'"), ArrowExecutor(1))
     before = plan_from_summary(TableSummary.load(table.storage), policy)
     assert ("a",) not in _per_partition(before) and before.bins >= 1
     _appended(table, "a", 600, seed=1)  # one file above the minimum size: no new work
@@ -154,17 +157,17 @@ def test_plan_id_stays_across_a_commit_to_a_compacted_partition(tmp_path: Path) 
 def test_plan_id_changes_with_the_policy_and_the_vacuum_figures(tmp_path: Path) -> None:
     table = _write(tmp_path / "t", ["a", "b"], 20, seed=7)
     summary = TableSummary.load(table.storage)
-    small = plan_from_summary(summary, OptimizePolicy(target_file_size=3_000))
-    large = plan_from_summary(summary, OptimizePolicy(target_file_size=50_000))
+    small = plan_from_summary(summary, OptimizeOptions(target_file_size=3_000))
+    large = plan_from_summary(summary, OptimizeOptions(target_file_size=50_000))
     assert small.plan_id != large.plan_id
-    assert plan_from_summary(summary, OptimizePolicy(target_file_size=3_000)).plan_id == (
+    assert plan_from_summary(summary, OptimizeOptions(target_file_size=3_000)).plan_id == (
         small.plan_id
     )
     table.delete("p = 'b'")
     deleted = TableSummary.load(table.storage)
     far = 10**15  # every tombstone is past the retention
-    swept = plan_from_summary(deleted, OptimizePolicy(), vacuum=True, now_ms=far)
-    unswept = plan_from_summary(deleted, OptimizePolicy())
+    swept = plan_from_summary(deleted, OptimizeOptions(), vacuum=True, now_ms=far)
+    unswept = plan_from_summary(deleted, OptimizeOptions())
     assert swept.vacuum is not None and swept.vacuum.files > 0 and swept.vacuum.bytes > 0
     assert unswept.vacuum is None
     assert swept.plan_id != unswept.plan_id
@@ -206,17 +209,17 @@ def _clustered_table(path: Path) -> Table:
     return table
 
 
-ESTIMATES: dict[str, tuple[Callable[[Path], Table], OptimizePolicy, str]] = {
-    "deletion-vectors": (_dv_table, OptimizePolicy(), "deletion vectors"),
+ESTIMATES: dict[str, tuple[Callable[[Path], Table], OptimizeOptions, str]] = {
+    "deletion-vectors": (_dv_table, OptimizeOptions(), "deletion vectors"),
     "z-order": (
         lambda p: _write(p, ["a", "b"], 12, seed=8),
-        OptimizePolicy(zorder_by=("id",)),
+        OptimizeOptions(z_order_by=("id",)),
         "Z-order",
     ),
-    "clustered": (_clustered_table, OptimizePolicy(), "clustered table"),
+    "clustered": (_clustered_table, OptimizeOptions(), "clustered table"),
     "avoid-recent-writes": (
         lambda p: _write(p, ["a", "b"], 12, seed=9),
-        OptimizePolicy(avoid_recent_writes_ms=60_000),
+        OptimizeOptions(avoid_recent_writes_ms=60_000),
         "may be deferred",
     ),
 }
@@ -240,7 +243,7 @@ def test_what_the_summary_cannot_decide_is_an_estimate(tmp_path: Path, name: str
 
 def test_an_exact_plan_has_no_estimate_note(tmp_path: Path) -> None:
     table = _write(tmp_path / "t", ["a"], 8, seed=10)
-    plan = plan_from_summary(TableSummary.load(table.storage), OptimizePolicy())
+    plan = plan_from_summary(TableSummary.load(table.storage), OptimizeOptions())
     assert plan.exact and plan.notes == ()
 
 
@@ -263,7 +266,7 @@ def test_learn_rate(
 def test_estimated_seconds_from_the_rate(tmp_path: Path) -> None:
     table = _write(tmp_path / "t", ["a"], 10, seed=11)
     summary = TableSummary.load(table.storage)
-    plan = plan_from_summary(summary, OptimizePolicy(), rate=RunRate(1_000, 3))
+    plan = plan_from_summary(summary, OptimizeOptions(), rate=RunRate(1_000, 3))
     assert plan.input_bytes > 0
     assert plan.estimated_seconds == -(-plan.input_bytes // 1_000)
-    assert plan_from_summary(summary, OptimizePolicy()).estimated_seconds is None
+    assert plan_from_summary(summary, OptimizeOptions()).estimated_seconds is None

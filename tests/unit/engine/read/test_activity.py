@@ -15,6 +15,8 @@ import pyarrow as pa
 import pytest
 
 from tests.support.planner import files_table
+from txntable.api.errors import InvalidSpecError
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine.commit.conflicts import PendingCommit, WinningCommit, check_conflicts
 from txntable.engine.commit.isolation import IsolationLevel
 from txntable.engine.errors import ConcurrentDeleteReadException, InvalidArgumentError
@@ -23,9 +25,8 @@ from txntable.engine.model.predicates import bind
 from txntable.engine.model.schema import parse_schema
 from txntable.engine.read.activity import RecentActivity, read_recent_activity
 from txntable.engine.storage.base import LocalStorage
-from txntable.maintenance.errors import InvalidPolicyError
 from txntable.maintenance.optimize import avoidance
-from txntable.maintenance.planner import Avoidance, OptimizePolicy, plan_optimize
+from txntable.maintenance.planner import Avoidance, plan_optimize
 
 NOW = 1_800_000_000_000
 MIN = 60_000
@@ -153,7 +154,7 @@ def test_bounded_by_max_commits(tmp_path: Path) -> None:
     assert act.commits == 4 and not act.complete
     assert (act.newest_version, act.oldest_version) == (10, 7)
     assert act.partitions[("hot",)].removing_commits == 4
-    plan = plan_optimize(_three_partitions(), ["p"], OptimizePolicy(), avoid=avoidance(act))
+    plan = plan_optimize(_three_partitions(), ["p"], OptimizeOptions(), avoid=avoidance(act))
     assert any("newest 4 commit(s) only" in n for n in plan.notes)
     assert activity(log, 60).complete  # reached version 0
 
@@ -214,10 +215,10 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         activity(log, -1)
     with pytest.raises(InvalidArgumentError, match="max_commits"):
         activity(log, 1, max_commits=0)
-    with pytest.raises(InvalidPolicyError, match="positive"):
-        OptimizePolicy(avoid_recent_writes_ms=0)
-    with pytest.raises(InvalidPolicyError, match="removes, any"):
-        OptimizePolicy(avoid_writes="deletes")
+    with pytest.raises(InvalidSpecError, match="avoidRecentWritesMs: must be at least 1"):
+        OptimizeOptions(avoid_recent_writes_ms=0)
+    with pytest.raises(InvalidSpecError, match="removes, any"):
+        OptimizeOptions(avoid_writes="deletes")
 
 
 def _three_partitions() -> pa.Table:
@@ -231,7 +232,7 @@ def test_planner_defers_recently_rewritten_partitions(tmp_path: Path) -> None:
     log.commit(NOW - 3 * MIN, "DELETE", remove("a/old", "a"), add("a/0", "a"))
     log.commit(NOW - 2 * MIN, "WRITE", add("b/0", "b"))  # an append: no conflict, not avoided
     act = activity(log, 10)
-    policy = OptimizePolicy(avoid_recent_writes_ms=10 * MIN)
+    policy = OptimizeOptions(avoid_recent_writes_ms=10 * MIN)
     plan = plan_optimize(_three_partitions(), ["p"], policy, avoid=avoidance(act))
     assert [b.partition_values["p"] for b in plan.bins] == ["b", "c"]
     (deferred,) = plan.deferred_partitions
@@ -252,9 +253,9 @@ def test_planner_defers_recently_rewritten_partitions(tmp_path: Path) -> None:
 
 
 def test_planner_without_avoidance_is_unchanged() -> None:
-    plan = plan_optimize(_three_partitions(), ["p"], OptimizePolicy())
+    plan = plan_optimize(_three_partitions(), ["p"], OptimizeOptions())
     hot = Avoidance({("zzz",): ("busy", None)})  # a partition without work is not "deferred"
-    avoided = plan_optimize(_three_partitions(), ["p"], OptimizePolicy(), avoid=hot)
+    avoided = plan_optimize(_three_partitions(), ["p"], OptimizeOptions(), avoid=hot)
     assert plan.bins == avoided.bins and avoided.deferred_partitions == ()
     assert plan.to_json()["recentActivity"] is None
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import TESTDATA
 from tests.support.health_oracle import observe
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.engine import Snapshot, Table
 from txntable.engine.checkpoint.cleanup import cleanup_expired_logs
 from txntable.engine.checkpoint.write import write_checkpoint
@@ -27,7 +28,6 @@ from txntable.engine.model.actions import RemoveFile
 from txntable.engine.read.summary import TableSummary
 from txntable.maintenance.executor_arrow import ArrowExecutor
 from txntable.maintenance.optimize import optimize
-from txntable.maintenance.planner import OptimizePolicy
 from txntable.reconcile.health import TableHealth, observe_summary
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string()), ("pad", pa.string())])
@@ -77,7 +77,7 @@ class _Writer:
             self.table.delete(f"p = '{self.rng.choice(PARTS[:3])}'")
 
     def optimize(self) -> None:
-        optimize(self.table, OptimizePolicy(target_file_size=4_000), ArrowExecutor(workers=1))
+        optimize(self.table, OptimizeOptions(target_file_size=4_000), ArrowExecutor(workers=1))
 
     def overwrite(self) -> None:
         if self.partitioned:
