@@ -185,7 +185,6 @@ class Operator:
         checkpoint_policies: Sequence[CheckpointPolicy],
         *,
         storage_options: Mapping[str, str] | None = None,
-        active_total: int = 0,
         failure: Failure | None = None,
         invalid_policies: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Tick:
@@ -194,10 +193,9 @@ class Operator:
         not be read): it is reported as the log's failure would be, and nothing is decided.
         ``invalid_policies``: per kind (``compaction``, ``checkpoint``), the policies of the
         namespace that do not validate, by name, with why (a table naming one says so).
-        ``active_total``: the other tables' runs in flight as the caller counts them; the
-        operator counts them too (each table's after its last tick, ``RunsInFlight``) and takes
-        the larger, then adds this table's own (``TXNTABLE_MAX_CONCURRENT_RUNS`` is a limit
-        across all tables)."""
+        The runs in flight toward ``TXNTABLE_MAX_CONCURRENT_RUNS``, a limit across all tables,
+        are this table's and the other tables' as each one's last tick left them
+        (``RunsInFlight``)."""
         now = self.clock()
         key = table.metadata.key
         memory = self.memories.recall(key)
@@ -215,7 +213,7 @@ class Operator:
         work = Work(
             now,
             seen.active,
-            len(seen.active) + max(active_total, self._in_flight_elsewhere(key)),
+            len(seen.active) + self.in_flight.elsewhere(key),
             self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
             self.following.retries(key, comp.policy, seen, now),
             conflicts=ahead.conflicts.hold,
@@ -277,10 +275,6 @@ class Operator:
             )
         self.in_flight.report(key, len(acts.work.active))
         return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
-
-    def _in_flight_elsewhere(self, key: str) -> int:
-        """The runs in flight of every table but ``key``, each as its last tick left it."""
-        return self.in_flight.elsewhere(key)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: Seen, now: datetime
