@@ -6,12 +6,13 @@ with nothing due said ``NotDue`` while a run slot was free and ``ConcurrencyLimi
 limit was full: every table flipped each time another table's run started or ended.
 
 N real tables (a 6-commit log with 12 small files each, copies of one template) are reconciled
-by ``Operator.reconcile`` as the Kopf timer does (``active_total``: the other tables' runs), one
-tick per table per simulated minute, on an in-memory launcher whose runs end 3 minutes after
-they start. A compaction policy considers D of the tables due (small-file threshold 4) and the
-others not (threshold 100); the operator allows ``LIMIT`` runs at once. A write is counted
-whenever a table's rendered status differs from the one before it (what the timer patches).
-The figure is writes per table-minute; a table with nothing due should cost none.
+by one ``Operator.reconcile`` as ``handlers.driver`` ticks them (the operator counts the other
+tables' runs in flight itself), one tick per table per simulated minute, on an in-memory
+launcher whose runs end 3 minutes after they start. A compaction policy considers D of the
+tables due (small-file threshold 4) and the others not (threshold 100); the operator allows
+``LIMIT`` runs at once. A write is counted whenever a table's rendered status differs from the
+one before it (what the timer patches). The figure is writes per table-minute; a table with
+nothing due should cost none.
 
 ``python -m bench.run --only status_writes [--quick]``.
 """
@@ -30,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.process import PeakRss, peak_cell
+from txntable.api.constants import LABEL_TABLE
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -47,7 +49,8 @@ T0 = datetime(2026, 11, 25, 10, 0, tzinfo=UTC)
 
 
 class _Runs(Launcher):
-    """Runs that exist only in memory and end ``RUN_MINUTES`` after they start."""
+    """Runs that exist only in memory and end ``RUN_MINUTES`` after they start, listed per
+    table by their label (as the real launchers list them)."""
 
     backend = Backend.LOCAL
 
@@ -75,13 +78,15 @@ class _Runs(Launcher):
 
     def list_runs(self, namespace: str, table: str) -> list[RunStatus]:
         for name, run in list(self.runs.items()):
+            if run.labels.get(LABEL_TABLE) != table:
+                continue
             started = run.started or self.clock[0]
             if not run.state.finished and self.clock[0] - started >= timedelta(minutes=RUN_MINUTES):
                 done = {"numFilesRemoved": 0, "numFilesAdded": 0}
                 self.runs[name] = replace(
                     run, state=RunState.SUCCEEDED, finished=self.clock[0], result=done
                 )
-        return list(self.runs.values())
+        return [run for run in self.runs.values() if run.labels.get(LABEL_TABLE) == table]
 
 
 def _policy(name: str, small_files: int) -> CompactionPolicy:
@@ -109,7 +114,13 @@ def measure(tables: int, due: int, minutes: int, root: Path) -> dict[str, Any]:
     template = _template(root)
     policies = [_policy("due", 4), _policy("idle", 100)]
     clock = [T0]
-    resources, operators = [], []
+    launcher = _Runs(clock)
+    operator = Operator(
+        config=Config(default_backend="local", max_concurrent_runs=LIMIT),
+        launchers=lambda backend: launcher,
+        clock=lambda: clock[0],
+    )
+    resources: list[TxnTable] = []
     for i in range(tables):
         location = root / f"t{i}"
         shutil.copytree(template, location)
@@ -126,25 +137,13 @@ def measure(tables: int, due: int, minutes: int, root: Path) -> dict[str, Any]:
                 }
             )
         )
-        launcher = _Runs(clock)
-        operators.append(
-            Operator(
-                config=Config(default_backend="local", max_concurrent_runs=LIMIT),
-                launchers=lambda backend, launcher=launcher: launcher,
-                clock=lambda: clock[0],
-            )
-        )
-    active = [0] * tables
     last: list[Any] = [None] * tables
     writes = {"due": 0, "idle": 0}
     started = time.monotonic()
     for minute in range(minutes):
         clock[0] = T0 + timedelta(minutes=minute)
         for i in range(tables):
-            tick = operators[i].reconcile(
-                resources[i], policies, [], active_total=sum(active) - active[i]
-            )
-            active[i] = tick.active_runs
+            tick = operator.reconcile(resources[i], policies, [])
             rendered = tick.status.to_status()
             if minute and rendered != last[i]:
                 writes["due" if i < due else "idle"] += 1

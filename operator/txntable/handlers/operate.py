@@ -1,20 +1,25 @@
-"""One reconcile of one table, the tick: observe and follow, foresee, decide and act, report.
+"""One reconcile of one table, the tick: see, foresee, act, report.
 
 The Kopf handlers and the local mode (``txntable run --local``) both call ``Operator.reconcile``,
 so the cluster and the laptop run the same logic; only where manifests come from and where status
-goes differ. Nothing in this module imports Kopf. The tick reads as its pipeline, each stage in
-the module of its concern:
+goes differ. Nothing in this module imports Kopf. ``reconcile`` reads as its pipeline, one step
+a line, each returning the record the next one takes, and each stage in the module of its
+concern:
 
-* ``see`` (``handlers.following``): the log observed (``handlers.observe``: a summary per table,
-  never a snapshot), the runs listed, each finished run adopted once (``handlers.run_records``);
-* ``foresee`` (here, with ``handlers.foresight``): the next compaction run's plan, our runs'
-  conflicts with other writers, and the run's sizing (``handlers.run_sizing``), computed once
-  per tick and carried to both the plan in status and the launch, so they agree;
-* ``retries`` (``handlers.following``): the back-off after failed runs;
-* ``act`` (``handlers.acting``): compaction, VACUUM, checkpoint decided in that order, held
-  (``handlers.holds``) or started through the one launch path (``handlers.launching``);
-* ``report``: the phase and Ready decided in one place (``reconcile.status.verdict``), the
-  changes an on-call engineer must act on announced once, the metrics.
+* the governing policies (``reconcile.resolve``, ``_Governing``);
+* ``see`` (``handlers.following``, ``Seen``): the log observed (``handlers.observe``: a summary
+  per table, never a snapshot), the runs listed, each finished run adopted once
+  (``handlers.run_records``);
+* ``foresee`` (``_foresee``, with ``handlers.foresight``; ``_Ahead``): the next compaction run's
+  plan, our runs' conflicts with other writers, and the run's sizing (``handlers.run_sizing``),
+  computed once per tick and carried to both the plan in status and the launch, so they agree;
+* ``act`` (``_act``, ``Acts``): what the decisions start from (``Work``: the runs in flight, the
+  back-off after failed runs from ``handlers.following``, the plan's id), then compaction,
+  VACUUM, checkpoint decided in that order (``handlers.acting``), held (``handlers.holds``) or
+  started through the one launch path (``handlers.launching``);
+* ``report`` (``_report``, ``Tick``): the runs remembered, the phase and Ready decided in one
+  place (``reconcile.status.verdict``), the changes an on-call engineer must act on announced
+  once, the metrics.
 
 What is kept per table between ticks is in ``memories`` (``handlers.memory``); ``forget`` drops
 it all for a table that is gone.
@@ -47,7 +52,7 @@ from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.reconcile.decide import Work
 from txntable.reconcile.plan import CompactionPlan, plan_status
-from txntable.reconcile.resolve import resolve
+from txntable.reconcile.resolve import Resolution, resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
 __all__ = ["Event", "Observed", "Operator", "Tick"]
@@ -71,6 +76,29 @@ class _Ahead:
     plan: CompactionPlan | None
     conflicts: Conflicts
     sizing: Callable[[], Sizing]
+
+
+@dataclass(frozen=True, slots=True)
+class _Governing:
+    """The policies that govern the table this tick, each with why (``reconcile.resolve``)."""
+
+    compaction: Resolution[CompactionPolicy]
+    checkpoint: Resolution[CheckpointPolicy]
+
+
+def _governing(
+    table: TxnTable,
+    compaction_policies: Sequence[CompactionPolicy],
+    checkpoint_policies: Sequence[CheckpointPolicy],
+    invalid_policies: Mapping[str, Mapping[str, str]] | None,
+) -> _Governing:
+    """The compaction and checkpoint policy ``table`` names among its namespace's, the ones
+    that do not validate (``invalid_policies``, per kind) saying so."""
+    invalid = invalid_policies or {}
+    return _Governing(
+        resolve(table, compaction_policies, "compaction", invalid.get("compaction")),
+        resolve(table, checkpoint_policies, "checkpoint", invalid.get("checkpoint")),
+    )
 
 
 class RunsInFlight:
@@ -185,7 +213,6 @@ class Operator:
         checkpoint_policies: Sequence[CheckpointPolicy],
         *,
         storage_options: Mapping[str, str] | None = None,
-        active_total: int = 0,
         failure: Failure | None = None,
         invalid_policies: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Tick:
@@ -194,93 +221,26 @@ class Operator:
         not be read): it is reported as the log's failure would be, and nothing is decided.
         ``invalid_policies``: per kind (``compaction``, ``checkpoint``), the policies of the
         namespace that do not validate, by name, with why (a table naming one says so).
-        ``active_total``: the other tables' runs in flight as the caller counts them; the
-        operator counts them too (each table's after its last tick, ``RunsInFlight``) and takes
-        the larger, then adds this table's own (``TXNTABLE_MAX_CONCURRENT_RUNS`` is a limit
-        across all tables)."""
+        The runs in flight toward ``TXNTABLE_MAX_CONCURRENT_RUNS``, a limit across all tables,
+        are this table's and the other tables' as each one's last tick left them
+        (``RunsInFlight``)."""
         now = self.clock()
-        key = table.metadata.key
-        memory = self.memories.recall(key)
+        memory = self.memories.recall(table.metadata.key)
         memory.namespace, memory.name = table.metadata.namespace or "default", table.metadata.name
-        invalid = invalid_policies or {}
-        comp = resolve(table, compaction_policies, "compaction", invalid.get("compaction"))
-        ckpt = resolve(table, checkpoint_policies, "checkpoint", invalid.get("checkpoint"))
+        policies = _governing(table, compaction_policies, checkpoint_policies, invalid_policies)
         events: list[Event] = []
         seen = self.following.see(
-            table, comp.policy, ckpt.policy, storage_options, events, failure=failure
+            table,
+            policies.compaction.policy,
+            policies.checkpoint.policy,
+            storage_options,
+            events,
+            failure=failure,
         )
         table = seen.in_status(table)  # decide on what this tick learned, not on the last status
-        ahead = self._foresee(table, comp.policy, seen, now)
-        spent = self.holds.spent(key) or table.status.spent_approval
-        work = Work(
-            now,
-            seen.active,
-            len(seen.active) + max(active_total, self._in_flight_elsewhere(key)),
-            self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
-            self.following.retries(key, comp.policy, seen, now),
-            conflicts=ahead.conflicts.hold,
-            plan_id=self.foresight.plan_id(key, ahead.plan, table.status.plan, spent),
-            spent_approval=spent,
-        )
-        acts = Acts(work, seen.last_compaction, seen.last_checkpoint, seen.last_vacuum)
-        if seen.health is not None and seen.engine_table is not None:
-            if comp.policy is not None:
-                self.acting.compact_and_vacuum(
-                    table, comp.policy, seen, acts, events, sizing=ahead.sizing
-                )
-            if ckpt.policy is not None:
-                self.acting.checkpoint(
-                    table, ckpt.policy, seen.health, seen.engine_table, acts=acts, events=events
-                )
-        records = (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
-        self.followed.remember(key, records, seen.vacuum_time)
-        if self.metrics is not None:
-            self.metrics.observe_failures(
-                table.metadata.namespace or "default",
-                table.metadata.name,
-                failures_in_a_row(records),
-            )
-        outcome = Outcome(
-            now=now,
-            health=seen.health,
-            failure=seen.failure,
-            compaction=comp,
-            checkpoint=ckpt,
-            compaction_decision=acts.compaction,
-            checkpoint_decision=acts.checkpoint,
-            active=acts.work.active,
-            last_compaction=acts.last_compaction,
-            last_checkpoint=acts.last_checkpoint,
-            vacuum_decision=acts.vacuum,
-            last_vacuum=acts.last_vacuum,
-            last_vacuum_time=seen.vacuum_time,
-            plan=self._plan_status(comp.policy, ahead, acts.work.plan_id),
-            conflicts=ahead.conflicts.status,
-            retrying=retries_running(records),
-            spent_approval=acts.spent_approval,
-        )
-        status = table_status(table, outcome)
-        events += [
-            Event("Warning", reason, message)
-            for reason, message in self.holds.announcements(
-                key, table.status.conditions, status.conditions
-            )
-        ]
-        if self.metrics is not None:
-            ready = next(c for c in status.conditions if c.type == ConditionType.READY)
-            self.metrics.observe_readiness(
-                table.metadata.namespace or "default",
-                table.metadata.name,
-                ready.is_true,
-                str(ready.reason),
-                table.spec.observe_interval,  # the daemon observes it that often (driver)
-            )
-        self.in_flight.report(key, len(acts.work.active))
-        return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
-
-    def _in_flight_elsewhere(self, key: str) -> int:
-        """The runs in flight of every table but ``key``, each as its last tick left it."""
-        return self.in_flight.elsewhere(key)
+        ahead = self._foresee(table, policies.compaction.policy, seen, now)
+        acts = self._act(table, policies, seen, ahead, now=now, events=events)
+        return self._report(table, policies, seen, ahead, acts, events=events)
 
     def _foresee(
         self, table: TxnTable, comp: CompactionPolicy | None, seen: Seen, now: datetime
@@ -305,6 +265,127 @@ class Operator:
             return self.sizer.size(key, comp, summary, plan)
 
         return _Ahead(plan, conflicts, sizing)
+
+    def _work(
+        self,
+        table: TxnTable,
+        comp: CompactionPolicy | None,
+        seen: Seen,
+        ahead: _Ahead,
+        now: datetime,
+    ) -> Work:
+        """What the tick's decisions start from: the runs in flight, this table's and all
+        tables' (toward the controller-wide limit), the back-off after failed runs, the
+        conflicts' hold, and the plan's id with the approval already spent."""
+        key = table.metadata.key
+        spent = self.holds.spent(key) or table.status.spent_approval
+        return Work(
+            now,
+            seen.active,
+            len(seen.active) + self.in_flight.elsewhere(key),
+            self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
+            self.following.retries(key, comp, seen, now),
+            conflicts=ahead.conflicts.hold,
+            plan_id=self.foresight.plan_id(key, ahead.plan, table.status.plan, spent),
+            spent_approval=spent,
+        )
+
+    def _act(
+        self,
+        table: TxnTable,
+        policies: _Governing,
+        seen: Seen,
+        ahead: _Ahead,
+        *,
+        now: datetime,
+        events: list[Event],
+    ) -> Acts:
+        """Decide and start the compaction and VACUUM, then the checkpoint, each seeing the
+        runs started before it (``handlers.acting``); with the log unreadable nothing is."""
+        work = self._work(table, policies.compaction.policy, seen, ahead, now)
+        acts = Acts(work, seen.last_compaction, seen.last_checkpoint, seen.last_vacuum)
+        if seen.health is None or seen.engine_table is None:
+            return acts
+        comp, ckpt = policies.compaction.policy, policies.checkpoint.policy
+        if comp is not None:
+            self.acting.compact_and_vacuum(table, comp, seen, acts, events, sizing=ahead.sizing)
+        if ckpt is not None:
+            self.acting.checkpoint(
+                table, ckpt, seen.health, seen.engine_table, acts=acts, events=events
+            )
+        return acts
+
+    def _report(
+        self,
+        table: TxnTable,
+        policies: _Governing,
+        seen: Seen,
+        ahead: _Ahead,
+        acts: Acts,
+        *,
+        events: list[Event],
+    ) -> Tick:
+        """Remember the tick's last runs, then the next status (phase and Ready decided in
+        ``reconcile.status``), the changes an on-call engineer must act on announced once, the
+        metrics, and this table's runs in flight for the other tables' ticks."""
+        key = table.metadata.key
+        records = (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
+        self.followed.remember(key, records, seen.vacuum_time)
+        if self.metrics is not None:
+            self.metrics.observe_failures(
+                table.metadata.namespace or "default",
+                table.metadata.name,
+                failures_in_a_row(records),
+            )
+        status = table_status(table, self._outcome(policies, seen, ahead, acts))
+        events.extend(
+            Event("Warning", reason, message)
+            for reason, message in self.holds.announcements(
+                key, table.status.conditions, status.conditions
+            )
+        )
+        self._export_readiness(table, status)
+        self.in_flight.report(key, len(acts.work.active))
+        return Tick(status, tuple(events), tuple(acts.launched), len(acts.work.active))
+
+    def _outcome(self, policies: _Governing, seen: Seen, ahead: _Ahead, acts: Acts) -> Outcome:
+        """Everything the tick learned, as ``reconcile.status`` renders it: what was seen,
+        foreseen, decided and started (the plan with the run's sizing, made here at the latest)."""
+        return Outcome(
+            now=acts.work.now,
+            health=seen.health,
+            failure=seen.failure,
+            compaction=policies.compaction,
+            checkpoint=policies.checkpoint,
+            compaction_decision=acts.compaction,
+            checkpoint_decision=acts.checkpoint,
+            active=acts.work.active,
+            last_compaction=acts.last_compaction,
+            last_checkpoint=acts.last_checkpoint,
+            vacuum_decision=acts.vacuum,
+            last_vacuum=acts.last_vacuum,
+            last_vacuum_time=seen.vacuum_time,
+            plan=self._plan_status(policies.compaction.policy, ahead, acts.work.plan_id),
+            conflicts=ahead.conflicts.status,
+            retrying=retries_running(
+                (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
+            ),
+            spent_approval=acts.spent_approval,
+        )
+
+    def _export_readiness(self, table: TxnTable, status: TxnTableStatus) -> None:
+        """Export the table's Ready condition and how often it is observed (the alerts on
+        tables that stay not ready or unobserved)."""
+        if self.metrics is None:
+            return
+        ready = next(c for c in status.conditions if c.type == ConditionType.READY)
+        self.metrics.observe_readiness(
+            table.metadata.namespace or "default",
+            table.metadata.name,
+            ready.is_true,
+            str(ready.reason),
+            table.spec.observe_interval,  # the daemon observes it that often (driver)
+        )
 
     @staticmethod
     def _plan_status(

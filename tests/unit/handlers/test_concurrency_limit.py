@@ -4,15 +4,14 @@ tables") holds across ticks of several tables, whoever drives them.
 Three ways it used to leak, each a test here:
 
 * a Spark checkpoint launched in a tick was not counted in the tick's ``active_runs``, so the
-  other tables' ticks (the Kopf driver sums them) did not see it until the table ticked again;
+  other tables' ticks did not see it until the table ticked again;
 * a table's own runs in flight were not added to the other tables' (the larger of the two was
   taken), so a table with a run in flight could start one more past the limit;
-* local mode (``txntable run --local``) passes no count of the other tables' runs, so each
+* local mode (``txntable run --local``) passed no count of the other tables' runs, so each
   table had the whole limit to itself.
 
-Both ways of driving it are played: ``kopf`` passes ``active_total`` as the Kopf handlers did
-(the other tables' ``Tick.active_runs`` after their last tick), ``local`` passes nothing, as
-``handlers.driver`` now does for every caller (the operator counts them: ``RunsInFlight``). The
+Every caller now ticks through ``handlers.driver``, which passes no count: the operator counts
+the other tables' runs itself (``RunsInFlight``), so the tables here are ticked that way. The
 tables are real; the launcher is the in-memory one of tests.support.controller, listing each
 table's runs by its label.
 """
@@ -21,9 +20,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from tests.support.controller import T0, MemoryLauncher, checkpointing, compaction, fragmented
 from txntable.api.conditions import Reason
@@ -60,13 +56,12 @@ def txntable(name: str, location: Path) -> TxnTable:
 
 
 class Driver:
-    """One ``Operator`` for several tables, ticked in turn as the Kopf handlers or local mode
-    tick them; statuses written back after each tick."""
+    """One ``Operator`` for several tables, ticked in turn as ``handlers.driver`` ticks them;
+    statuses written back after each tick."""
 
-    def __init__(self, tmp_path: Path, names: list[str], *, limit: int, mode: str) -> None:
+    def __init__(self, tmp_path: Path, names: list[str], *, limit: int) -> None:
         self.clock = [T0]
         self.launcher = TableLauncher(self.clock)
-        self.mode = mode
         self.operator = Operator(
             config=Config(default_backend="local", max_concurrent_runs=limit),
             launchers=lambda backend: self.launcher,
@@ -76,18 +71,11 @@ class Driver:
         for name in names:
             fragmented(tmp_path / name)  # 6 commits, 12 small files: compaction due
             self.tables[name] = txntable(name, tmp_path / name)
-        self.active: dict[str, int] = {}  # as kopf_handlers keeps it (Driven.active_runs)
 
     def tick(self, name: str, comp: CompactionPolicy | None, ckpt: CheckpointPolicy | None) -> Tick:
-        kwargs: dict[str, Any] = {}
-        if self.mode == "kopf":
-            kwargs["active_total"] = sum(n for k, n in self.active.items() if k != name)
         table = self.tables[name]
-        tick = self.operator.reconcile(
-            table, [comp] if comp else [], [ckpt] if ckpt else [], **kwargs
-        )
+        tick = self.operator.reconcile(table, [comp] if comp else [], [ckpt] if ckpt else [])
         self.tables[name] = replace(table, status=tick.status)
-        self.active[name] = tick.active_runs
         return tick
 
 
@@ -101,16 +89,15 @@ def reason_of(tick: Tick, condition: str) -> str:
 
 
 def test_a_launched_spark_checkpoint_is_a_run_in_flight(tmp_path: Path) -> None:
-    d = Driver(tmp_path, ["events"], limit=4, mode="kopf")
+    d = Driver(tmp_path, ["events"], limit=4)
     tick = d.tick("events", NOT_DUE_COMPACTION, DUE_CHECKPOINT)
     (name,) = d.launcher.in_flight()
     assert tick.launched == (name,)
     assert tick.active_runs == 1
 
 
-@pytest.mark.parametrize("mode", ["kopf", "local"])
-def test_a_spark_checkpoint_in_flight_takes_the_last_slot(tmp_path: Path, mode: str) -> None:
-    d = Driver(tmp_path, ["events", "orders"], limit=1, mode=mode)
+def test_a_spark_checkpoint_in_flight_takes_the_last_slot(tmp_path: Path) -> None:
+    d = Driver(tmp_path, ["events", "orders"], limit=1)
     d.tick("events", NOT_DUE_COMPACTION, DUE_CHECKPOINT)
     assert len(d.launcher.in_flight()) == 1
     tick = d.tick("orders", compaction(), NOT_DUE_CHECKPOINT)  # its compaction is due
@@ -118,9 +105,8 @@ def test_a_spark_checkpoint_in_flight_takes_the_last_slot(tmp_path: Path, mode: 
     assert reason_of(tick, "Compacting") == Reason.CONCURRENCY_LIMIT
 
 
-@pytest.mark.parametrize("mode", ["kopf", "local"])
-def test_a_tables_own_runs_count_with_the_others(tmp_path: Path, mode: str) -> None:
-    d = Driver(tmp_path, ["events", "orders"], limit=2, mode=mode)
+def test_a_tables_own_runs_count_with_the_others(tmp_path: Path) -> None:
+    d = Driver(tmp_path, ["events", "orders"], limit=2)
     d.tick("orders", compaction(), NOT_DUE_CHECKPOINT)
     d.tick("events", compaction(), NOT_DUE_CHECKPOINT)
     assert len(d.launcher.in_flight()) == 2
