@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.controlplane.kube import condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.support.kmock_controller import fragmented_table
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.common import RunKind
 from txntable.launch.names import NAME_HASH_LEN, short_hash
 from txntable.launch.run import last_json_line
@@ -44,27 +45,17 @@ SMALL_FILES_POLICY: dict[str, Any] = {
 
 def policy(ns: str, name: str, **spec: Any) -> dict[str, Any]:
     """A CompactionPolicy: ``SMALL_FILES_POLICY`` with ``spec`` on top."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "CompactionPolicy",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {**SMALL_FILES_POLICY, **spec},
-    }
+    return compaction_policy_manifest(name, namespace=ns, **{**SMALL_FILES_POLICY, **spec})
 
 
 def table(ns: str, name: str, location: Path, policy_name: str, **spec: Any) -> dict[str, Any]:
     """A TxnTable at ``location`` under CompactionPolicy ``policy_name``, observed every second."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TxnTable",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "location": str(location),
-            "observeInterval": "1s",
-            "compactionPolicyRef": {"name": policy_name},
-            **spec,
-        },
-    }
+    return table_manifest(
+        name,
+        location,
+        namespace=ns,
+        **{"observeInterval": "1s", "compactionPolicyRef": {"name": policy_name}, **spec},
+    )
 
 
 def create(api: Any, *objects: dict[str, Any]) -> None:

@@ -30,16 +30,12 @@ from tests.controlplane.controller import (
 from tests.controlplane.kube import condition, get_table, wait_for
 from tests.controlplane.plane import ControlPlane
 from tests.dockerfile import parse
+from tests.support.manifests import table_manifest
 from txntable.engine import Table
 
 
 def _table(name: str, location: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {"name": name, "namespace": TABLES_NAMESPACE},
-        "spec": {"location": str(location), "observeInterval": "1s"},
-    }
+    return table_manifest(name, location, namespace=TABLES_NAMESPACE, observeInterval="1s")
 
 
 def test_a_table_becomes_ready_and_a_commit_is_seen_through_the_production_client(

@@ -32,6 +32,11 @@ from tests.controlplane.kube import apply, apply_all, condition, get_table, wait
 from tests.controlplane.plane import ControlPlane
 from tests.controlplane.standins import driver_pod, job_pod
 from tests.support.kmock_controller import fragmented_table
+from tests.support.manifests import (
+    checkpoint_policy_manifest,
+    compaction_policy_manifest,
+    table_manifest,
+)
 
 SPARK_CRD = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "k8s"
 
@@ -45,34 +50,27 @@ NOT_REQUESTS = {
 
 
 def _docs(ns: str, location: Path, backend: str, name: str) -> list[dict[str, Any]]:
-    meta = {"namespace": ns}
     return [
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": name, **meta},
-            "spec": {
-                "targetFileSize": "64Mi",
-                "minFileSize": "8Mi",
-                "triggers": {"smallFiles": 2, "cooldown": "1h"},
-                "spark": {"backend": backend},
-                # a finished run is read in detail, then deleted (the history limit)
-                "successfulRunsHistoryLimit": 0,
-                "failedRunsHistoryLimit": 0,
-            },
-        },
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": name, **meta},
-            "spec": {
-                "location": str(location),
-                "observeInterval": "1s",
-                "compactionPolicyRef": {"name": name},
-                "checkpointPolicyRef": {"name": "rbac-checkpoints"},
-                "storage": {"secretRef": {"name": "rbac-storage"}},
-            },
-        },
+        compaction_policy_manifest(
+            name,
+            namespace=ns,
+            targetFileSize="64Mi",
+            minFileSize="8Mi",
+            triggers={"smallFiles": 2, "cooldown": "1h"},
+            spark={"backend": backend},
+            # a finished run is read in detail, then deleted (the history limit)
+            successfulRunsHistoryLimit=0,
+            failedRunsHistoryLimit=0,
+        ),
+        table_manifest(
+            name,
+            location,
+            namespace=ns,
+            observeInterval="1s",
+            compactionPolicyRef={"name": name},
+            checkpointPolicyRef={"name": "rbac-checkpoints"},
+            storage={"secretRef": {"name": "rbac-storage"}},
+        ),
     ]
 
 
@@ -161,12 +159,13 @@ def test_the_chart_grants_exactly_what_the_controller_uses(
             metadata=client.V1ObjectMeta(name="rbac-storage"), string_data={"AWS_REGION": "x"}
         ),
     )
-    ckpt = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CheckpointPolicy",
-        "metadata": {"name": "rbac-checkpoints", "namespace": ns},
-        "spec": {"commitInterval": 5, "mode": "Inline", "logCleanup": {"enabled": False}},
-    }
+    ckpt = checkpoint_policy_manifest(
+        "rbac-checkpoints",
+        namespace=ns,
+        commitInterval=5,
+        mode="Inline",
+        logCleanup={"enabled": False},
+    )
     docs = [ckpt, *_docs(ns, tmp_path / "rbac-job", "Job", "rbac-job")]
     docs += _docs(ns, tmp_path / "rbac-spark", "SparkApplication", "rbac-spark")
     start_controller(install)

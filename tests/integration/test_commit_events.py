@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from tests.integration.moto_support import moto_server
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.table import EventSource, ObservationMode
 from txntable.engine.table import Table
 from txntable.handlers.commit_events import CommitEvents
@@ -266,31 +267,27 @@ def test_local_loop_compacts_after_a_burst_without_waiting_for_the_poll(tmp_path
 
     location = str(tmp_path / "t")
     table = Table.create(location, SCHEMA)
-    meta = {"namespace": "default", "generation": 1}
     manifests = Manifests(
         tables=[
             TxnTable.from_manifest(
-                {
-                    "apiVersion": "txntable.io/v1alpha1",
-                    "kind": "TxnTable",
-                    "metadata": {"name": "t", "uid": "u-t", **meta},
-                    "spec": {"location": location, "compactionPolicyRef": {"name": "p"}},
-                }
+                table_manifest(
+                    "t",
+                    location,
+                    metadata={"uid": "u-t", "generation": 1},
+                    compactionPolicyRef={"name": "p"},
+                )
             )
         ],
         compaction=[
             CompactionPolicy.from_manifest(
-                {
-                    "apiVersion": "txntable.io/v1alpha1",
-                    "kind": "CompactionPolicy",
-                    "metadata": {"name": "p", "uid": "u-p", **meta},
-                    "spec": {
-                        "minFileSize": "8Mi",
-                        "minInputFiles": 2,
-                        "triggers": {"smallFiles": 10, "cooldown": "1s"},
-                        "spark": {"backend": "Local"},
-                    },
-                }
+                compaction_policy_manifest(
+                    "p",
+                    metadata={"uid": "u-p", "generation": 1},
+                    minFileSize="8Mi",
+                    minInputFiles=2,
+                    triggers={"smallFiles": 10, "cooldown": "1s"},
+                    spark={"backend": "Local"},
+                )
             )
         ],
     )

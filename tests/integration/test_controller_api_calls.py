@@ -31,6 +31,11 @@ from tests.support.kmock_controller import (
     register_resources,
     use_kmock,
 )
+from tests.support.manifests import (
+    checkpoint_policy_manifest,
+    compaction_policy_manifest,
+    table_manifest,
+)
 from txntable.engine import Table
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -52,44 +57,37 @@ def _apply(kmock: Any, tmp_path: Path) -> list[tuple[str, str]]:
     _template(tmp_path / "template")
     tables = []
     for ns in NAMESPACES:
-        meta = {"namespace": ns, "resourceVersion": "1"}
-        kmock.objects[COMPACTION, ns, "compact"] = {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", **meta},
-            "spec": {
-                "triggers": {"smallFiles": 10_000},
-                "spark": {"backend": "SparkApplication"},
-            },
-        }
-        kmock.objects[CHECKPOINT, ns, "ckpt"] = {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": "ckpt", **meta},
-            "spec": {"commitInterval": 1000, "mode": "Inline"},
-        }
+        meta = {"resourceVersion": "1"}
+        kmock.objects[COMPACTION, ns, "compact"] = compaction_policy_manifest(
+            "compact",
+            namespace=ns,
+            metadata=meta,
+            triggers={"smallFiles": 10_000},
+            spark={"backend": "SparkApplication"},
+        )
+        kmock.objects[CHECKPOINT, ns, "ckpt"] = checkpoint_policy_manifest(
+            "ckpt", namespace=ns, metadata=meta, commitInterval=1000, mode="Inline"
+        )
         kmock.objects["v1/secrets", ns, "storage"] = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "storage", **meta},
+            "metadata": {"name": "storage", "namespace": ns, **meta},
             "data": {"aws_region": "ZXUtd2VzdC0x"},  # harmless for a local table
         }
         for i in range(PER_NAMESPACE):
             name = f"t{i}"
             location = tmp_path / ns / name
             shutil.copytree(tmp_path / "template", location)
-            kmock.objects[TABLES, ns, name] = {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "TxnTable",
-                "metadata": {"name": name, "uid": f"uid-{ns}-{name}", "generation": 1, **meta},
-                "spec": {
-                    "location": str(location),
-                    "observeInterval": "1s",
-                    "compactionPolicyRef": {"name": "compact"},
-                    "checkpointPolicyRef": {"name": "ckpt"},
-                    "storage": {"secretRef": {"name": "storage"}},
-                },
-            }
+            kmock.objects[TABLES, ns, name] = table_manifest(
+                name,
+                location,
+                namespace=ns,
+                metadata={"uid": f"uid-{ns}-{name}", "generation": 1, **meta},
+                observeInterval="1s",
+                compactionPolicyRef={"name": "compact"},
+                checkpointPolicyRef={"name": "ckpt"},
+                storage={"secretRef": {"name": "storage"}},
+            )
             tables.append((ns, name))
     return tables
 

@@ -20,6 +20,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.support.kmock_controller import fragmented_table
+from tests.support.manifests import compaction_policy_manifest
 from tests.support.vacuum_policy import resources
 from txntable.api.types import CompactionPolicy
 from txntable.config import Config
@@ -37,16 +38,12 @@ def test_a_run_that_committed_then_failed_its_vacuum_says_both(tmp_path: Path) -
     fragmented_table(location, appends=4)  # 8 small files in 2 partitions
     table, _ = resources(location)  # the TxnTable "events" naming policy "tidy"
     policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "tidy", "namespace": "default"},
-            "spec": {
-                "triggers": {"smallFiles": 4, "cooldown": "1h"},
-                "vacuum": {"enabled": True, "retention": "1h"},  # below the table's 7 days
-                "spark": {"backend": "Local", "executor": {"instances": 1, "cores": 1}},
-            },
-        }
+        compaction_policy_manifest(
+            "tidy",
+            triggers={"smallFiles": 4, "cooldown": "1h"},
+            vacuum={"enabled": True, "retention": "1h"},  # below the table's 7 days
+            spark={"backend": "Local", "executor": {"instances": 1, "cores": 1}},
+        )
     )
     runs = tmp_path / "runs"
     launcher = LocalLauncher(runs, grace_seconds=5)

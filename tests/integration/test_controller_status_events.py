@@ -26,6 +26,7 @@ from tests.support.kmock_controller import (
     operate_until,
     register_resources,
 )
+from tests.support.manifests import compaction_policy_manifest
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -55,12 +56,9 @@ async def test_a_missing_secret_and_a_schedule_that_never_fires_are_said_once(
     docs = manifests(str(location), small_files=10_000)
     docs["table"]["spec"]["storage"] = {"secretRef": {"name": "lake-creds"}}
     apply(kmock, docs)
-    never = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": {"name": "never", "namespace": "default", "resourceVersion": "1"},
-        "spec": {"triggers": {"schedule": "0 0 30 2 *"}},
-    }
+    never = compaction_policy_manifest(
+        "never", metadata={"resourceVersion": "1"}, triggers={"schedule": "0 0 30 2 *"}
+    )
     kmock.objects[COMPACTION, "default", "never"] = never
     other = tmp_path / "other"
     fragmented_table(other)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -24,20 +25,12 @@ NOW = datetime(2026, 11, 22, 1, 30, tzinfo=UTC)
 
 def manifests(location: Path) -> tuple[TxnTable, CompactionPolicy]:
     table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "u1"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "p"}},
-        }
+        table_manifest(
+            "events", location, metadata={"uid": "u1"}, compactionPolicyRef={"name": "p"}
+        )
     )
     policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "default"},
-            "spec": {"triggers": {"smallFiles": 2}, "spark": {"backend": "Local"}},
-        }
+        compaction_policy_manifest("p", triggers={"smallFiles": 2}, spark={"backend": "Local"})
     )
     return table, policy
 

@@ -10,6 +10,11 @@ from typing import Any
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
+from tests.support.manifests import (
+    checkpoint_policy_manifest,
+    compaction_policy_manifest,
+    table_manifest,
+)
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -75,22 +80,18 @@ def fragmented(path: Path) -> None:
 
 def resources(location: Path) -> tuple[TxnTable, CompactionPolicy]:
     table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "compact"}},
-        }
+        table_manifest(
+            "events", location, metadata={"uid": "uid-1"}, compactionPolicyRef={"name": "compact"}
+        )
     )
     policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
+        compaction_policy_manifest(
+            "compact",
+            triggers={"smallFiles": 4, "cooldown": "1s"},
             # failedRunsHistoryLimit 0: the failed run object is deleted at once; the count
             # of failures in a row must survive that (it travels in the run names)
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, "failedRunsHistoryLimit": 0},
-        }
+            failedRunsHistoryLimit=0,
+        )
     )
     return table, policy
 
@@ -128,39 +129,25 @@ LABELS = {"namespace": "default", "table": "events"}
 
 def txntable(location: Path, **spec: Any) -> TxnTable:
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {
-                "location": str(location),
-                "compactionPolicyRef": {"name": "compact"},
-                **spec,
-            },
-        }
+        table_manifest(
+            "events",
+            location,
+            metadata={"uid": "uid-1"},
+            **{"compactionPolicyRef": {"name": "compact"}, **spec},
+        )
     )
 
 
 def compaction(**spec: Any) -> CompactionPolicy:
     return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
-        }
+        compaction_policy_manifest(
+            "compact", **{"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec}
+        )
     )
 
 
 def checkpointing(**spec: Any) -> CheckpointPolicy:
-    return CheckpointPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": "ckpt", "namespace": "default"},
-            "spec": spec,
-        }
-    )
+    return CheckpointPolicy.from_manifest(checkpoint_policy_manifest("ckpt", **spec))
 
 
 class Controller:

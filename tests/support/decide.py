@@ -5,6 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.support.manifests import (
+    checkpoint_policy_manifest,
+    compaction_policy_manifest,
+    table_manifest,
+)
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.reconcile.decide import Work
 from txntable.reconcile.health import TableHealth
@@ -18,38 +23,24 @@ def table(
     labels: dict[str, str] | None = None,
 ) -> TxnTable:
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "labels": labels or {}},
-            "spec": {"location": "s3://b/events", **(spec or {})},
-            "status": status or {},
-        }
+        table_manifest(
+            "events",
+            "s3://b/events",
+            metadata={"labels": labels or {}},
+            status=status or {},
+            **(spec or {}),
+        )
     )
 
 
 def compaction(name: str = "nightly", **spec: Any) -> CompactionPolicy:
     base: dict[str, Any] = {"triggers": {"smallFiles": 10}}
     base.update(spec)
-    return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": base,
-        }
-    )
+    return CompactionPolicy.from_manifest(compaction_policy_manifest(name, **base))
 
 
 def checkpoint_policy(name: str = "ckpt", **spec: Any) -> CheckpointPolicy:
-    return CheckpointPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": spec,
-        }
-    )
+    return CheckpointPolicy.from_manifest(checkpoint_policy_manifest(name, **spec))
 
 
 HEALTH = TableHealth(

@@ -19,6 +19,11 @@ import pyarrow as pa
 from kopf.testing import KopfRunner
 
 from tests.kubeconfig import write_kubeconfig
+from tests.support.manifests import (
+    checkpoint_policy_manifest,
+    compaction_policy_manifest,
+    table_manifest,
+)
 from txntable.engine import Table
 
 
@@ -101,39 +106,24 @@ def register_resources(kmock: Any) -> None:
 
 def manifests(location: str, *, small_files: int = 4) -> dict[str, dict[str, Any]]:
     return {
-        "table": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {
-                "name": "events",
-                "namespace": "default",
-                "uid": "uid-events",
-                "generation": 1,
-            },
-            "spec": {
-                "location": location,
-                "observeInterval": "1s",
-                "compactionPolicyRef": {"name": "compact"},
-                "checkpointPolicyRef": {"name": "ckpt"},
-            },
-        },
-        "compaction": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            "spec": {
-                "targetFileSize": "64Mi",
-                "minFileSize": "8Mi",
-                "triggers": {"smallFiles": small_files, "cooldown": "1h"},
-                "spark": {"backend": "SparkApplication"},
-            },
-        },
-        "checkpoint": {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": "ckpt", "namespace": "default"},
-            "spec": {"commitInterval": 5, "mode": "Inline", "logCleanup": {"enabled": False}},
-        },
+        "table": table_manifest(
+            "events",
+            location,
+            metadata={"uid": "uid-events", "generation": 1},
+            observeInterval="1s",
+            compactionPolicyRef={"name": "compact"},
+            checkpointPolicyRef={"name": "ckpt"},
+        ),
+        "compaction": compaction_policy_manifest(
+            "compact",
+            targetFileSize="64Mi",
+            minFileSize="8Mi",
+            triggers={"smallFiles": small_files, "cooldown": "1h"},
+            spark={"backend": "SparkApplication"},
+        ),
+        "checkpoint": checkpoint_policy_manifest(
+            "ckpt", commitInterval=5, mode="Inline", logCleanup={"enabled": False}
+        ),
     }
 
 

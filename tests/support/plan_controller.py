@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from tests.support.controller import T0, MemoryLauncher
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
@@ -21,12 +22,11 @@ SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
 
 def _policy(**spec: Any) -> CompactionPolicy:
     return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default", "generation": 1},
-            "spec": {"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
-        }
+        compaction_policy_manifest(
+            "compact",
+            metadata={"generation": 1},
+            **{"triggers": {"smallFiles": 4, "cooldown": "1s"}, **spec},
+        )
     )
 
 
@@ -36,15 +36,12 @@ class Controller:
         for i in range(6):
             self.append(i)
         self.table = TxnTable.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "TxnTable",
-                "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-                "spec": {
-                    "location": str(tmp_path / "t"),
-                    "compactionPolicyRef": {"name": "compact"},
-                },
-            }
+            table_manifest(
+                "events",
+                tmp_path / "t",
+                metadata={"uid": "uid-1"},
+                compactionPolicyRef={"name": "compact"},
+            )
         )
         self.policy = _policy(**spec)
         self.clock = [T0]

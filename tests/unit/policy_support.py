@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
@@ -16,12 +17,7 @@ from txntable.reconcile.decide import Decision
 def compaction_policy(spec: dict[str, Any]) -> CompactionPolicy:
     """A CompactionPolicy ``p`` with ``spec`` (a trigger added when it has none)."""
     return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"triggers": {"smallFiles": 2}, **spec},
-        }
+        compaction_policy_manifest("p", namespace="ns", **{"triggers": {"smallFiles": 2}, **spec})
     )
 
 
@@ -29,12 +25,7 @@ def compaction_args(policy: CompactionPolicy, location: str = "s3://bucket/t") -
     """The job's arguments for the TxnTable at ``location`` under ``policy``, as the controller
     builds them (``--master`` included: the launcher's part)."""
     table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "t", "namespace": "ns", "uid": "u-1"},
-            "spec": {"location": location},
-        }
+        table_manifest("t", location, namespace="ns", metadata={"uid": "u-1"})
     )
     decision = Decision(True, Reason.TRIGGERED, "go", scheduled_time=datetime.now(UTC))
     return compaction_request(table, policy, decision, Config.from_env({})).args

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.support.manifests import compaction_policy_manifest
 from tests.unit.case_ids import readable
 from tests.unit.crdtools import load_crds, schema_of, validate
 from txntable.api import CompactionPolicy
@@ -158,12 +159,7 @@ def test_every_duration_flag_takes_both_forms(
 
 
 def _policy(cooldown: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": {"name": "p", "namespace": "default"},
-        "spec": {"triggers": {"smallFiles": 2, "cooldown": cooldown}},
-    }
+    return compaction_policy_manifest("p", triggers={"smallFiles": 2, "cooldown": cooldown})
 
 
 def _strings(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.manifests import table_manifest
 from txntable.api.errors import InvalidSpecError
 from txntable.api.table import (
     EventSource,
@@ -17,12 +18,7 @@ from txntable.api.table import (
 
 
 def _manifest(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {"name": "t", "namespace": "default"},
-        "spec": {"location": "s3://bucket/t", **spec},
-    }
+    return table_manifest("t", "s3://bucket/t", **spec)
 
 
 def test_a_queue_url_is_read() -> None:

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from tests.support.manifests import compaction_policy_manifest
 from txntable.api.quantity import (
     SIZE_PATTERN,
     QuantityError,
@@ -102,12 +103,9 @@ def test_command_line_sizes_mean_what_they_mean_in_a_crd(text: str) -> None:
     """``txntable optimize --target-size 64M`` and ``targetFileSize: 64M`` are the same size."""
     args = build_parser().parse_args(["optimize", "t", "--target-size", text])
     cli = options_from_args(args).target_file_size
-    manifest = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": {"name": "p"},
-        "spec": {"targetFileSize": text, "minFileSize": "1", "triggers": {"smallFiles": 1}},
-    }
+    manifest = compaction_policy_manifest(
+        "p", namespace=None, targetFileSize=text, minFileSize="1", triggers={"smallFiles": 1}
+    )
     crd = CompactionPolicy.from_manifest(manifest).spec.target_file_size
     assert cli == crd == parse_size(text)
     assert parse_size("64M") == 64_000_000 and parse_size("64Mi") == 64 * 2**20

@@ -38,6 +38,7 @@ from typing import Any
 import kopf
 import pytest
 
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import TxnTable, TxnTableStatus
 from txntable.config import Config
 from txntable.handlers import driver as driver_module
@@ -131,20 +132,19 @@ class Table:
         return f"uid-{self.name}"
 
     def manifest(self) -> dict[str, Any]:
-        return {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {
-                "name": self.name,
-                "namespace": NAMESPACE,
+        return table_manifest(
+            self.name,
+            f"/nowhere/{self.name}",
+            namespace=NAMESPACE,
+            metadata={
                 "uid": self.uid,
                 "labels": dict(self.labels),
                 "resourceVersion": "1",
                 "generation": 1,
                 **({"creationTimestamp": self.created} if self.created else {}),
             },
-            "spec": {"location": f"/nowhere/{self.name}", "observeInterval": self.interval},
-        }
+            observeInterval=self.interval,
+        )
 
 
 @dataclass
@@ -199,12 +199,13 @@ class Recorder:
 
 def policy(name: str, labels: dict[str, str]) -> dict[str, Any]:
     """A CompactionPolicy selecting tables by ``labels`` (never due: it launches nothing)."""
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"p-{name}"},
-        "spec": {"tableSelector": {"matchLabels": labels}, "triggers": {"smallFiles": 100000}},
-    }
+    return compaction_policy_manifest(
+        name,
+        namespace=NAMESPACE,
+        metadata={"uid": f"p-{name}"},
+        tableSelector={"matchLabels": labels},
+        triggers={"smallFiles": 100000},
+    )
 
 
 @dataclass

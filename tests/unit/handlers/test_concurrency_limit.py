@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.support.controller import T0, MemoryLauncher, checkpointing, compaction, fragmented
+from tests.support.manifests import table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.constants import LABEL_TABLE
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
@@ -42,16 +43,13 @@ class TableLauncher(MemoryLauncher):
 
 def txntable(name: str, location: Path) -> TxnTable:
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": {
-                "location": str(location),
-                "compactionPolicyRef": {"name": "compact"},
-                "checkpointPolicyRef": {"name": "ckpt"},
-            },
-        }
+        table_manifest(
+            name,
+            location,
+            metadata={"uid": f"uid-{name}"},
+            compactionPolicyRef={"name": "compact"},
+            checkpointPolicyRef={"name": "ckpt"},
+        )
     )
 
 

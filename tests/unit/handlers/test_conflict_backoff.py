@@ -19,6 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.support.controller import MemoryLauncher, fragmented
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.table import RunConflicts
 from txntable.api.types import CompactionPolicy, ConflictBackOff, TxnTable, TxnTableStatus
 from txntable.config import Config
@@ -112,33 +113,26 @@ class Controller:
     def __init__(self, tmp_path: Path) -> None:
         fragmented(tmp_path / "t")
         self.table = TxnTable.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "TxnTable",
-                "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-                "spec": {
-                    "location": str(tmp_path / "t"),
-                    "compactionPolicyRef": {"name": "compact"},
-                },
-            }
+            table_manifest(
+                "events",
+                tmp_path / "t",
+                metadata={"uid": "uid-1"},
+                compactionPolicyRef={"name": "compact"},
+            )
         )
         self.policy = CompactionPolicy.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "CompactionPolicy",
-                "metadata": {"name": "compact", "namespace": "default"},
-                "spec": {
-                    "triggers": {"smallFiles": 4, "cooldown": "1s"},
-                    "avoidRecentWrites": {
-                        "backOff": {
-                            "conflictPercent": 50,
-                            "runs": 3,
-                            "initialDelay": "10m",
-                            "maxDelay": "40m",
-                        }
-                    },
+            compaction_policy_manifest(
+                "compact",
+                triggers={"smallFiles": 4, "cooldown": "1s"},
+                avoidRecentWrites={
+                    "backOff": {
+                        "conflictPercent": 50,
+                        "runs": 3,
+                        "initialDelay": "10m",
+                        "maxDelay": "40m",
+                    }
                 },
-            }
+            )
         )
         self.clock = [T0]
         self.launcher = MemoryLauncher(self.clock)

@@ -12,18 +12,16 @@ from typing import Any
 
 import pytest
 
+from tests.support.manifests import table_manifest
 from txntable.api.types import TxnTable, TxnTableStatus
 from txntable.handlers.driver import Driver, Policies
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.operate import Tick
 from txntable.handlers.status_writer import Current, MemoryStatus, StatusWriter
 
-_MANIFEST = {
-    "apiVersion": "txntable.io/v1alpha1",
-    "kind": "TxnTable",
-    "metadata": {"name": "held", "namespace": "default", "uid": "uid-held"},
-    "spec": {"location": "/nowhere/held", "observeInterval": "30s"},
-}
+_MANIFEST = table_manifest(
+    "held", "/nowhere/held", metadata={"uid": "uid-held"}, observeInterval="30s"
+)
 
 
 def test_a_firing_during_a_tick_returns_at_once_instead_of_waiting_for_it() -> None:

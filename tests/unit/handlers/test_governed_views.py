@@ -7,24 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.decide import NOW, compaction
+from tests.support.manifests import table_manifest
 from txntable.api.types import TxnTable
 from txntable.handlers.governed_views import GovernedViews
 from txntable.reconcile.policy_status import governed_status, policy_status
 
 
 def _body(i: int, tier: str, version: str = "1") -> dict[str, Any]:
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {
-            "name": f"t{i}",
-            "namespace": "lake",
-            "uid": f"u{i}",
-            "resourceVersion": version,
-            "labels": {"tier": tier},
-        },
-        "spec": {"location": f"s3://b/t{i}"},
-    }
+    return table_manifest(
+        f"t{i}",
+        f"s3://b/t{i}",
+        namespace="lake",
+        metadata={"uid": f"u{i}", "resourceVersion": version, "labels": {"tier": tier}},
+    )
 
 
 class Parses:

@@ -17,6 +17,7 @@ import kopf
 import pytest
 
 from tests.support.controller import T0, MemoryLauncher, fragmented
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from tests.support.status_server import Server
 from txntable.config import Config
 from txntable.handlers import kopf_handlers
@@ -24,13 +25,12 @@ from txntable.handlers.driver import Driver
 from txntable.handlers.operate import Operator
 from txntable.handlers.status_writer import StatusWriter
 
-POLICY = {
-    "apiVersion": "txntable.io/v1alpha1",
-    "kind": "CompactionPolicy",
-    "metadata": {"name": "compact", "namespace": "default", "uid": "p1", "resourceVersion": "1"},
+POLICY = compaction_policy_manifest(
+    "compact",
+    metadata={"uid": "p1", "resourceVersion": "1"},
     # never due: the tick shows the plan and launches nothing
-    "spec": {"triggers": {"smallFiles": 100000}},
-}
+    triggers={"smallFiles": 100000},
+)
 
 
 def _controller(
@@ -55,17 +55,12 @@ def test_the_timer_on_a_stale_body_drops_the_plan_the_daemon_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state, server = _controller(tmp_path, monkeypatch)
-    stale: dict[str, Any] = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {
-            "name": "events",
-            "namespace": "default",
-            "uid": "uid-1",
-            "resourceVersion": str(server.version),
-        },
-        "spec": {"location": str(tmp_path / "t"), "compactionPolicyRef": {"name": "compact"}},
-    }
+    stale: dict[str, Any] = table_manifest(
+        "events",
+        tmp_path / "t",
+        metadata={"uid": "uid-1", "resourceVersion": str(server.version)},
+        compactionPolicyRef={"name": "compact"},
+    )
     body = kopf.Body(stale)  # type: ignore[arg-type]
     kopf_handlers._tick(
         state,
@@ -89,12 +84,12 @@ def test_a_daemon_told_to_stop_writes_no_status(
     onto an object being deleted would only wake its watchers again."""
     state, server = _controller(tmp_path, monkeypatch)
     body = kopf.Body(  # type: ignore[arg-type]
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {"location": str(tmp_path / "t"), "compactionPolicyRef": {"name": "compact"}},
-        }
+        table_manifest(
+            "events",
+            tmp_path / "t",
+            metadata={"uid": "uid-1"},
+            compactionPolicyRef={"name": "compact"},
+        )
     )
     indexes = {"compaction_policies": {"default": [POLICY]}, "checkpoint_policies": {}}
     kopf_handlers._tick(state, body, indexes, woken=True, wanted=lambda: False)

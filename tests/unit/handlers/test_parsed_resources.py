@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.manifests import compaction_policy_manifest
 from txntable.api.errors import InvalidSpecError
 from txntable.api.policies import CompactionPolicy
 from txntable.handlers.kopf_handlers import compaction_policies
@@ -11,15 +12,12 @@ from txntable.handlers.parsed_resources import ParsedResources
 
 
 def policy(name: str, version: str | None, **spec: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
+    meta: dict[str, Any] = {"uid": f"uid-{name}"}
     if version is not None:
         meta["resourceVersion"] = version
-    return {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": meta,
-        "spec": {"triggers": {"smallFiles": 200}, **spec},
-    }
+    return compaction_policy_manifest(
+        name, namespace="ns", metadata=meta, **{"triggers": {"smallFiles": 200}, **spec}
+    )
 
 
 class Counting:

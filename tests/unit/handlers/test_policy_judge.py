@@ -8,24 +8,22 @@ from typing import Any
 
 import kopf
 
+from tests.support.manifests import compaction_policy_manifest
 from txntable.handlers import kopf_handlers
 
 
 def _policy(generation: int, spec: dict[str, Any], status: dict[str, Any] | None = None) -> Any:
-    raw: dict[str, Any] = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "CompactionPolicy",
-        "metadata": {
-            "name": "nightly",
-            "namespace": "lake",
+    raw: dict[str, Any] = compaction_policy_manifest(
+        "nightly",
+        namespace="lake",
+        metadata={
             "uid": "uid-nightly",
             "generation": generation,
             "resourceVersion": str(100 + generation + len(status or {})),
         },
-        "spec": spec,
-    }
-    if status is not None:
-        raw["status"] = status
+        status=status,
+        **spec,
+    )
     return kopf.Body(raw)  # type: ignore[arg-type]
 
 

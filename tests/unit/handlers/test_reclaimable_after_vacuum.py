@@ -18,6 +18,7 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from tests.support.controller import MemoryLauncher
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -72,20 +73,14 @@ def test_a_vacuum_takes_what_it_deleted_out_of_the_figure(tmp_path: Path) -> Non
 
 def resources(location: Path, **vacuum: Any) -> tuple[TxnTable, CompactionPolicy]:
     table = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "compact"}},
-        }
+        table_manifest(
+            "events", location, metadata={"uid": "uid-1"}, compactionPolicyRef={"name": "compact"}
+        )
     )
     policy = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "default"},
-            "spec": {"triggers": {"smallFiles": 100}, "vacuum": {"enabled": True, **vacuum}},
-        }
+        compaction_policy_manifest(
+            "compact", triggers={"smallFiles": 100}, vacuum={"enabled": True, **vacuum}
+        )
     )
     return table, policy
 

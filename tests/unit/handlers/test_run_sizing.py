@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.kube_fakes import FakeCore, FakeCustomObjects
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.types import CompactionPolicy, TxnTable
@@ -47,23 +48,19 @@ def policy(
     if auto is not None:
         spark["autoSize"] = auto
     return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "compact", "namespace": "lake"},
-            "spec": {"triggers": {"smallFiles": 2}, "minFileSize": "8Mi", "spark": spark},
-        }
+        compaction_policy_manifest(
+            "compact",
+            namespace="lake",
+            triggers={"smallFiles": 2},
+            minFileSize="8Mi",
+            spark=spark,
+        )
     )
 
 
 def table() -> TxnTable:
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "sales", "namespace": "lake", "uid": KEY},
-            "spec": {"location": "s3://bucket/sales"},
-        }
+        table_manifest("sales", "s3://bucket/sales", namespace="lake", metadata={"uid": KEY})
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from tests.support.controller import T0, MemoryLauncher, fragmented
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
 from txntable.engine import Table
@@ -35,25 +36,20 @@ class Stale:
 
     def __init__(self, location: Path, policy: dict[str, Any], clock: datetime = T0) -> None:
         self.table = TxnTable.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "TxnTable",
-                "metadata": {"name": "events", "namespace": "default", "uid": "uid-1"},
-                "spec": {
-                    "location": str(location),
-                    "compactionPolicyRef": {"name": "compact"},
-                    "storage": {"secretRef": {"name": "creds"}},
-                },
-            }
+            table_manifest(
+                "events",
+                location,
+                metadata={"uid": "uid-1"},
+                compactionPolicyRef={"name": "compact"},
+                storage={"secretRef": {"name": "creds"}},
+            )
         )
         self.policy = CompactionPolicy.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "CompactionPolicy",
-                "metadata": {"name": "compact", "namespace": "default"},
+            compaction_policy_manifest(
+                "compact",
                 # the history limit of 0 deletes each finished run once it is recorded
-                "spec": {"successfulRunsHistoryLimit": 0, "failedRunsHistoryLimit": 0, **policy},
-            }
+                **{"successfulRunsHistoryLimit": 0, "failedRunsHistoryLimit": 0, **policy},
+            )
         )
         self.clock = [clock]
         self.launcher = MemoryLauncher(self.clock)

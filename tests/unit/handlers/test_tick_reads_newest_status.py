@@ -21,6 +21,7 @@ import kopf
 import pyarrow as pa
 import pytest
 
+from tests.support.manifests import table_manifest
 from txntable.config import Config
 from txntable.engine.table import Table
 from txntable.handlers import kopf_handlers
@@ -42,18 +43,13 @@ def _setup(
     state = kopf_handlers.State(
         Config(), Driver(operator, StatusWriter(operator.memories, transport))
     )
-    body = {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {
-            "name": "t",
-            "namespace": "lake",
-            "uid": "u1",
-            "generation": 1,
-            "resourceVersion": "100",
-        },
-        "spec": {"location": str(tmp_path / "t"), "observeInterval": "30s"},
-    }
+    body = table_manifest(
+        "t",
+        tmp_path / "t",
+        namespace="lake",
+        metadata={"uid": "u1", "generation": 1, "resourceVersion": "100"},
+        observeInterval="30s",
+    )
     return state, body, clock
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
@@ -26,27 +27,25 @@ WHEN = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 def policy(**vacuum: Any) -> CompactionPolicy:
     return CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "tidy", "namespace": "lake"},
-            "spec": {
-                "triggers": {"smallFiles": 2},
-                "vacuum": {"enabled": True, **vacuum},
-                "spark": {"backend": "Local"},
-            },
-        }
+        compaction_policy_manifest(
+            "tidy",
+            namespace="lake",
+            triggers={"smallFiles": 2},
+            vacuum={"enabled": True, **vacuum},
+            spark={"backend": "Local"},
+        )
     )
 
 
 def table() -> TxnTable:
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "sales", "namespace": "lake", "uid": "uid-1"},
-            "spec": {"location": "s3://bucket/sales", "storage": {"options": {"region": "x"}}},
-        }
+        table_manifest(
+            "sales",
+            "s3://bucket/sales",
+            namespace="lake",
+            metadata={"uid": "uid-1"},
+            storage={"options": {"region": "x"}},
+        )
     )
 
 
@@ -139,24 +138,22 @@ def test_a_failed_vacuum_run_backs_off_and_a_succeeded_one_waits_for_the_interva
     t.append(pa.table({"id": [1]}))
     t.overwrite(pa.table({"id": [2]}))  # garbage at once (0-second retention), no small files
     tbl = TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {"name": "sales", "namespace": "lake", "uid": "uid-1"},
-            "spec": {"location": str(location), "compactionPolicyRef": {"name": "tidy"}},
-        }
+        table_manifest(
+            "sales",
+            location,
+            namespace="lake",
+            metadata={"uid": "uid-1"},
+            compactionPolicyRef={"name": "tidy"},
+        )
     )
     pol = CompactionPolicy.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "CompactionPolicy",
-            "metadata": {"name": "tidy", "namespace": "lake"},
-            "spec": {
-                "minFileSize": "1",
-                "triggers": {"smallFiles": 2, "cooldown": "1s"},
-                "vacuum": {"enabled": True, "interval": "6h"},
-            },
-        }
+        compaction_policy_manifest(
+            "tidy",
+            namespace="lake",
+            minFileSize="1",
+            triggers={"smallFiles": 2, "cooldown": "1s"},
+            vacuum={"enabled": True, "interval": "6h"},
+        )
     )
     # the controller's clock starts ten minutes before the real time, the removes'
     # deletionTimestamps are real: the retry's VACUUM (under a minute later on the controller's

@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 from tests.support.decide import NOW, compaction
+from tests.support.manifests import table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.reconcile.policy_status import govern, policy_status
 from txntable.reconcile.resolve import resolve
@@ -21,16 +22,11 @@ def _table(i: int, tier: str | None, ref: str | None) -> TxnTable:
     if ref:
         spec["compactionPolicyRef"] = {"name": ref}
     return TxnTable.from_manifest(
-        {
-            "apiVersion": "txntable.io/v1alpha1",
-            "kind": "TxnTable",
-            "metadata": {
-                "name": f"t{i}",
-                "namespace": "default",
-                "labels": {"tier": tier, "n": str(i % 3)} if tier else {"n": str(i % 3)},
-            },
-            "spec": spec,
-        }
+        table_manifest(
+            f"t{i}",
+            metadata={"labels": {"tier": tier, "n": str(i % 3)} if tier else {"n": str(i % 3)}},
+            **spec,
+        )
     )
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.support.decide import HEALTH, NOW, compaction, table, work
+from tests.support.manifests import compaction_policy_manifest
 from txntable.api.conditions import Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.policies import CRON_BACKWARDS, CRON_PATTERN
@@ -114,12 +115,7 @@ def test_validation_matches_the_api_server_at_the_end_of_a_string() -> None:
 
     def policy(schedule: str) -> CompactionPolicy:
         return CompactionPolicy.from_manifest(
-            {
-                "apiVersion": "txntable.io/v1alpha1",
-                "kind": "CompactionPolicy",
-                "metadata": {"name": "p", "namespace": "n"},
-                "spec": {"triggers": {"schedule": schedule}},
-            }
+            compaction_policy_manifest("p", namespace="n", triggers={"schedule": schedule})
         )
 
     parse_cron(policy("0 2 ? * *").spec.triggers.schedule or "")

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import TESTDATA
 from tests.support.health_oracle import observe
+from tests.support.manifests import table_manifest
 from txntable.api.common import RunRecord
 from txntable.api.conditions import Reason
 from txntable.api.table import TablePhase
@@ -22,12 +23,7 @@ from txntable.reconcile.status import Outcome, table_status
 
 NOW = datetime(2026, 11, 25, 3, 0, tzinfo=UTC)
 TABLE = TxnTable.from_manifest(
-    {
-        "apiVersion": "txntable.io/v1alpha1",
-        "kind": "TxnTable",
-        "metadata": {"name": "events", "namespace": "ns", "generation": 1},
-        "spec": {"location": "/nowhere"},
-    }
+    table_manifest("events", "/nowhere", namespace="ns", metadata={"generation": 1})
 )
 NONE = Resolution(None, Reason.NO_POLICY, "no policy applies")
 
