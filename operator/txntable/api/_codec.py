@@ -274,39 +274,49 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> Any:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return from_obj(tp, value, path)
     if origin is tuple:
-        (item_tp, _ellipsis) = typing.get_args(tp)
-        if not isinstance(value, list):
-            _fail(path, "must be a list")
-        if "min_items" in meta and len(value) < meta["min_items"]:
-            _fail(path, f"must have at least {meta['min_items']} items")
-        if "max_items" in meta and len(value) > meta["max_items"]:
-            _fail(path, f"must have at most {meta['max_items']} items")
-        item_meta = {
-            k: v for k, v in meta.items() if k in ("pattern", "hint", "max_length", "min_length")
-        }
-        errors = _Errors()
-        items = [
-            errors.attempt(_convert, item_tp, v, item_meta, f"{path}[{i}]")
-            for i, v in enumerate(value)
-        ]
-        errors.raise_any()
-        return tuple(items)
+        return _convert_tuple(tp, value, meta, path)
     if origin in (Mapping, dict) or tp is Mapping:
-        if not isinstance(value, dict):
-            _fail(path, "must be an object")
-        if "max_items" in meta and len(value) > meta["max_items"]:
-            _fail(path, f"must have at most {meta['max_items']} entries")
-        out: dict[str, str] = {}
-        errors = _Errors()
-        for key, item in value.items():
-            if not isinstance(item, str):
-                errors.add(f"{path}[{key}]", "must be a string")
-            elif "max_length" in meta and len(item) > meta["max_length"]:
-                errors.add(f"{path}[{key}]", f"must be at most {meta['max_length']} characters")
-            out[str(key)] = item
-        errors.raise_any()
-        return MappingProxyType(out)
+        return _convert_mapping(value, meta, path)
     raise TypeError(f"the codec cannot read {tp!r} at {path}")  # a bug in a model, not input
+
+
+def _convert_tuple(tp: Any, value: Any, meta: Mapping[str, Any], path: str) -> tuple[Any, ...]:
+    """A JSON list as ``tuple[item, ...]``: the list's own bounds, then every item (the string
+    checks of ``meta`` apply to each), all broken items reported at once."""
+    (item_tp, _ellipsis) = typing.get_args(tp)
+    if not isinstance(value, list):
+        _fail(path, "must be a list")
+    if "min_items" in meta and len(value) < meta["min_items"]:
+        _fail(path, f"must have at least {meta['min_items']} items")
+    if "max_items" in meta and len(value) > meta["max_items"]:
+        _fail(path, f"must have at most {meta['max_items']} items")
+    item_meta = {
+        k: v for k, v in meta.items() if k in ("pattern", "hint", "max_length", "min_length")
+    }
+    errors = _Errors()
+    items = [
+        errors.attempt(_convert, item_tp, v, item_meta, f"{path}[{i}]") for i, v in enumerate(value)
+    ]
+    errors.raise_any()
+    return tuple(items)
+
+
+def _convert_mapping(value: Any, meta: Mapping[str, Any], path: str) -> Mapping[str, str]:
+    """A JSON object of strings as a read-only mapping, all broken entries reported at once."""
+    if not isinstance(value, dict):
+        _fail(path, "must be an object")
+    if "max_items" in meta and len(value) > meta["max_items"]:
+        _fail(path, f"must have at most {meta['max_items']} entries")
+    out: dict[str, str] = {}
+    errors = _Errors()
+    for key, item in value.items():
+        if not isinstance(item, str):
+            errors.add(f"{path}[{key}]", "must be a string")
+        elif "max_length" in meta and len(item) > meta["max_length"]:
+            errors.add(f"{path}[{key}]", f"must be at most {meta['max_length']} characters")
+        out[str(key)] = item
+    errors.raise_any()
+    return MappingProxyType(out)
 
 
 def from_obj(cls: type[T], obj: Any, path: str, *, ignore_unknown: bool = False) -> T:

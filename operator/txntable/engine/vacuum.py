@@ -504,21 +504,38 @@ def vacuum(
         )
     total = sum(f.size for f in doomed)
     names = tuple(f.name for f in doomed)
-    if dry_run:
-        seconds = time.perf_counter() - started
-        return VacuumResult(
-            retention_used,
-            cutoff,
-            names,
-            total,
-            True,
-            0,
-            referenced,
-            False,
-            seconds,
-            sweeper.name,
-            iceberg,
-        )
+    sweep = not dry_run
+    logged = sweep and _delete_recorded(
+        snapshot, sweeper, rules, names, total, force=force, retention_ms=retention_used
+    )
+    return VacuumResult(
+        retention_ms=retention_used,
+        cutoff_ms=cutoff,
+        files=names,
+        bytes=total,
+        dry_run=not sweep,
+        num_deleted=len(doomed) if sweep else 0,
+        num_kept_referenced=referenced,
+        logged=logged,
+        seconds=time.perf_counter() - started,
+        executor=sweeper.name,
+        iceberg=iceberg,
+    )
+
+
+def _delete_recorded(
+    snapshot: Snapshot,
+    sweeper: Sweeper,
+    rules: VacuumRules,
+    names: tuple[str, ...],
+    total: int,
+    *,
+    force: bool,
+    retention_ms: int,
+) -> bool:
+    """Delete ``names`` (``total`` bytes) between a VACUUM START and a VACUUM END commit, as
+    Delta does; returns whether the run is in the log (False when this engine cannot write
+    the table: the files are deleted all the same)."""
     table = Table.from_snapshot(snapshot)  # its commits refresh this snapshot, not reload
     default_ms = retention.duration_ms(
         snapshot.configuration,
@@ -530,10 +547,10 @@ def vacuum(
         "VACUUM START",
         {
             "retentionCheckEnabled": not force,
-            "specifiedRetentionMillis": retention_used,
+            "specifiedRetentionMillis": retention_ms,
             "defaultRetentionMillis": default_ms,
         },
-        {"numFilesToDelete": len(doomed), "sizeOfDataToDelete": total},
+        {"numFilesToDelete": len(names), "sizeOfDataToDelete": total},
     )
     storage = snapshot.storage
     sweeper.delete(storage, names, rules)
@@ -542,23 +559,10 @@ def vacuum(
             table,
             "VACUUM END",
             {"status": "COMPLETED"},
-            {"numDeletedFiles": len(doomed), "numVacuumedDirectories": 0},
+            {"numDeletedFiles": len(names), "numVacuumedDirectories": 0},
         )
-    log.info("vacuum of %s deleted %d files (%d bytes)", storage.root_uri, len(doomed), total)
-    seconds = time.perf_counter() - started
-    return VacuumResult(
-        retention_used,
-        cutoff,
-        names,
-        total,
-        False,
-        len(doomed),
-        referenced,
-        logged,
-        seconds,
-        sweeper.name,
-        iceberg,
-    )
+    log.info("vacuum of %s deleted %d files (%d bytes)", storage.root_uri, len(names), total)
+    return logged
 
 
 def _record(table: Table, operation: str, params: dict[str, Any], metrics: dict[str, Any]) -> bool:

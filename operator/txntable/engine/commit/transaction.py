@@ -67,7 +67,7 @@ from txntable.engine.model.predicates import TRUE, BoundPredicate, Predicate, bi
 from txntable.engine.observer import CommitEvent
 from txntable.engine.read.snapshot import Snapshot
 from txntable.engine.read.state import ADD_SCHEMA
-from txntable.engine.storage.base import FileExistsInStoreError
+from txntable.engine.storage.base import FileExistsInStoreError, Storage
 
 if TYPE_CHECKING:
     from txntable.engine.read.handle import TableHandle
@@ -347,36 +347,17 @@ class Transaction:
         while True:
             attempt = self._attempts
             if attempt >= opts.max_attempts:
-                if check and self._uncertain:
-                    # "already exists" may answer a client's retry of our own landed write:
-                    # look before giving up, so a landed commit is neither reported as failed
-                    # nor has its data files deleted
-                    landed = commit_carries_txn(storage, attempt_version, self.txn_id)
-                    if landed is True:
-                        return self._confirmed(attempt_version, written_ms)
-                    self._uncertain = landed is None
+                if check and self._landed_after_all(storage, attempt_version):
+                    return self._confirmed(attempt_version, written_ms)
                 raise retries_exceeded(
                     attempt, start_version, attempt_version, len(prepared.actions), started
                 )
             if check:
-                # Back off first, then list: the version written next is the one just listed.
-                opts.sleep(self._backoff(attempt))
-                winners = read_winners(storage, attempt_version, opts.sleep, self._backoff)
-                for index, winner in enumerate(winners):
-                    if (
-                        index == 0
-                        and winner.commit_info
-                        and winner.commit_info.txn_id == self.txn_id
-                    ):
-                        return winner.version  # our earlier attempt landed after all
-                    if index == 0 and winner.version == attempt_version:
-                        self._uncertain = False  # another writer holds the version we wrote
-                    check_conflicts(pending, winner)
-                    info.observe_winner(winner)
-                    rows.observe_winner(winner)
-                if winners:
-                    attempt_version = winners[-1].version + 1
-                self._notify_retry(event, attempt, len(winners))
+                attempt_version, ours = self._catch_up(
+                    storage, attempt_version, attempt, pending, event, info=info, rows=rows
+                )
+                if ours:
+                    return attempt_version  # our earlier attempt landed after all
                 check = False
             self._attempts = attempt = attempt + 1
             self._notify_attempt(event, attempt)
@@ -411,6 +392,51 @@ class Transaction:
                     raise
                 log.warning("commit write of version %d failed; retrying", attempt_version)
                 opts.sleep(self._backoff(attempt))
+
+    def _landed_after_all(self, storage: Storage, version: int) -> bool:
+        """With the attempt budget spent and ``version`` taken: whether our own write took it,
+        when that is uncertain. "Already exists" also answers a client's retry of our own landed
+        write: look before giving up, so a landed commit is neither reported as failed nor has
+        its data files deleted."""
+        if not self._uncertain:
+            return False
+        landed = commit_carries_txn(storage, version, self.txn_id)
+        if landed is True:
+            return True
+        self._uncertain = landed is None
+        return False
+
+    def _catch_up(
+        self,
+        storage: Storage,
+        version: int,
+        attempt: int,
+        pending: PendingCommit,
+        event: CommitEvent,
+        *,
+        info: CommitInfoBuilder,
+        rows: RowTrackingAssigner,
+    ) -> tuple[int, bool]:
+        """After losing ``version``: back off, read the commits that won it and the versions
+        after, and check each for conflicts with ``pending`` (``info`` and ``rows`` learn from
+        each). Returns the version to write next, and False; or, when the first winner is our own
+        earlier attempt (landed after all), its version and True."""
+        opts = self.options
+        # Back off first, then list: the version written next is the one just listed.
+        opts.sleep(self._backoff(attempt))
+        winners = read_winners(storage, version, opts.sleep, self._backoff)
+        for index, winner in enumerate(winners):
+            if index == 0 and winner.commit_info and winner.commit_info.txn_id == self.txn_id:
+                return winner.version, True
+            if index == 0 and winner.version == version:
+                self._uncertain = False  # another writer holds the version we wrote
+            check_conflicts(pending, winner)
+            info.observe_winner(winner)
+            rows.observe_winner(winner)
+        if winners:
+            version = winners[-1].version + 1
+        self._notify_retry(event, attempt, len(winners))
+        return version, False
 
     def _confirmed(self, version: int, written_ms: int) -> int:
         """``version`` once the log shows it is part of the history; otherwise our file sits in

@@ -7,7 +7,7 @@ controller tail a table's log every few seconds without replaying it.
 
 The statistics of the checkpoint's files (most of its bytes, and most of a loaded snapshot's
 memory) are read only when something asks for them: listing files, sizes and partitions never
-does, planning and writing a checkpoint do (``files()``, ``state``).
+does, planning and writing a checkpoint do (``files()``, ``state``); ``late_stats`` reads them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,7 +47,8 @@ from txntable.engine.model.schema import (
     parse_schema,
     to_arrow_schema,
 )
-from txntable.engine.read.checkpoint_read import read_checkpoint, read_checkpoint_stats
+from txntable.engine.read.checkpoint_read import read_checkpoint
+from txntable.engine.read.late_stats import LateStats, fill_stats
 from txntable.engine.read.segment import (
     CheckpointRef,
     Commit,
@@ -55,7 +56,7 @@ from txntable.engine.read.segment import (
     build_segment,
     list_commits_after,
 )
-from txntable.engine.read.state import Prefix, TableState, fold_keeping, key_column
+from txntable.engine.read.state import TableState, fold_keeping
 from txntable.engine.storage.base import LocalStorage, Storage
 from txntable.engine.storage.paths import LOG_DIR, commit_name, decode_path, has_scheme
 from txntable.engine.testhooks import pause_point
@@ -90,15 +91,6 @@ def read_commits(storage: Storage, commits: Sequence[Commit]) -> list[tuple[int,
         return [parse(c, fetch(c)) for c in commits]
     with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 2) * 4)) as pool:
         return [parse(c, data) for c, data in zip(commits, pool.map(fetch, commits), strict=True)]
-
-
-@dataclass(frozen=True)
-class LateStats:
-    """Where the statistics and tags of a snapshot's leading ``rows`` (of its files and of its
-    tombstones) are: in ``checkpoint``, not read yet."""
-
-    checkpoint: CheckpointRef
-    rows: Prefix
 
 
 class Snapshot:
@@ -325,7 +317,7 @@ class Snapshot:
         with self._filling:
             if self._late is not None:
                 rows = sum(self._late.rows)
-                self._state = _fill_stats(self._storage, self._state, self._late)
+                self._state = fill_stats(self._storage, self._state, self._late)
                 self._late = None
                 _give_back_freed_pages(rows)
             return self._state
@@ -528,44 +520,6 @@ def _give_back_freed_pages(rows: int) -> None:
     giving them back each time cost it about 1 ms a load."""
     if rows >= GIVE_BACK_ROWS:
         pa.default_memory_pool().release_unused()
-
-
-def _fill_stats(storage: Storage, state: TableState, late: LateStats) -> TableState:
-    """``state`` with the statistics and tags of its leading ``late.rows`` read from the
-    checkpoint they came from, matched by reconciliation key."""
-    try:
-        adds, removes = read_checkpoint_stats(storage, late.checkpoint)
-    except FileNotFoundError as exc:
-        raise LogFileGoneError(
-            f"the checkpoint at version {late.checkpoint.version} of {storage.root_uri} was "
-            f"deleted (log cleanup) before this snapshot read its files' statistics from it; "
-            f"load the table again: {exc}"
-        ) from exc
-    files_rows, tomb_rows = late.rows
-    return replace(
-        state,
-        files=_filled(state.files, files_rows, adds, late.checkpoint.version),
-        tombstones=_filled(state.tombstones, tomb_rows, removes, late.checkpoint.version),
-    )
-
-
-def _filled(table: pa.Table, rows: int, source: pa.Table, version: int) -> pa.Table:
-    """``table`` with ``stats`` and ``tags`` of its first ``rows`` rows taken from ``source``
-    (``checkpoint_read.STATS_SCHEMA`` rows) by key."""
-    if rows == 0:
-        return table
-    at = pc.index_in(key_column(table.slice(0, rows)), value_set=key_column(source))
-    if at.null_count:
-        raise CorruptLogError(
-            f"the checkpoint at version {version} no longer holds {at.null_count} of the files "
-            "this snapshot read from it: it was rewritten with other content"
-        )
-    for name in ("stats", "tags"):
-        head = source.column(name).take(at)
-        rest = table.column(name).slice(rows)
-        column = pa.chunked_array([*head.chunks, *rest.chunks], type=head.type)
-        table = table.set_column(table.schema.get_field_index(name), name, column)
-    return table
 
 
 def _ict_enabled(state: TableState) -> bool:
