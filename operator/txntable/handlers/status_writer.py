@@ -11,7 +11,8 @@ leaving the newer, now wrong, one on the server until the body caught up and a l
 
 ``StatusWriter`` owns both the merge patch and the change detection, computed against the
 newest status known for the table: the body's, unless the body is one this process has already
-written over (its resourceVersion is one a write of ours was based on), in which case what the
+written over (its resourceVersion is one a write of ours was based on, or older than the one our
+write got where the server's resourceVersions are comparable integers), in which case what the
 server answered to that write (a ``Written`` sub-record of the table's ``TableMemory``, dropped by
 ``forget``). Transports: the status subresource of the Kubernetes API in the cluster
 (``KubeStatus``, for the timer, the daemon and the validate handler alike) and a dict in local
@@ -103,6 +104,12 @@ class StatusWriter:
             return current.status
         if current.resource_version is not None and current.resource_version in written.older:
             return written.status
+        order = compare_resource_versions(current.resource_version, written.resource_version)
+        if order is not None and order < 0:
+            # a body older than our write that no write of ours was based on: one made between
+            # the body our write read and the write (Kopf adding its finalizer to a new table),
+            # whose watch event came late under load
+            return written.status
         # the body has caught up with the last write, and the next bodies are newer still:
         # until the next write, the status kept for a lagging body is never needed again
         # (it was a copy of every table's status in the controller's memory)
@@ -138,6 +145,22 @@ class StatusWriter:
         written.older = list(dict.fromkeys(written.older))[-_OLDER_KEPT:]
         written.status, written.resource_version = stored.status, stored.resource_version
         return WriteResult.WRITTEN
+
+
+def compare_resource_versions(a: str | None, b: str | None) -> int | None:
+    """-1, 0 or 1 as resourceVersion ``a`` is older than, the same as or newer than ``b`` (of
+    one object), or None when they cannot be compared. API servers from Kubernetes 1.35 promise
+    that resourceVersions are comparable, as positive integers without leading zeros (KEP-5504);
+    older etcd-backed servers already make them so. Anything else is taken for opaque, as the
+    API conventions said before, and compared for equality only (the caller's ``older`` list)."""
+    if a is None or b is None or not (_comparable(a) and _comparable(b)):
+        return None
+    ka, kb = (len(a), a), (len(b), b)
+    return (ka > kb) - (ka < kb)
+
+
+def _comparable(version: str) -> bool:
+    return version.isascii() and version.isdigit() and version[0] != "0"
 
 
 def changed(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
