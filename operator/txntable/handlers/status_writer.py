@@ -1,4 +1,4 @@
-"""The one writer of a TxnTable's status, for every driver and both modes.
+"""The one writer of a TxnTable's status, and of a policy's, for every driver and both modes.
 
 Status used to be written two ways: the Kopf timer through Kopf's ``patch.status``, the
 commit-events daemon with its own API call, each computing its JSON merge patch and its
@@ -17,7 +17,9 @@ server answered to that write (a ``Written`` sub-record of the table's ``TableMe
 (``KubeStatus``, for the timer, the daemon and the validate handler alike) and a dict in local
 mode (``MemoryStatus``, where ``txntable run --local`` keeps statuses). A write the API refuses
 (403, 404, 409, 5xx, no connection) is logged and not remembered: the status is still different
-from the newest known one, so the table's next tick writes it again.
+from the newest known one, so the table's next tick writes it again. Policies' statuses go
+through the same writer (``handlers.policy_driver``, one per kind, each with a ``KubeStatus`` of
+its kind's plural): what is said here of a table holds for a policy.
 """
 
 from __future__ import annotations
@@ -175,10 +177,12 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
 
 
 class KubeStatus:
-    """The cluster's transport: the TxnTable's status subresource, through the API client."""
+    """The cluster's transport: the status subresource of the objects of ``plural`` (TxnTables
+    by default; a policy driver's writers write the policies'), through the API client."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, plural: str = PLURAL_TABLE) -> None:
         self.api_client = api_client
+        self.plural = plural
 
     def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored:
         del key  # the API names the object by namespace and name
@@ -188,7 +192,7 @@ class KubeStatus:
 
         try:
             got = client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL_TABLE, name, {"status": patch}
+                GROUP, VERSION, namespace, self.plural, name, {"status": patch}
             )
         except ApiException as exc:
             raise StatusNotWritten(f"HTTP {exc.status} {exc.reason or ''}".rstrip()) from None

@@ -108,7 +108,6 @@ NOT_PER_TABLE = {
     ("handlers/table_index.py", "TableIndex", "_by_namespace"),
     # a tally every tick reads (the sum kept beside it), dropped through on_forget
     ("handlers/operate.py", "RunsInFlight", "_runs"),
-    ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
     ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
     # local mode's stand-in for the API server's statuses, dropped through on_forget
     ("handlers/status_writer.py", "MemoryStatus", "statuses"),
