@@ -144,8 +144,8 @@ def reconcile_loop(
     from txntable.handlers.status_writer import MemoryStatus, StatusWriter
 
     store = MemoryStatus()
+    # a table forgotten is unwatched by the driver, its status dropped by the writer
     driver = Driver(operator, StatusWriter(operator.memories, store), events=events)
-    operator.memories.on_forget(lambda key, _: store.drop(key))
     tables = list(manifests.tables)
     woken: set[str] = set()
     wake = threading.Event()
@@ -158,8 +158,6 @@ def reconcile_loop(
 
     if events is not None:
         events.on_wake = on_wake
-        watched = events
-        operator.memories.on_forget(lambda key, _: watched.unwatch(key))
 
     def stored(table: TxnTable) -> TxnTable:
         """The table with the status the store holds (a manifest's own status at first)."""

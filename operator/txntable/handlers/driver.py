@@ -109,8 +109,18 @@ class Driver:
     operator: Operator
     writer: StatusWriter
     credentials: Credentials | None = None
+    #: the commit-events watches (set now or later); a table forgotten is no longer watched
     events: CommitEvents | None = None
     liveness: Liveness | None = None
+
+    def __post_init__(self) -> None:
+        self.operator.memories.on_forget(self._unwatch)
+
+    def _unwatch(self, key: str, memory: object) -> None:
+        """A table forgotten (``TableMemories.on_forget``) is no longer watched for commits."""
+        del memory
+        if self.events is not None:
+            self.events.unwatch(key)
 
     def due(self, key: str, interval: float | None = None, generation: int | None = None) -> bool:
         """Whether ``key`` would tick now without being woken: it never ticked, or ``interval``

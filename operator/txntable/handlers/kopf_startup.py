@@ -245,13 +245,12 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     state.servers = [
         MetricsServer(registry, config.metrics_port, ready=state.readiness.report).start()
     ]
-    events = driver.events = CommitEvents(
+    driver.events = CommitEvents(  # a table forgotten is unwatched by the driver
         state.wake,
         probe_interval=config.event_probe_interval_seconds,
         debounce=config.event_debounce_seconds,
         on_event=metrics.commit_event,
     ).start()
-    operator.memories.on_forget(lambda key, _: events.unwatch(key))
     memo.state = state
     if state.keeper is not None:
         state.keeper.start()

@@ -28,7 +28,7 @@ import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from txntable.api.constants import GROUP, PLURAL_TABLE, VERSION
 from txntable.handlers.memory import TableMemories
@@ -57,6 +57,14 @@ class StatusTransport(Protocol):
     ``StatusNotWritten``."""
 
     def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored: ...
+
+
+@runtime_checkable
+class KeepsStatuses(Protocol):
+    """A transport that is its own store (local mode's ``MemoryStatus``): what it keeps of an
+    object goes when the object is forgotten."""
+
+    def drop(self, key: str) -> None: ...
 
 
 class WriteResult(enum.Enum):
@@ -96,6 +104,9 @@ class StatusWriter:
     def __init__(self, memories: TableMemories, transport: StatusTransport) -> None:
         self.memories = memories
         self.transport = transport
+        if isinstance(transport, KeepsStatuses):  # its statuses go with the object's memory
+            keeps = transport
+            memories.on_forget(lambda key, _: keeps.drop(key))
 
     def newest(self, key: str, current: Current) -> Mapping[str, Any]:
         """The newest status known for ``key``: ``current`` unless it is older than a write of
@@ -204,8 +215,9 @@ class KubeStatus:
 
 
 class MemoryStatus:
-    """Local mode's transport: statuses in a dict by table key, as ``run --local`` keeps them
-    (its API server is this dict; a table gone from the manifests is dropped with ``drop``)."""
+    """Local mode's transport: statuses in a dict by object key, as ``run --local`` keeps them
+    (its API server is this dict; an object gone from the manifests is dropped with ``drop``,
+    which the writers over it call when the object is forgotten: ``KeepsStatuses``)."""
 
     def __init__(self) -> None:
         self.statuses: dict[str, dict[str, Any]] = {}
