@@ -19,7 +19,7 @@ ticks its own way and kept statuses its own way). ``Driver.tick`` does them once
 7. the tick's Events handed to the caller's sink (``kopf.event`` in the cluster, the printer in
    local mode), and its status to the one status writer (``handlers.status_writer``).
 
-Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in ``handlers.kopf_handlers``.
+Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in the Kopf glue (``kopf_*``).
 """
 
 from __future__ import annotations
