@@ -12,18 +12,13 @@ from typing import Any
 import kopf
 
 from tests.support.manifests import compaction_policy_manifest, table_manifest
+from tests.support.status_server import Server
 from txntable.api.types import CompactionPolicy
 from txntable.handlers.kopf_policies import judge_compaction_policy
 from txntable.handlers.memory import TableMemories
 from txntable.handlers.policy_driver import PolicyDriven, PolicyDriver
 from txntable.handlers.run_records import Event
-from txntable.handlers.status_writer import (
-    Current,
-    MemoryStatus,
-    StatusNotWritten,
-    StatusWriter,
-    Written,
-)
+from txntable.handlers.status_writer import Current, StatusWriter, Written
 
 UID = "uid-nightly"
 BAD = {"triggers": {"smallFiles": -3}}
@@ -31,28 +26,8 @@ GOOD = {"triggers": {"smallFiles": 10}}
 NEVER = {"triggers": {"schedule": "0 0 30 2 *"}}  # a date that never occurs
 
 
-class Recorded(MemoryStatus):
-    """Local mode's store, recording every patch it is sent."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.patches: list[dict[str, Any]] = []
-
-    def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Any:
-        self.patches.append(patch)
-        return super().patch(key, namespace, name, patch)
-
-
-class Refused(Recorded):
-    """A store that refuses every write (the API server answers 409, or not at all)."""
-
-    def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Any:
-        self.patches.append(patch)
-        raise StatusNotWritten("HTTP 409 Conflict")
-
-
-def _driver() -> tuple[PolicyDriver, Recorded]:
-    memories, store = TableMemories(), Recorded()
+def _driver(store: Server | None = None) -> tuple[PolicyDriver, Server]:
+    memories, store = TableMemories(), store or Server({})
     writer = StatusWriter(memories, store)
     return PolicyDriver(memories, {"compaction": writer, "checkpoint": writer}), store
 
@@ -66,7 +41,7 @@ def _policy(
     )
 
 
-def _judged(driver: PolicyDriver, store: Recorded, body: dict[str, Any]) -> dict[str, Any]:
+def _judged(driver: PolicyDriver, store: Server, body: dict[str, Any]) -> dict[str, Any]:
     before = len(store.patches)
     driver.judge("compaction", body)
     return store.patches[-1] if len(store.patches) > before else {}
@@ -126,16 +101,16 @@ def test_a_tick_writes_the_status_when_it_changed_from_the_newest_known() -> Non
 def test_a_policy_that_becomes_invalid_is_announced_once() -> None:
     """Announced once, even while its status write is refused and every tick tries again
     (the status read never says it: the driver remembers what it announced)."""
-    memories, store = TableMemories(), Refused()
-    writer = StatusWriter(memories, store)
-    driver = PolicyDriver(memories, {"compaction": writer, "checkpoint": writer})
+    refusing = Server({})
+    refusing.refuse = True
+    driver, _ = _driver(refusing)
     body = _policy(1, NEVER)
     policy = CompactionPolicy.from_manifest(body)
     view = driver.view(policy, [body], _tables())
     events: list[Event] = []
     for _ in range(3):
         status = driver.tick(policy, view, Current.of(body), sink=events.append)
-    assert str(status.phase) == "Invalid" and len(store.patches) == 3
+    assert str(status.phase) == "Invalid" and refusing.status == {}
     ((event,),) = [events]
     assert event.type == "Warning" and str(event.reason) == "InvalidSpec"
     assert "schedule" in event.message
