@@ -5,14 +5,15 @@ file; ``cli.local_manifests``), then ticks every table on a timer through the dr
 handlers use (``handlers.driver``), launching Spark in local mode through the local launcher.
 Statuses live in memory (the status writer's ``MemoryStatus``), keyed as the controller keys
 them (by namespace/name here), and are printed when they change; ``--json`` prints JSON lines
-only. ``--once`` stops when the work has converged: no run in flight and nothing started in a
-tick. An invalid manifest stops the command
-before anything runs: every error of every manifest on stderr, one line each, then exit status
-2, as the API server would refuse the object. While it runs, changed manifests are re-read (an
-approval annotation added, a policy edited); an invalid edit is reported and the manifests
-before it stay in force. Ctrl-C (or SIGTERM) stops the runs this process started, and says so.
-Commit events (``handlers.commit_events``) wake a table between ticks, as in the cluster, unless
-``--no-events``; ticks count the polling rounds only.
+only. After each round every policy's status is judged from its namespace's tables through the
+policy driver the Kopf handlers use (``handlers.policy_driver``) and printed when it changes.
+``--once`` stops when the work has converged: no run in flight and nothing started in a tick. An
+invalid manifest stops the command before anything runs: every error of every manifest on
+stderr, one line each, then exit status 2, as the API server would refuse the object. While it
+runs, changed manifests are re-read (an approval annotation added, a policy edited); an invalid
+edit is reported and the manifests before it stay in force. Ctrl-C (or SIGTERM) stops the runs
+this process started, and says so. Commit events (``handlers.commit_events``) wake a table
+between ticks, as in the cluster, unless ``--no-events``; ticks count the polling rounds only.
 """
 
 from __future__ import annotations
@@ -36,10 +37,16 @@ from txntable.jobs.flags import at_least, positive_seconds
 # The API models, YAML and the controller are imported where they are used: every ``txntable``
 # command registers this one, and building the parser must stay cheap.
 if TYPE_CHECKING:
-    from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+    from txntable.api.types import CheckpointPolicy, CompactionPolicy, PolicyStatus, TxnTable
     from txntable.handlers.commit_events import CommitEvents
+    from txntable.handlers.driver import Policies
     from txntable.handlers.operate import Event, Operator, Tick
+    from txntable.handlers.status_writer import MemoryStatus
     from txntable.launch import LocalLauncher
+
+    Policy = CompactionPolicy | CheckpointPolicy
+    #: what an Event is posted on
+    Resource = TxnTable | Policy
 
 
 def register(sub: Any) -> None:
@@ -97,7 +104,7 @@ def _summary(table: TxnTable, tick: Tick) -> str:
     return " ".join(parts)
 
 
-def _namespace(resource: TxnTable | CompactionPolicy | CheckpointPolicy) -> str:
+def _namespace(resource: Resource) -> str:
     return resource.metadata.namespace or "default"
 
 
@@ -127,72 +134,49 @@ def reconcile_loop(
     on_tick: Callable[[TxnTable, Tick], None] | None = None,
     events: CommitEvents | None = None,
     reload: Callable[[], Manifests | None] | None = None,
-    on_event: Callable[[TxnTable, Event], None] | None = None,
+    on_event: Callable[[Resource, Event], None] | None = None,
+    on_policy: Callable[[Policy, PolicyStatus], None] | None = None,
 ) -> list[TxnTable]:
     """Tick every table each ``interval`` seconds, as the controller's timer does, and a table
     as soon as ``events`` wakes it (its ``on_wake`` is set here), as its daemon does: both
     through the controller's driver (``handlers.driver``), statuses written to a store in memory
-    by its status writer. ``on_event`` gets every Event a tick posts; ``on_tick`` every tick.
-    ``reload``, asked before every round, returns new manifests when they changed (None when
-    not): a table keeps its status across a reload, one that is gone is forgotten.
+    by its status writer. After each round every policy's status is judged from the tables'
+    statuses, as its timer does in the cluster, through the policy driver
+    (``handlers.policy_driver``), into the same store. ``on_event`` gets every Event a tick
+    posts (a table's or a policy's); ``on_tick`` every tick; ``on_policy`` every policy's status
+    at every round. ``reload``, asked before every round, returns new manifests when they
+    changed (None when not): a table or policy keeps its status across a reload, one that is
+    gone is forgotten.
 
     Returns the tables with their last status once converged (``once``) or after ``max_ticks``
     polling rounds.
     """
-    from txntable.api.types import TxnTableStatus
-    from txntable.handlers.driver import Driver, Policies
+    from txntable.handlers.driver import Driver
     from txntable.handlers.status_writer import MemoryStatus, StatusWriter
 
     store = MemoryStatus()
+    # a table forgotten is unwatched by the driver, its status dropped by the writer
     driver = Driver(operator, StatusWriter(operator.memories, store), events=events)
-    operator.memories.on_forget(lambda key, _: store.drop(key))
+    policies = _LocalPolicies(operator, store, on_event, on_policy)
+    woken = _Woken(events)
     tables = list(manifests.tables)
-    woken: set[str] = set()
-    wake = threading.Event()
-    guard = threading.Lock()
-
-    def on_wake(key: str) -> None:
-        with guard:
-            woken.add(key)
-        wake.set()
-
-    if events is not None:
-        events.on_wake = on_wake
-        watched = events
-        operator.memories.on_forget(lambda key, _: watched.unwatch(key))
-
-    def stored(table: TxnTable) -> TxnTable:
-        """The table with the status the store holds (a manifest's own status at first)."""
-        key = table.metadata.key
-        if key not in store.statuses:
-            store.statuses[key] = table.status.to_status()
-        return replace(table, status=TxnTableStatus.from_dict(store.statuses[key]))
-
     busy: dict[str, bool] = {}
     ticks = 0
     while True:
         fresh = reload() if reload is not None else None
         if fresh is not None:
-            manifests = fresh
             tables = _forget_gone(tables, fresh.tables, operator)
+            policies.forget_gone(manifests, fresh)
+            manifests = fresh
             busy = {k: v for k, v in busy.items() if k in {t.metadata.key for t in tables}}
-        with guard:
-            now_woken = set(woken)
-            woken.clear()
-        wake.clear()
+        now_woken = woken.take()
         polled = False
         for table in tables:
             key = table.metadata.key  # two tables of one name in two namespaces are two
             due = driver.due(key, interval)
-            # as in the cluster: a table sees only the policies of its own namespace
-            ns = _namespace(table)
-            policies = Policies(
-                [p for p in manifests.compaction if _namespace(p) == ns],
-                [p for p in manifests.checkpoint if _namespace(p) == ns],
-            )
             tick = driver.tick(
-                stored(table),
-                policies,
+                _stored(store, table),
+                _policies_of(manifests, table),
                 store.read(key),
                 interval=interval,
                 woken=key in now_woken,
@@ -204,18 +188,134 @@ def reconcile_loop(
             if on_tick is not None:
                 on_tick(table, tick)
             busy[key] = bool(tick.launched) or tick.active_runs > 0
+        policies.tick(manifests, [_stored(store, t) for t in tables])
         ticks += polled
         if polled and ((once and not any(busy.values())) or (max_ticks and ticks >= max_ticks)):
-            return [stored(t) for t in tables]
+            return [_stored(store, t) for t in tables]
         lasts = [driver.last_tick(t.metadata.key) for t in tables]
         next_poll = min((t for t in lasts if t is not None), default=time.monotonic()) + interval
         if reload is not None:  # look at the manifests at least every second
             next_poll = min(next_poll, time.monotonic() + RELOAD_SECONDS)
-        wake.wait(timeout=max(0.0, next_poll - time.monotonic()))
+        woken.wait(max(0.0, next_poll - time.monotonic()))
 
 
 #: how often ``txntable run --local`` looks for changed manifests between ticks
 RELOAD_SECONDS = 1.0
+
+
+def _stored(store: MemoryStatus, table: TxnTable) -> TxnTable:
+    """The table with the status the store holds (a manifest's own status at first)."""
+    from txntable.api.types import TxnTableStatus
+
+    key = table.metadata.key
+    if key not in store.statuses:
+        store.statuses[key] = table.status.to_status()
+    return replace(table, status=TxnTableStatus.from_dict(store.statuses[key]))
+
+
+def _policies_of(manifests: Manifests, table: TxnTable) -> Policies:
+    """The policies a table sees: as in the cluster, those of its own namespace."""
+    from txntable.handlers.driver import Policies
+
+    ns = _namespace(table)
+    return Policies(
+        [p for p in manifests.compaction if _namespace(p) == ns],
+        [p for p in manifests.checkpoint if _namespace(p) == ns],
+    )
+
+
+class _Woken:
+    """The tables the commit events woke since the last round, and the wait for the next."""
+
+    def __init__(self, events: CommitEvents | None) -> None:
+        self._woken: set[str] = set()
+        self._wake = threading.Event()
+        self._guard = threading.Lock()
+        if events is not None:
+            events.on_wake = self._on_wake
+
+    def _on_wake(self, key: str) -> None:
+        with self._guard:
+            self._woken.add(key)
+        self._wake.set()
+
+    def take(self) -> set[str]:
+        """The tables woken since the last call."""
+        with self._guard:
+            taken = set(self._woken)
+            self._woken.clear()
+        self._wake.clear()
+        return taken
+
+    def wait(self, timeout: float) -> None:
+        """Until a table is woken, at most ``timeout`` seconds."""
+        self._wake.wait(timeout=timeout)
+
+
+class _LocalPolicies:
+    """Local mode's policy statuses: the policy driver over the store the tables' statuses
+    live in (a policy's key never meets a table's: ``policy_driver.policy_key``)."""
+
+    def __init__(
+        self,
+        operator: Operator,
+        store: MemoryStatus,
+        on_event: Callable[[Resource, Event], None] | None,
+        on_policy: Callable[[Policy, PolicyStatus], None] | None,
+    ) -> None:
+        from txntable.handlers.policy_driver import PolicyDriver
+        from txntable.handlers.status_writer import StatusWriter
+
+        writer = StatusWriter(operator.memories, store)  # drops a forgotten policy's status
+        self.driver = PolicyDriver(operator.memories, {"compaction": writer, "checkpoint": writer})
+        self.store, self.on_event, self.on_policy = store, on_event, on_policy
+
+    def tick(self, manifests: Manifests, tables: list[TxnTable]) -> None:
+        """Every policy's status from the tables of its namespace, with their statuses."""
+        from txntable.handlers.policy_driver import kind_of
+        from txntable.reconcile.policy_status import govern
+
+        every = _every_policy(manifests)
+        for policy in every:
+            kind, ns = kind_of(policy), _namespace(policy)
+            kin = [p for p in every if kind_of(p) == kind and _namespace(p) == ns]
+            view = govern([t for t in tables if _namespace(t) == ns], kin, kind)
+            key = self._key(policy)
+            sink = functools.partial(self.on_event, policy) if self.on_event else _ignore
+            stored = self._stored(policy, key)
+            status = self.driver.tick(stored, view, self.store.read(key), sink=sink)
+            if self.on_policy is not None:
+                self.on_policy(policy, status)
+
+    def forget_gone(self, old: Manifests, new: Manifests) -> None:
+        """Forget the policies gone from the manifests, as the controller forgets a deleted one
+        (its status and what the policy driver kept of it)."""
+        kept = {self._key(p) for p in _every_policy(new)}
+        for key in {self._key(p) for p in _every_policy(old)} - kept:
+            self.driver.memories.forget(key)
+
+    def _stored(self, policy: Policy, key: str) -> Policy:
+        """The policy with the status the store holds (the manifest's own status at first)."""
+        from txntable.api.types import PolicyStatus
+
+        if key not in self.store.statuses:
+            self.store.statuses[key] = policy.to_status()
+        return replace(policy, status=PolicyStatus.from_dict(self.store.statuses[key]))
+
+    @staticmethod
+    def _key(policy: Policy) -> str:
+        from txntable.handlers.policy_driver import kind_of, policy_key
+
+        meta = policy.metadata
+        return policy_key(kind_of(policy), meta.namespace, meta.name, meta.uid)
+
+
+def _every_policy(manifests: Manifests) -> list[Policy]:
+    return [*manifests.compaction, *manifests.checkpoint]
+
+
+def _ignore(_event: Event) -> None:
+    """A sink that drops the Events (no printer given)."""
 
 
 def _forget_gone(old: list[TxnTable], new: list[TxnTable], operator: Operator) -> list[TxnTable]:
@@ -271,6 +371,7 @@ def run(args: argparse.Namespace) -> int:
             on_tick=output.show,
             events=events,
             on_event=output.event,
+            on_policy=output.policy,
             reload=reload,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what this process started, it stops
@@ -285,22 +386,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Output:
-    """What ``run --local`` prints: a status line per table when it changes, and every Event
-    the controller would record; with ``--json`` only JSON lines (``{"table", "namespace",
-    "status"}``, ``{"table", "namespace", "event"}``, ``{"manifests"}``)."""
+    """What ``run --local`` prints: a status line per table and per policy when it changes,
+    and every Event the controller would record; with ``--json`` only JSON lines (``{"table",
+    "namespace", "status"}``, ``{"table", "namespace", "event"}``, ``{"policy", "kind",
+    "namespace", "policyStatus"}``, ``{"policy", "kind", "namespace", "policyEvent"}``,
+    ``{"manifests"}``: a policy's lines have keys of their own, so that a reader of the tables'
+    lines never takes one for a table's)."""
 
     def __init__(self, *, json_lines: bool) -> None:
         self.json_lines = json_lines
         self.printed: dict[str, str] = {}
 
-    def event(self, table: TxnTable, event: Event) -> None:
-        """An Event the controller would post on the table (the driver's sink)."""
+    def event(self, resource: Resource, event: Event) -> None:
+        """An Event the controller would post on the table or policy (the drivers' sink)."""
+        table = _is_table(resource)
         if self.json_lines:
             doc = {"type": event.type, "reason": str(event.reason), "message": event.message}
-            print(json.dumps(self._about(table, event=doc)))
+            about = self._about(resource, event=doc) if table else self._policy(resource)
+            print(json.dumps(about if table else {**about, "policyEvent": doc}))
         else:
-            name = table.metadata.namespaced_name
-            print(f"event {name} {event.type} {event.reason}: {event.message}")
+            name = resource.metadata.namespaced_name
+            what = name if table else f"{type(resource).__name__} {name}"
+            print(f"event {what} {event.type} {event.reason}: {event.message}")
 
     def show(self, table: TxnTable, tick: Tick) -> None:
         """The table's status line, when it changed."""
@@ -309,9 +416,16 @@ class _Output:
             if self.json_lines
             else _summary(table, tick)
         )
-        if self.printed.get(table.metadata.key) != line:
-            print(line, flush=True)
-            self.printed[table.metadata.key] = line
+        self._print(table.metadata.key, line)
+
+    def policy(self, policy: Policy, status: PolicyStatus) -> None:
+        """The policy's status line, when it changed."""
+        line = (
+            json.dumps({**self._policy(policy), "policyStatus": status.to_status()}, default=str)
+            if self.json_lines
+            else _policy_summary(policy, status)
+        )
+        self._print(f"{type(policy).__name__}:{policy.metadata.key}", line)
 
     def note(self, what: str, manifests: Manifests) -> None:
         """A re-read of the manifests, and the errors that refused it."""
@@ -322,6 +436,37 @@ class _Output:
         for error in manifests.errors:
             print(f"invalid manifest: {error}", file=sys.stderr)
 
+    def _print(self, key: str, line: str) -> None:
+        if self.printed.get(key) != line:
+            print(line, flush=True)
+            self.printed[key] = line
+
     @staticmethod
-    def _about(table: TxnTable, **doc: Any) -> dict[str, Any]:
+    def _about(table: Resource, **doc: Any) -> dict[str, Any]:
         return {"table": table.metadata.name, "namespace": _namespace(table), **doc}
+
+    @staticmethod
+    def _policy(policy: Resource) -> dict[str, Any]:
+        meta = policy.metadata
+        return {"policy": meta.name, "kind": type(policy).__name__, "namespace": _namespace(policy)}
+
+
+def _is_table(resource: Resource) -> bool:
+    from txntable.api.types import TxnTable
+
+    return isinstance(resource, TxnTable)
+
+
+def _policy_summary(policy: Policy, status: PolicyStatus) -> str:
+    parts = [
+        f"{type(policy).__name__} {policy.metadata.namespaced_name}: phase={status.phase}",
+        f"matched={status.matched_table_count}",
+    ]
+    if status.active_runs:
+        parts.append(f"active={len(status.active_runs)}")
+    if status.next_schedule_time is not None:
+        parts.append(f"next={status.next_schedule_time.isoformat()}")
+    ready = next((c for c in status.conditions if c.type == "Ready"), None)
+    if ready is not None and ready.status != "True":
+        parts.append(f"notReady={ready.reason}: {ready.message}")
+    return " ".join(parts)

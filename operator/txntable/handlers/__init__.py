@@ -1,6 +1,8 @@
-"""The controller: Kopf glue (``kopf_handlers``) over one Kopf-free driver (``driver``), which
-ticks a table (``operate``) and hands its status to the one writer (``status_writer``).
+"""The controller: Kopf glue (the ``kopf_*`` modules) over two Kopf-free drivers, ``driver``,
+which ticks a table (``operate``), and ``policy_driver``, which judges a policy; both hand
+statuses to the one writer (``status_writer``).
 
-Only ``kopf_handlers`` imports Kopf; ``driver`` and everything under it are shared with the
-local mode of the CLI (docs/architecture.md, "The controller").
+Only the ``kopf_*`` modules import Kopf (and ``logs``, which tames Kopf's own logging); the
+drivers and everything under them are shared with the local mode of the CLI
+(docs/architecture.md, "The controller").
 """

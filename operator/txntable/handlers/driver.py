@@ -19,7 +19,7 @@ ticks its own way and kept statuses its own way). ``Driver.tick`` does them once
 7. the tick's Events handed to the caller's sink (``kopf.event`` in the cluster, the printer in
    local mode), and its status to the one status writer (``handlers.status_writer``).
 
-Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in ``handlers.kopf_handlers``.
+Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in the Kopf glue (``kopf_*``).
 """
 
 from __future__ import annotations
@@ -109,8 +109,18 @@ class Driver:
     operator: Operator
     writer: StatusWriter
     credentials: Credentials | None = None
+    #: the commit-events watches (set now or later); a table forgotten is no longer watched
     events: CommitEvents | None = None
     liveness: Liveness | None = None
+
+    def __post_init__(self) -> None:
+        self.operator.memories.on_forget(self._unwatch)
+
+    def _unwatch(self, key: str, memory: object) -> None:
+        """A table forgotten (``TableMemories.on_forget``) is no longer watched for commits."""
+        del memory
+        if self.events is not None:
+            self.events.unwatch(key)
 
     def due(self, key: str, interval: float | None = None, generation: int | None = None) -> bool:
         """Whether ``key`` would tick now without being woken: it never ticked, or ``interval``

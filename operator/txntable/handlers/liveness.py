@@ -6,7 +6,7 @@ returns) leaves the loop free while that table is never observed again. Each rec
 registered here while it runs; the probe handler reports them and fails once one has run
 longer than ``stuck_after`` seconds, so the kubelet restarts the controller. Pure and
 thread-safe; no Kopf import (the driver registers each tick; the probe handler that exposes it
-lives in ``kopf_handlers``).
+lives in ``kopf_startup``).
 """
 
 from __future__ import annotations

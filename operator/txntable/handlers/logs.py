@@ -28,7 +28,7 @@ from txntable.config import Config
 
 #: the daemons that Kopf stops by cancelling them (async, asleep in asyncio)
 CANCELLED_TO_STOP = ("commit-events",)
-#: the handlers (``handlers.kopf_handlers`` ids) that succeed at every firing or event
+#: the handlers (the Kopf glue's ids) that succeed at every firing or event
 ROUTINE = (
     "reconcile",
     "compaction-policy-status",

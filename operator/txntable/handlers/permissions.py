@@ -22,7 +22,7 @@ Scopes say where a permission applies, so the chart can stay namespaced by defau
   shards' and the members' Leases).
 
 A namespaced install needs nothing cluster-scoped: it serves the namespaces it is given and
-discovers the resources once at start (Kopf's scanning is off, ``kopf_handlers.startup``).
+discovers the resources once at start (Kopf's scanning is off, ``kopf_startup.startup``).
 
 Every verb here was seen used by the controller against a real API server, and nothing it
 used was missing (``tests/controlplane/test_rbac.py`` reads the server's audit log); Kopf

@@ -1,4 +1,4 @@
-"""The one writer of a TxnTable's status, for every driver and both modes.
+"""The one writer of a TxnTable's status, and of a policy's, for every driver and both modes.
 
 Status used to be written two ways: the Kopf timer through Kopf's ``patch.status``, the
 commit-events daemon with its own API call, each computing its JSON merge patch and its
@@ -18,7 +18,9 @@ server answered to that write (a ``Written`` sub-record of the table's ``TableMe
 (``KubeStatus``, for the timer, the daemon and the validate handler alike) and a dict in local
 mode (``MemoryStatus``, where ``txntable run --local`` keeps statuses). A write the API refuses
 (403, 404, 409, 5xx, no connection) is logged and not remembered: the status is still different
-from the newest known one, so the table's next tick writes it again.
+from the newest known one, so the table's next tick writes it again. Policies' statuses go
+through the same writer (``handlers.policy_driver``, one per kind, each with a ``KubeStatus`` of
+its kind's plural): what is said here of a table holds for a policy.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from txntable.api.constants import GROUP, PLURAL_TABLE, VERSION
 from txntable.handlers.memory import TableMemories
@@ -56,6 +58,14 @@ class StatusTransport(Protocol):
     ``StatusNotWritten``."""
 
     def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored: ...
+
+
+@runtime_checkable
+class KeepsStatuses(Protocol):
+    """A transport that is its own store (local mode's ``MemoryStatus``): what it keeps of an
+    object goes when the object is forgotten."""
+
+    def drop(self, key: str) -> None: ...
 
 
 class WriteResult(enum.Enum):
@@ -95,6 +105,9 @@ class StatusWriter:
     def __init__(self, memories: TableMemories, transport: StatusTransport) -> None:
         self.memories = memories
         self.transport = transport
+        if isinstance(transport, KeepsStatuses):  # its statuses go with the object's memory
+            keeps = transport
+            memories.on_forget(lambda key, _: keeps.drop(key))
 
     def newest(self, key: str, current: Current) -> Mapping[str, Any]:
         """The newest status known for ``key``: ``current`` unless it is older than a write of
@@ -198,10 +211,12 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
 
 
 class KubeStatus:
-    """The cluster's transport: the TxnTable's status subresource, through the API client."""
+    """The cluster's transport: the status subresource of the objects of ``plural`` (TxnTables
+    by default; a policy driver's writers write the policies'), through the API client."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, plural: str = PLURAL_TABLE) -> None:
         self.api_client = api_client
+        self.plural = plural
 
     def patch(self, key: str, namespace: str, name: str, patch: dict[str, Any]) -> Stored:
         del key  # the API names the object by namespace and name
@@ -211,7 +226,7 @@ class KubeStatus:
 
         try:
             got = client.CustomObjectsApi(self.api_client).patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL_TABLE, name, {"status": patch}
+                GROUP, VERSION, namespace, self.plural, name, {"status": patch}
             )
         except ApiException as exc:
             raise StatusNotWritten(f"HTTP {exc.status} {exc.reason or ''}".rstrip()) from None
@@ -223,8 +238,9 @@ class KubeStatus:
 
 
 class MemoryStatus:
-    """Local mode's transport: statuses in a dict by table key, as ``run --local`` keeps them
-    (its API server is this dict; a table gone from the manifests is dropped with ``drop``)."""
+    """Local mode's transport: statuses in a dict by object key, as ``run --local`` keeps them
+    (its API server is this dict; an object gone from the manifests is dropped with ``drop``,
+    which the writers over it call when the object is forgotten: ``KeepsStatuses``)."""
 
     def __init__(self) -> None:
         self.statuses: dict[str, dict[str, Any]] = {}

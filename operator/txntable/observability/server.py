@@ -8,7 +8,7 @@ a registry, so the controller's own resource use is scraped with its metrics.
 
 Liveness is *not* served here: a thread that answers while the Kopf loop is stuck proves
 nothing, so the liveness probe goes to Kopf's liveness endpoint on the health port, which runs
-on the Kopf loop itself (``python -m txntable``, ``handlers.kopf_handlers`` probe handlers).
+on the Kopf loop itself (``python -m txntable``, ``handlers.kopf_startup`` probe handlers).
 Readiness is: ``/readyz`` answers 200 or 503 with the JSON of the ``ready`` callback
 (``handlers.readiness``: started, and Kopf not paused by peering), a state Kopf's endpoint
 cannot report without also failing liveness.

@@ -7,7 +7,7 @@ from typing import Any
 from tests.support.manifests import compaction_policy_manifest
 from txntable.api.errors import InvalidSpecError
 from txntable.api.policies import CompactionPolicy
-from txntable.handlers.kopf_handlers import compaction_policies
+from txntable.handlers.kopf_policies import compaction_policies
 from txntable.handlers.parsed_resources import ParsedResources
 
 

@@ -108,7 +108,6 @@ NOT_PER_TABLE = {
     ("handlers/table_index.py", "TableIndex", "_by_namespace"),
     # a tally every tick reads (the sum kept beside it), dropped through on_forget
     ("handlers/operate.py", "RunsInFlight", "_runs"),
-    ("handlers/kopf_handlers.py", "State", "policies_said"),  # by policy
     ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
     # local mode's stand-in for the API server's statuses, dropped through on_forget
     ("handlers/status_writer.py", "MemoryStatus", "statuses"),
@@ -172,3 +171,33 @@ def test_no_per_table_dict_is_kept_beside_the_memory() -> None:
         "else add it to NOT_PER_TABLE with what it is keyed by"
     )
     assert not NOT_PER_TABLE - found, "entries of NOT_PER_TABLE that are gone: remove them"
+
+
+class _Watches:
+    """The driver's commit events, as far as forgetting goes."""
+
+    def __init__(self) -> None:
+        self.unwatched: list[str] = []
+
+    def unwatch(self, key: str) -> None:
+        self.unwatched.append(key)
+
+
+def test_the_driver_and_the_writer_forget_what_they_wired_themselves() -> None:
+    """A forgotten table is unwatched for commits and its status dropped from local mode's
+    store without its caller wiring either by hand (the Kopf start-up and local mode each did,
+    and a third caller would have had to remember to)."""
+    from txntable.config import Config
+    from txntable.handlers.driver import Driver
+    from txntable.handlers.operate import Operator
+    from txntable.handlers.status_writer import Current, MemoryStatus, StatusWriter
+
+    operator = Operator(config=Config(), launchers=lambda _b: None)  # type: ignore[arg-type,return-value]
+    store, watches = MemoryStatus(), _Watches()
+    writer = StatusWriter(operator.memories, store)
+    driver = Driver(operator, writer)
+    driver.events = watches  # type: ignore[assignment]  # set after the driver, as at start-up
+    writer.write(KEY, "default", "events", Current({}), {"phase": "Healthy"})
+    assert KEY in store.statuses
+    operator.forget(KEY)
+    assert KEY not in store.statuses and watches.unwatched == [KEY]
