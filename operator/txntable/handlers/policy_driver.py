@@ -131,9 +131,9 @@ class PolicyDriver:
             status = governed_status(policy, governed, now or datetime.now(UTC))
             rendered = status.to_status()
             namespace = meta.namespace or "default"
-            written = self.writers[kind].write(
-                key, namespace, meta.name, current, rendered, whole=False
-            )
+            # the whole status: a field it no longer has (the next schedule time of a policy
+            # whose schedule was removed) is deleted, not left to say something false
+            written = self.writers[kind].write(key, namespace, meta.name, current, rendered)
             if written is not WriteResult.UNCHANGED:
                 self._announce_invalid(driven, policy.status, status, sink)
         return status

@@ -136,3 +136,17 @@ def test_a_deleted_policy_is_forgotten() -> None:
     judge_compaction_policy(body=kopf.Body(body), memo=memo, type="DELETED")  # type: ignore[arg-type]
     assert UID not in driver.memories
     assert driver.memories.peek(UID, PolicyDriven) is None
+
+
+def test_a_field_the_status_no_longer_has_is_removed() -> None:
+    """A policy whose schedule was removed has no next schedule time: the tick's status is the
+    whole status, so the time its schedule gave is deleted, not left to say a run is due."""
+    driver, store = _driver()
+    scheduled = _policy(1, {"triggers": {"schedule": "0 3 * * *"}})
+    policy = CompactionPolicy.from_manifest(scheduled)
+    driver.tick(policy, driver.view(policy, [scheduled], []), store.body(), sink=print)
+    assert "nextScheduleTime" in store.status
+    edited = _policy(2, {"triggers": {"smallFiles": 10}})
+    policy = CompactionPolicy.from_manifest(edited)
+    driver.tick(policy, driver.view(policy, [edited], []), store.body(), sink=print)
+    assert "nextScheduleTime" not in store.status and store.status["observedGeneration"] == 2
