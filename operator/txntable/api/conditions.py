@@ -247,6 +247,31 @@ def set_condition(
     return tuple(updated if c.type == type_ else c for c in current)
 
 
+#: what a SpecValid condition says once the spec validates again
+SPEC_ACCEPTED_MESSAGE = "the spec validates"
+
+
+def spec_accepted(
+    conditions: Iterable[Condition], *, observed_generation: int | None, now: datetime
+) -> tuple[Condition, ...]:
+    """The conditions of a resource whose spec validates: a SpecValid condition left False by
+    an earlier, invalid spec (``reconcile.status.invalid_spec_status``) flips to True, so the
+    status no longer says the spec is invalid beside a Ready that says all is well. A resource
+    that never had an invalid spec gets no SpecValid condition: nothing changes for it."""
+    current = tuple(conditions)
+    if get_condition(current, ConditionType.SPEC_VALID) is None:
+        return current
+    return set_condition(
+        current,
+        ConditionType.SPEC_VALID,
+        True,
+        Reason.SPEC_ACCEPTED,
+        SPEC_ACCEPTED_MESSAGE,
+        observed_generation=observed_generation,
+        now=now,
+    )
+
+
 def remove_condition(conditions: Iterable[Condition], type_: str) -> tuple[Condition, ...]:
     """Return the conditions without ``type_``."""
     return tuple(c for c in conditions if c.type != type_)

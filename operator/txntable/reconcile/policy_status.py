@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from txntable.api.conditions import ConditionType, Reason, set_condition
+from txntable.api.conditions import ConditionType, Reason, set_condition, spec_accepted
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -144,8 +144,11 @@ def governed_status(policy: Policy, governed: Governed, now: datetime) -> Policy
         )
     else:
         phase, ok, reason, message = PolicyPhase.ACTIVE, True, Reason.SPEC_ACCEPTED, said
+    conds = policy.status.conditions
+    if broken is None:  # a schedule that never fires is the spec's fault: SpecValid stays
+        conds = spec_accepted(conds, observed_generation=gen, now=now)
     conds = set_condition(
-        policy.status.conditions,
+        conds,
         ConditionType.READY,
         ok,
         reason,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
-from txntable.api.conditions import ConditionType, Reason, set_condition
+from txntable.api.conditions import ConditionType, Reason, set_condition, spec_accepted
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -277,7 +277,7 @@ def table_status(table: TxnTable, out: Outcome) -> TxnTableStatus:
     gen = table.metadata.generation
     current = table.status
     judged = verdict(table, out)
-    conds = current.conditions
+    conds = spec_accepted(current.conditions, observed_generation=gen, now=out.now)
     for type_, ok, reason, message in _conditions(out, judged):
         conds = set_condition(
             conds, type_, ok, reason, message, observed_generation=gen, now=out.now

@@ -83,3 +83,30 @@ def test_a_schedule_that_never_fires_makes_the_policy_invalid() -> None:
     ready = {c.type: c for c in st.conditions}["Ready"]
     assert (ready.status, ready.reason) == ("False", "InvalidSpec")
     assert "never fires" in ready.message
+
+
+def test_a_fixed_spec_is_said_valid_again() -> None:
+    from txntable.reconcile.status import invalid_spec_status
+
+    invalid = invalid_spec_status(1, "spec.triggers: at least one", NOW)
+    base = compaction()
+    fixed = replace(base, status=replace(base.status, **_parsed(invalid)))
+    said = {
+        str(c.type): (str(c.status), str(c.reason))
+        for c in policy_status(fixed, [], NOW).conditions
+    }
+    assert said["SpecValid"] == ("True", "SpecAccepted") and said["Ready"][0] == "True"
+    untouched = policy_status(compaction(), [], NOW).conditions
+    assert "SpecValid" not in {str(c.type) for c in untouched}
+    # a schedule that never fires is the spec's fault: SpecValid is not said True then
+    never = compaction(triggers={"schedule": "0 0 30 2 *"})
+    never = replace(never, status=replace(never.status, **_parsed(invalid)))
+    said = {str(c.type): str(c.status) for c in policy_status(never, [], NOW).conditions}
+    assert said == {"SpecValid": "False", "Ready": "False"}
+
+
+def _parsed(status: dict[str, object]) -> dict[str, object]:
+    from txntable.api.common import PolicyStatus
+
+    read = PolicyStatus.from_dict(status)
+    return {"conditions": read.conditions, "phase": read.phase}

@@ -239,3 +239,19 @@ def test_docs_show_the_same_table() -> None:
         (r.phase.value, str(r.ready), {str(reason) for reason in r.reasons}) for r in PHASES
     ]
     assert documented == expected
+
+
+def _conditions(status: Any) -> dict[str, tuple[str, str]]:
+    return {str(c.type): (str(c.status), str(c.reason)) for c in status.conditions}
+
+
+def test_a_fixed_spec_is_said_valid_again() -> None:
+    """An invalid spec left SpecValid=False (``invalid_spec_status``); once the spec validates,
+    the tick said Ready=True beside it, and the stale False stayed for good."""
+    invalid = status_module.invalid_spec_status(1, "spec.location: required", NOW)
+    fixed = table(status=invalid)
+    assert _conditions(fixed.status)["SpecValid"] == ("False", "InvalidSpec")
+    said = _conditions(table_status(fixed, outcome()))
+    assert said["SpecValid"] == ("True", "SpecAccepted") and said["Ready"][0] == "True"
+    # a table that never had an invalid spec gets no SpecValid condition
+    assert "SpecValid" not in _conditions(table_status(table(), outcome()))
