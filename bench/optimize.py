@@ -169,12 +169,12 @@ def _rows(path: Path) -> int:
     return int(pc.sum(actions.column("num_records")).as_py() or 0)
 
 
-def _ours(path: Path, executor: Any) -> dict[str, Any]:
+def _ours(path: Path, executor: Any, options: Any = None) -> dict[str, Any]:
     from txntable.api.optimize_options import OptimizeOptions
     from txntable.engine.table import Table
     from txntable.maintenance.optimize import optimize
 
-    policy = OptimizeOptions(target_file_size=TARGET)
+    policy = options or OptimizeOptions(target_file_size=TARGET)
     t0 = time.perf_counter()
     result = optimize(Table.open(str(path)), policy, executor)
     seconds = time.perf_counter() - t0
@@ -347,7 +347,7 @@ VARIANTS: list[tuple[str, str, int | None, int | None, str | None]] = [
 def run_compression(spec: SizesSpec, out_dir: Path = OUT_DIR) -> dict[str, Any]:
     """Output bytes and time of deltalake's compact and of ours with every ``VARIANTS`` entry,
     each on its own copy of the realistic table, in one run."""
-    from txntable.engine.write.parquet_options import ParquetSettings
+    from txntable.api.optimize_options import OptimizeOptions
     from txntable.maintenance.executor_arrow import ArrowExecutor
 
     pristine = generate_realistic(spec, out_dir)
@@ -363,8 +363,12 @@ def run_compression(spec: SizesSpec, out_dir: Path = OUT_DIR) -> dict[str, Any]:
     results["deltalake"]["rows_ok"] = _rows(copy) == rows_in
     shutil.rmtree(copy)
     for label, codec, level, rows, dictionary in VARIANTS:
-        settings = ParquetSettings(
-            codec=codec, level=level, row_group_rows=rows, dictionary=dictionary
+        settings = OptimizeOptions(
+            target_file_size=TARGET,
+            compression=codec,
+            compression_level=level,
+            row_group_rows=rows,
+            dictionary=dictionary,
         )
         copy = fresh_copy(pristine, work / "ours")
         results[label] = _timed(partial(_ours, copy, ArrowExecutor(workers=2), settings))
