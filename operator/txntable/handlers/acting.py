@@ -15,7 +15,6 @@ what starts runs reads as one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from txntable.api.types import (
@@ -101,7 +100,7 @@ class Acting:
         acts: Acts,
         events: list[Event],
         *,
-        sizing: Callable[[], Sizing],
+        sizing: Sizing,
     ) -> None:
         """Decide and start the compaction (sized by ``sizing``, the tick's), then the
         VACUUM-only run that waits for it."""
@@ -126,7 +125,7 @@ class Acting:
         if said is not None:
             events.append(Event("Normal", *said))
         if decision.launch:
-            started = self.launching.compaction(table, policy, decision, sizing(), events)
+            started = self.launching.compaction(table, policy, decision, sizing, events)
             if isinstance(started, Decision):
                 acts.compaction = decision = started
             else:

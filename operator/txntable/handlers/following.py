@@ -7,7 +7,7 @@ the runs past the history limits once they are recorded, holds a step a table fe
 (``handlers.holds``) and finds the last VACUUM. ``Following.retries`` then says, per run kind,
 when the next attempt after a failed run may start (``launch.Backoff``, at least the policy's
 cooldown; the count travels in the run names), and holds a compaction that ran out of memory
-with all the policy allows (``handlers.run_sizing``).
+with all the policy allows (``launch.sizing.size``, which says so).
 
 It lives apart from the tick (``handlers.operate``) and from acting (``handlers.acting``)
 because adoption is the densest logic of the controller and the one a restart, a lagging
@@ -152,10 +152,17 @@ class Following:
         return Seen(engine_table, health, failure, runs, last_c, last_k, last_v, vacuum_time)
 
     def retries(
-        self, key: str, comp: CompactionPolicy | None, seen: Seen, now: datetime
+        self,
+        key: str,
+        comp: CompactionPolicy | None,
+        seen: Seen,
+        now: datetime,
+        *,
+        held: str | None = None,
     ) -> dict[RunKind, Retry]:
-        """The back-off of each run kind whose last run failed; a compaction that ran out of
-        memory with all the policy allows is held until the policy changes."""
+        """The back-off of each run kind whose last run failed; a compaction ``held`` (it ran
+        out of memory with all the policy allows: ``launch.sizing.RunSize.held``) waits until
+        the policy changes."""
         cooldown = comp.spec.triggers.cooldown if comp else 0
         retries = {
             kind: retry
@@ -166,11 +173,9 @@ class Following:
             )
             if (retry := self._retry(key, kind, record, floor, now)) is not None
         }
-        if comp is not None:
+        if comp is not None and held is not None:
             optimize = retries.get(RunKind.OPTIMIZE)
-            attempt = optimize.attempt if optimize is not None else 0
-            if (held := self.sizer.hold(key, comp, attempt)) is not None:
-                retries[RunKind.OPTIMIZE] = held
+            retries[RunKind.OPTIMIZE] = Retry(optimize.attempt if optimize else 0, None, held)
         return retries
 
     def _retry(

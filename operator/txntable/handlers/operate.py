@@ -11,8 +11,9 @@ concern:
   per table, never a snapshot), the runs listed, each finished run adopted once
   (``handlers.run_records``);
 * ``foresee`` (``_foresee``, with ``handlers.foresight``; ``_Ahead``): the next compaction run's
-  plan, our runs' conflicts with other writers, and the run's sizing (``handlers.run_sizing``),
-  computed once per tick and carried to both the plan in status and the launch, so they agree;
+  plan, our runs' conflicts with other writers, and the run's size (``launch.sizing.size``, from
+  what ``handlers.run_sizing`` remembers), computed once per tick and carried to the plan in
+  status, the hold after a run out of memory and the launch, so they agree;
 * ``act`` (``_act``, ``Acts``): what the decisions start from (``Work``: the runs in flight, the
   back-off after failed runs from ``handlers.following``, the plan's id), then compaction,
   VACUUM, checkpoint decided in that order (``handlers.acting``), held (``handlers.holds``) or
@@ -27,7 +28,6 @@ it all for a table that is gone.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,9 +45,9 @@ from txntable.handlers.launching import Launching
 from txntable.handlers.memory import TableMemories, TableMemory
 from txntable.handlers.observe import Observed, Observer
 from txntable.handlers.run_records import Event, RunRecords, failures_in_a_row, retries_running
-from txntable.handlers.run_sizing import RunSizer
+from txntable.handlers.run_sizing import RunSizer, figures_of, limits
 from txntable.launch import Backend, Backoff, Launcher
-from txntable.launch.sizing import Sizing
+from txntable.launch.sizing import RunSize, size
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.observability.metrics import EngineMetrics
 from txntable.reconcile.decide import Work
@@ -70,12 +70,12 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class _Ahead:
-    """What the tick foresaw: the plan, the conflicts and the run's sizing (made on first use,
-    at most once per tick: status shows it, and the launch uses the same)."""
+    """What the tick foresaw: the plan, the conflicts and the next compaction run's size
+    (None: no compaction policy); status shows the size, and the launch uses the same."""
 
     plan: CompactionPlan | None
     conflicts: Conflicts
-    sizing: Callable[[], Sizing]
+    size: RunSize | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +246,7 @@ class Operator:
         self, table: TxnTable, comp: CompactionPolicy | None, seen: Seen, now: datetime
     ) -> _Ahead:
         """The next compaction run's plan (when the log could be read), our runs' conflicts
-        with other writers with the back-off they call for, and the run's sizing."""
+        with other writers with the back-off they call for, and the run's size."""
         key = table.metadata.key
         summary = self.observer.summary(key)
         plan = (
@@ -257,14 +257,10 @@ class Operator:
         conflicts = self.foresight.conflicts(
             table, comp, seen.runs, seen.last_compaction, now, metrics=self.metrics
         )
-
-        @functools.cache
-        def sizing() -> Sizing:
-            if comp is None:
-                raise ValueError("no compaction policy: no run to size")
-            return self.sizer.size(key, comp, summary, plan)
-
-        return _Ahead(plan, conflicts, sizing)
+        sized = (
+            size(figures_of(plan), limits(comp), self.sizer.past(key)) if comp is not None else None
+        )
+        return _Ahead(plan, conflicts, sized)
 
     def _work(
         self,
@@ -284,7 +280,9 @@ class Operator:
             seen.active,
             len(seen.active) + self.in_flight.elsewhere(key),
             self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
-            self.following.retries(key, comp, seen, now),
+            self.following.retries(
+                key, comp, seen, now, held=ahead.size.held if ahead.size else None
+            ),
             conflicts=ahead.conflicts.hold,
             plan_id=self.foresight.plan_id(key, ahead.plan, table.status.plan, spent),
             spent_approval=spent,
@@ -307,8 +305,10 @@ class Operator:
         if seen.health is None or seen.engine_table is None:
             return acts
         comp, ckpt = policies.compaction.policy, policies.checkpoint.policy
-        if comp is not None:
-            self.acting.compact_and_vacuum(table, comp, seen, acts, events, sizing=ahead.sizing)
+        if comp is not None and ahead.size is not None:  # sized whenever there is a policy
+            self.acting.compact_and_vacuum(
+                table, comp, seen, acts, events, sizing=ahead.size.sizing
+            )
         if ckpt is not None:
             self.acting.checkpoint(
                 table, ckpt, seen.health, seen.engine_table, acts=acts, events=events
@@ -393,9 +393,9 @@ class Operator:
     ) -> PlanStatus | None:
         """The plan as status shows it (under ``plan_id``, what an approval names), with the
         Spark resources its run would be launched with (the tick's sizing, the launch's too)."""
-        if ahead.plan is None or policy is None or plan_id is None:
+        if ahead.plan is None or policy is None or plan_id is None or ahead.size is None:
             return None
-        sizing = ahead.sizing()
+        sizing = ahead.size.sizing
         resources = PlanResources(
             executors=sizing.executor_instances,
             executor_cores=sizing.executor_cores,

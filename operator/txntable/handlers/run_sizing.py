@@ -1,20 +1,12 @@
-"""The Spark resources of a table's next compaction run, and the one retry after an OOM.
+"""What sizing remembers of a table's finished compaction runs, and the policy's figures it
+sizes within.
 
-``RunSizer`` keeps, per table, what sizing learns from finished runs: the newest finished
-compaction run (read once in detail through ``Launcher.status``, which for cluster runs is the
-only way to its result line and, for Jobs, to its pods' ``OOMKilled``) and the highest task peak
-memory a run reported. From them and the policy it answers two questions of the controller:
-
-* ``hold``: after a run that ran out of memory, may another start? A first OOM is retried once
-  with more memory (``launch.sizing.memory_retry``); a memory retry that ran out of memory too,
-  or a first run that had the ceiling already, is not retried: the table waits, with the reason
-  in its status, until the policy's ceiling (``spec.spark.autoSize.maxExecutorMemory``) is
-  raised past the one that run was sized under (then one more memory retry starts).
-* ``size``: the next run's ``Sizing``: the memory retry after an OOM; with
-  ``spec.spark.autoSize.enabled``, sized from the plan and the peaks seen (the plan the
-  controller keeps in status, ``handlers.foresight``, when it is current; planned here with
-  ``reconcile.plan.plan_from_summary`` only when there is none); otherwise the policy's figures
-  as written.
+The rule itself is one pure function, ``launch.sizing.size``, which the tick calls once
+(``handlers.operate``) with the plan's figures (``figures_of``: the plan the controller keeps in
+status, ``handlers.foresight``), the policy's ``limits`` and ``RunSizer.past``. ``RunSizer``
+keeps, per table, the newest finished compaction run (read once in detail through
+``Launcher.status``, which for cluster runs is the only way to its result line and, for Jobs,
+to its pods' ``OOMKilled``) and the highest task peak memory a run reported.
 """
 
 from __future__ import annotations
@@ -24,26 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from txntable.api.errors import ApiError
-from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy, RunKind
-from txntable.engine import EngineError, TableSummary
 from txntable.handlers.memory import TableMemories
 from txntable.launch import Launcher, RunState, RunStatus
 from txntable.launch.errors import LaunchError
 from txntable.launch.sizing import (
     Limits,
+    OutOfMemory,
     PastPeak,
+    PastRuns,
     PlanFigures,
     SizedFrom,
-    Sizing,
-    fixed,
-    memory_retry,
-    size_run,
 )
-from txntable.maintenance.errors import MaintenanceError
-from txntable.reconcile.decide import Retry
-from txntable.reconcile.plan import CompactionPlan, plan_from_summary
+from txntable.reconcile.plan import CompactionPlan
 
 log = logging.getLogger(__name__)
 
@@ -54,36 +39,20 @@ def limits(policy: CompactionPolicy) -> Limits:
     """The policy's executor figures and ceilings (``spec.spark``)."""
     spark = policy.spec.spark
     return Limits(
+        executor_instances=spark.executor.instances,
         executor_cores=spark.executor.cores,
         executor_heap=spark.executor.memory,
         driver_memory=spark.driver.memory,
         max_instances=spark.auto_size.max_executor_instances,
         max_memory=spark.auto_size.max_executor_memory,
+        auto_size=spark.auto_size.enabled,
     )
 
 
-def policy_sizing(policy: CompactionPolicy) -> Sizing:
-    """The policy's figures as written (``autoSize`` off, or no plan)."""
-    return fixed(limits(policy), policy.spec.spark.executor.instances)
-
-
-def plan_figures(
-    summary: TableSummary | None,
-    policy: CompactionPolicy,
-    plan: CompactionPlan | None = None,
-) -> PlanFigures | None:
-    """Bins, input bytes and largest bin of the next run: from ``plan`` (the controller's
-    current plan, ``Foresight.current``) when it was made at ``summary``'s version, else planned
-    from the controller's summary."""
-    if summary is None:
+def figures_of(plan: CompactionPlan | None) -> PlanFigures | None:
+    """What sizing reads of the plan: its bins, input bytes and largest bin."""
+    if plan is None:
         return None
-    if plan is None or plan.version != summary.version:
-        spec = policy.spec
-        try:
-            plan = plan_from_summary(summary, OptimizeOptions.from_spec(spec))
-        except (ApiError, EngineError, MaintenanceError, ValueError) as exc:
-            log.debug("no plan to size the run by: %s", exc)
-            return None
     return PlanFigures(
         input_bytes=plan.input_bytes, bins=plan.bins, largest_bin_bytes=plan.largest_bin_bytes
     )
@@ -159,61 +128,19 @@ class RunSizer:
                 known.peak = seen
         return [known.newest if r.name == newest.name and known.newest else r for r in out]
 
-    def _failed_oom(self, key: str) -> RunStatus | None:
+    def past(self, key: str) -> PastRuns:
+        """What ``launch.sizing.size`` takes of the table's finished runs: the newest one when
+        it ran out of memory, and the highest task peak seen."""
         known = self.memories.peek(key, Sized)
-        run = known.newest if known else None
-        if run is not None and run.state is RunState.FAILED and run.out_of_memory:
-            return run
-        return None
-
-    def _retry_of(self, run: RunStatus, policy: CompactionPolicy) -> tuple[Sizing, Sizing | None]:
-        """What the OOM'd ``run`` had, and the memory retry after it (None: none can help)."""
-        had = run.sizing or policy_sizing(policy)
-        ceiling = limits(policy).max_memory
-        if had.sized_from is SizedFrom.MEMORY_RETRY and ceiling <= had.ceiling:
-            return had, None  # retried once already: only a ceiling raised since earns another
-        return had, memory_retry(had, ceiling)
-
-    def hold(self, key: str, policy: CompactionPolicy, attempt: int) -> Retry | None:
-        """A back-off without end when the newest compaction run ran out of memory and no
-        retry can give it more (``decide`` shows the message as BackingOff)."""
-        run = self._failed_oom(key)
-        if run is None:
-            return None
-        had, retry = self._retry_of(run, policy)
-        if retry is not None:
-            return None
-        again = " again after its memory retry" if had.sized_from is SizedFrom.MEMORY_RETRY else ""
-        return Retry(
-            attempt,
-            None,
-            f"compaction run {run.name} ran out of memory{again} (executors of "
-            f"{_mib(had.executor_memory)}, a driver of {_mib(had.driver_memory)}; "
-            f"spec.spark.autoSize.maxExecutorMemory {_mib(limits(policy).max_memory)}): not "
-            "retried until that ceiling is raised",
+        if known is None:
+            return PastRuns()
+        run = known.newest
+        oom = (
+            OutOfMemory(run=run.name, had=run.sizing)
+            if run is not None and run.state is RunState.FAILED and run.out_of_memory
+            else None
         )
-
-    def size(
-        self,
-        key: str,
-        policy: CompactionPolicy,
-        summary: TableSummary | None,
-        plan: CompactionPlan | None = None,
-    ) -> Sizing:
-        """The next compaction run's resources (module docstring); ``plan``: the controller's
-        current plan of the table, planned again only when there is none."""
-        run = self._failed_oom(key)
-        if run is not None:
-            _, retry = self._retry_of(run, policy)
-            if retry is not None:
-                return retry
-        if not policy.spec.spark.auto_size.enabled:
-            return policy_sizing(policy)
-        figures = plan_figures(summary, policy, plan)
-        if figures is None or figures.bins == 0:
-            return policy_sizing(policy)
-        known = self.memories.peek(key, Sized)
-        return size_run(figures, limits(policy), known.peak if known else None)
+        return PastRuns(out_of_memory=oom, peak=known.peak)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

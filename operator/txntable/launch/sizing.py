@@ -1,5 +1,18 @@
 """Spark resources of a compaction run, sized from its plan and from past runs' peak memory.
 
+``size`` is the whole rule, and "why N executors?" is answered here: the next compaction run
+gets, in this order,
+
+1. after a run that ran out of memory, the one memory retry (``memory_retry``); when that run
+   was a memory retry already under today's ceiling, or had the ceiling, none: the run is
+   *held* (``RunSize.held``) until ``spec.spark.autoSize.maxExecutorMemory`` is raised;
+2. with ``spec.spark.autoSize.enabled`` and a plan with bins, figures sized from the plan and
+   the highest task peak a run reported (``size_run``, below);
+3. otherwise the policy's ``spec.spark.executor`` as written (``fixed``).
+
+Each ``Sizing`` carries the sentence that says which and why (``reason``: status shows it in
+``status.plan.resources.reason``, the run's ``RunStarted`` Event too).
+
 A compaction run is one Spark task per bin (``maintenance.executor_spark``): a Python worker
 reads the bin's inputs into Arrow and writes its outputs, so what a task slot needs is that
 worker's peak, which grows with the bin's input bytes, and what the run needs in parallel is one
@@ -21,7 +34,9 @@ requests exactly that):
 
 ``memory_retry`` is the one retry after a run ran out of memory: heap, overhead and driver
 memory times ``MEMORY_RETRY_FACTOR``, bounded by the ceiling; None when the run already had it.
-Pure functions of plain numbers (the launch layer knows nothing of the engine's plan type).
+Pure functions of plain numbers (the launch layer knows nothing of the engine's plan type); the
+controller calls ``size`` once per tick with what the table's memory keeps of its finished runs
+(``PastRuns``).
 """
 
 from __future__ import annotations
@@ -77,14 +92,18 @@ class PastPeak:
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
-    """The policy's figures: the heap and cores of an executor, the driver's memory, and the
-    ceilings (``spec.spark.autoSize``) no sizing and no retry passes."""
+    """The policy's figures (``spec.spark``): its executors as written, the driver's memory,
+    whether runs are sized from their plan, and the ceilings (``autoSize``) no sizing and no
+    retry passes."""
 
+    executor_instances: int
     executor_cores: int
     executor_heap: int
     driver_memory: int
     max_instances: int
     max_memory: int
+    #: ``spec.spark.autoSize.enabled``: size runs from their plan
+    auto_size: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,16 +182,68 @@ class Sizing:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutOfMemory:
+    """The newest finished compaction run, which ran out of memory, and the resources it had
+    (None: the run carries none, so it had the policy's)."""
+
+    run: str
+    had: Sizing | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PastRuns:
+    """What sizing remembers of a table's finished compaction runs."""
+
+    #: the newest one, when it ran out of memory
+    out_of_memory: OutOfMemory | None = None
+    #: the highest task peak a run reported
+    peak: PastPeak | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSize:
+    """The next compaction run's resources, and whether one may start at all."""
+
+    sizing: Sizing
+    #: why no compaction run may start (it ran out of memory with all the policy allows);
+    #: None: one may
+    held: str | None = None
+
+
+def size(figures: PlanFigures | None, limits: Limits, past: PastRuns) -> RunSize:
+    """The next compaction run's resources from the plan's ``figures`` (None: no plan), the
+    policy's ``limits`` and the table's ``past`` runs: the rule in the module docstring."""
+    held = None
+    oom = past.out_of_memory
+    if oom is not None:
+        had = oom.had or fixed(limits)
+        retried = had.sized_from is SizedFrom.MEMORY_RETRY and limits.max_memory <= had.ceiling
+        retry = None if retried else memory_retry(had, limits.max_memory)
+        if retry is not None:
+            return RunSize(sizing=retry)
+        again = " again after its memory retry" if had.sized_from is SizedFrom.MEMORY_RETRY else ""
+        held = (
+            f"compaction run {oom.run} ran out of memory{again} (executors of "
+            f"{_mib(had.executor_memory)}, a driver of {_mib(had.driver_memory)}; "
+            f"spec.spark.autoSize.maxExecutorMemory {_mib(limits.max_memory)}): not "
+            "retried until that ceiling is raised"
+        )
+    if not limits.auto_size or figures is None or figures.bins == 0:
+        return RunSize(sizing=fixed(limits), held=held)
+    return RunSize(sizing=size_run(figures, limits, past.peak), held=held)
+
+
 def default_overhead(heap: int) -> int:
     """Spark's default non-heap overhead of an executor with ``heap`` bytes of heap (in
     integers, as the CRD's CEL rule on ``autoSize.maxExecutorMemory`` computes it)."""
     return max(OVERHEAD_MIN, heap // round(1 / OVERHEAD_FACTOR))
 
 
-def fixed(limits: Limits, instances: int) -> Sizing:
+def fixed(limits: Limits) -> Sizing:
     """The policy's own figures, unchanged (``autoSize`` off)."""
     return Sizing(
-        executor_instances=instances,
+        executor_instances=limits.executor_instances,
         executor_cores=limits.executor_cores,
         executor_heap=limits.executor_heap,
         memory_overhead=default_overhead(limits.executor_heap),

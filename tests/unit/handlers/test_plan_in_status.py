@@ -23,9 +23,9 @@ from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import TxnTableStatus
 from txntable.config import Config
 from txntable.engine.read.summary import TableSummary
-from txntable.handlers import foresight, run_sizing
+from txntable.handlers import foresight, operate
 from txntable.handlers.operate import Observed, Operator
-from txntable.launch.sizing import SizedFrom
+from txntable.launch.sizing import RunSize, SizedFrom, size
 from txntable.reconcile.plan import CompactionPlan, plan_from_summary
 
 
@@ -159,7 +159,6 @@ def test_the_run_is_sized_from_the_plan_in_status_planned_once_per_change(
         return plan_from_summary(summary, *args, **kwargs)
 
     monkeypatch.setattr(foresight, "plan_from_summary", counting)
-    monkeypatch.setattr(run_sizing, "plan_from_summary", counting)
     c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
     first = c.tick(0)
     assert len(c.launcher.launched) == 1  # 12 small files: due at once
@@ -203,22 +202,24 @@ def test_status_plan_shows_the_resources_its_run_is_launched_with(tmp_path: Path
 def test_a_launching_tick_sizes_its_run_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24.3: status.plan's resources and the launch are one sizing, made once a tick
-    (before, each asked the sizer, so a launching tick sized the run twice)."""
-    sized: list[str] = []
-    size = run_sizing.RunSizer.size
+    """Issue 24.3 and 32.2: status.plan's resources and the launch are one sizing, made once a
+    tick by the one sizing function (before, each asked the sizer, so a launching tick sized
+    the run twice)."""
+    sized: list[RunSize] = []
 
-    def counting(self: run_sizing.RunSizer, key: str, *args: Any, **kwargs: Any) -> Any:
-        sized.append(key)
-        return size(self, key, *args, **kwargs)
+    def counting(*args: Any, **kwargs: Any) -> RunSize:
+        sized.append(size(*args, **kwargs))
+        return sized[-1]
 
-    monkeypatch.setattr(run_sizing.RunSizer, "size", counting)
+    monkeypatch.setattr(operate, "size", counting)
     c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
     tick = c.tick(0)
     assert len(c.launcher.launched) == 1 and tick.status.plan is not None
-    assert sized == ["uid-1"]
+    assert len(sized) == 1
+    launched = c.launcher.runs[c.launcher.launched[0]].sizing
+    assert launched is not None and launched.to_annotation() == sized[0].sizing.to_annotation()
     c.tick(30)  # a run in flight: status shows the plan, nothing is launched
-    assert sized == ["uid-1", "uid-1"]
+    assert len(sized) == 2
 
 
 def test_without_auto_size_status_plan_shows_the_policys_own_figures(tmp_path: Path) -> None:

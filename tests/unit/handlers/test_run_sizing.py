@@ -1,7 +1,7 @@
-"""A compaction run's resources as the controller builds them (``handlers.run_sizing`` and
-``handlers.requests``, issue 16.3): the policy's figures untouched when ``autoSize`` is off,
-plan-sized runs in both cluster manifests, the one memory retry after an OOM, and the hold
-after a second one, released only by a higher ceiling."""
+"""A compaction run's resources as the controller builds them (``launch.sizing.size`` with what
+``handlers.run_sizing`` remembers, and ``handlers.requests``, issue 16.3): the policy's figures
+untouched when ``autoSize`` is off, plan-sized runs in both cluster manifests, the one memory
+retry after an OOM, and the hold after a second one, released only by a higher ceiling."""
 
 from __future__ import annotations
 
@@ -17,17 +17,29 @@ from tests.support.kube_fakes import FakeCore, FakeCustomObjects
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.constants import ANNOTATION_SIZING
+from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config, ConfigError
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.table import Table
 from txntable.handlers.requests import compaction_request
-from txntable.handlers.run_sizing import RunSizer, plan_figures, running_note
+from txntable.handlers.run_sizing import RunSizer, figures_of, limits, running_note
 from txntable.launch import manifests
 from txntable.launch.kubernetes import SparkApplicationLauncher
 from txntable.launch.run import RunState, RunStatus
-from txntable.launch.sizing import GIB, MIB, PastPeak, SizedFrom, task_memory
+from txntable.launch.sizing import (
+    GIB,
+    MIB,
+    PastPeak,
+    PlanFigures,
+    RunSize,
+    SizedFrom,
+    Sizing,
+    size,
+    task_memory,
+)
 from txntable.reconcile.decide import Decision
+from txntable.reconcile.plan import plan_from_summary
 
 WHEN = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 KEY = "uid-1"
@@ -68,6 +80,23 @@ def decision(attempt: int = 0) -> Decision:
     return Decision(True, Reason.TRIGGERED, "go", WHEN, "threshold", attempt=attempt)
 
 
+def plan_figures(summary: TableSummary, pol: CompactionPolicy) -> PlanFigures | None:
+    """The figures of the plan the controller keeps for ``summary`` (``handlers.foresight``)."""
+    return figures_of(plan_from_summary(summary, OptimizeOptions.from_spec(pol.spec)))
+
+
+def run_size(
+    sizer: RunSizer, pol: CompactionPolicy, summary: TableSummary | None = None
+) -> RunSize:
+    """What the tick asks: ``launch.sizing.size`` on the plan, the policy and the past runs."""
+    figures = plan_figures(summary, pol) if summary is not None else None
+    return size(figures, limits(pol), sizer.past(KEY))
+
+
+def sizing_of(sizer: RunSizer, pol: CompactionPolicy, summary: TableSummary | None) -> Sizing:
+    return run_size(sizer, pol, summary).sizing
+
+
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory: pytest.TempPathFactory) -> TableSummary:
     import pyarrow as pa
@@ -82,7 +111,7 @@ def summary(tmp_path_factory: pytest.TempPathFactory) -> TableSummary:
 
 def test_without_autosize_the_policy_figures_run_as_written(summary: TableSummary) -> None:
     pol = policy()
-    sized = RunSizer().size(KEY, pol, summary)
+    sized = sizing_of(RunSizer(), pol, summary)
     assert sized.sized_from is SizedFrom.POLICY
     plain = compaction_request(table(), pol, decision(), Config())
     req = compaction_request(table(), pol, decision(), Config(), sized)
@@ -100,7 +129,7 @@ def test_autosize_sizes_from_the_plan_in_both_manifests(summary: TableSummary) -
     pol = policy({"enabled": True, "maxExecutorInstances": 4, "maxExecutorMemory": "8Gi"})
     figures = plan_figures(summary, pol)
     assert figures is not None and figures.bins == 1 and figures.input_bytes > 0
-    sized = RunSizer().size(KEY, pol, summary)
+    sized = sizing_of(RunSizer(), pol, summary)
     assert sized.sized_from is SizedFrom.PLAN and sized.executor_instances == 1
     req = compaction_request(table(), pol, decision(), Config(), sized)
     app = manifests.spark_application(req, Config())
@@ -117,7 +146,7 @@ def test_autosize_sizes_from_the_plan_in_both_manifests(summary: TableSummary) -
     user_conf = replace(base.spec.spark, spark_conf={"spark.sql.shuffle.partitions": "64"})
     mine = replace(base, spec=replace(base.spec, spark=user_conf))
     req = compaction_request(
-        table(), mine, decision(), Config(), RunSizer().size(KEY, mine, summary)
+        table(), mine, decision(), Config(), sizing_of(RunSizer(), mine, summary)
     )
     assert req.spark_conf["spark.sql.shuffle.partitions"] == "64"
 
@@ -149,24 +178,23 @@ class _Launcher:
 def test_one_memory_retry_then_a_hold_until_the_ceiling_rises(summary: TableSummary) -> None:
     pol = policy({"enabled": True, "maxExecutorMemory": "8Gi"})
     sizer = RunSizer()
-    first = sizer.size(KEY, pol, summary)
+    first = sizing_of(sizer, pol, summary)
     run1 = _failed("opt-1", first.to_annotation())
     sizer.detail(KEY, "lake", _Launcher([run1]), [run1])  # type: ignore[arg-type]
-    assert sizer.hold(KEY, pol, 1) is None
-    retry = sizer.size(KEY, pol, summary)
+    assert run_size(sizer, pol).held is None
+    retry = sizing_of(sizer, pol, summary)
     assert retry.sized_from is SizedFrom.MEMORY_RETRY
     assert retry.executor_memory == 2 * first.executor_memory
     assert retry.driver_memory == 2 * first.driver_memory
     run2 = _failed("opt-2", retry.to_annotation())
     run2 = RunStatus(**{**run2.__dict__, "created": WHEN.replace(hour=13)})
     sizer.detail(KEY, "lake", _Launcher([run1, run2]), [run1, run2])  # type: ignore[arg-type]
-    held = sizer.hold(KEY, pol, 2)
-    assert held is not None and held.not_before is None
-    assert "opt-2 ran out of memory again" in held.message
-    assert "not retried until that ceiling is raised" in held.message
+    held = run_size(sizer, pol).held
+    assert held is not None and "opt-2 ran out of memory again" in held
+    assert "not retried until that ceiling is raised" in held
     higher = policy({"enabled": True, "maxExecutorMemory": "32Gi"})
-    assert sizer.hold(KEY, higher, 2) is None
-    again = sizer.size(KEY, higher, summary)
+    assert run_size(sizer, higher).held is None
+    again = sizing_of(sizer, higher, summary)
     assert again.executor_memory == 2 * retry.executor_memory
     assert "memory retry" in (running_note(_failed("opt-3", again.to_annotation())) or "")
 
@@ -177,11 +205,11 @@ def test_a_run_at_the_ceiling_is_held_at_once(summary: TableSummary) -> None:
     # only the policy's pod, 1 GiB + 384 MiB, is refused by the CRD and the model: issue 23.11.)
     pol = policy({"maxExecutorMemory": "1536Mi"}, driver_memory="1536Mi")
     sizer = RunSizer()
-    had = replace(sizer.size(KEY, pol, summary), memory_overhead=512 * MIB)
+    had = replace(sizing_of(sizer, pol, summary), memory_overhead=512 * MIB)
     run = _failed("opt-1", had.to_annotation())
     sizer.detail(KEY, "lake", _Launcher([run]), [run])  # type: ignore[arg-type]
-    held = sizer.hold(KEY, pol, 1)
-    assert held is not None and "opt-1 ran out of memory (" in held.message
+    held = run_size(sizer, pol).held
+    assert held is not None and "opt-1 ran out of memory (" in held
 
 
 def test_other_failures_are_not_memory_retries(summary: TableSummary) -> None:
@@ -189,8 +217,8 @@ def test_other_failures_are_not_memory_retries(summary: TableSummary) -> None:
     sizer = RunSizer()
     run = _failed("opt-1", None, message="exit code 1: ValueError")
     sizer.detail(KEY, "lake", _Launcher([run]), [run])  # type: ignore[arg-type]
-    assert sizer.hold(KEY, pol, 1) is None
-    assert sizer.size(KEY, pol, summary).sized_from is SizedFrom.PLAN
+    assert run_size(sizer, pol).held is None
+    assert sizing_of(sizer, pol, summary).sized_from is SizedFrom.PLAN
 
 
 def test_the_newest_finished_run_is_read_in_detail_once(summary: TableSummary) -> None:
@@ -215,13 +243,13 @@ def test_the_newest_finished_run_is_read_in_detail_once(summary: TableSummary) -
     reads = len(core.calls)
     sizer.detail(KEY, req.namespace, launcher, launcher.list_runs(req.namespace, req.table))
     assert len(core.calls) == reads  # not read again
-    sized = sizer.size(KEY, policy({"enabled": True}), summary)
+    sized = sizing_of(sizer, policy({"enabled": True}), summary)
     figures = plan_figures(summary, policy({"enabled": True}))
     assert figures is not None
     seen = PastPeak(task_memory_bytes=3 * GIB, largest_bin_bytes=100 * MIB)
     assert sized.task_memory == task_memory(figures.largest_bin_bytes, seen)
     assert sized.task_memory > task_memory(figures.largest_bin_bytes)  # the peak seen counts
-    no_plan = sizer.size(KEY, policy({"enabled": True}), None)
+    no_plan = sizing_of(sizer, policy({"enabled": True}), None)
     assert no_plan.sized_from is SizedFrom.POLICY
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from txntable.launch.run import out_of_memory
@@ -12,23 +14,28 @@ from txntable.launch.sizing import (
     MIB,
     WORKER_BASE_BYTES,
     Limits,
+    OutOfMemory,
     PastPeak,
+    PastRuns,
     PlanFigures,
     SizedFrom,
     Sizing,
     default_overhead,
     fixed,
     memory_retry,
+    size,
     size_run,
     task_memory,
 )
 
 LIMITS = Limits(
+    executor_instances=3,
     executor_cores=2,
     executor_heap=2 * GIB,
     driver_memory=1 * GIB,
     max_instances=10,
     max_memory=16 * GIB,
+    auto_size=True,
 )
 
 
@@ -76,8 +83,13 @@ def test_overhead_holds_every_core_s_task(largest: int) -> None:
 
 
 def test_a_big_bin_lowers_cores_to_fit_the_ceiling() -> None:
-    limits = Limits(
-        executor_cores=4, executor_heap=GIB, driver_memory=GIB, max_instances=4, max_memory=8 * GIB
+    limits = replace(
+        LIMITS,
+        executor_cores=4,
+        executor_heap=GIB,
+        driver_memory=GIB,
+        max_instances=4,
+        max_memory=8 * GIB,
     )
     sized = size_run(plan(8, GIB), limits)  # 4.6 GiB per task: one fits beside the heap
     assert sized.executor_cores == 1
@@ -86,8 +98,8 @@ def test_a_big_bin_lowers_cores_to_fit_the_ceiling() -> None:
 
 
 def test_a_bin_over_the_ceiling_gets_the_ceiling_and_says_so() -> None:
-    limits = Limits(
-        executor_cores=2, executor_heap=GIB, driver_memory=GIB, max_instances=4, max_memory=4 * GIB
+    limits = replace(
+        LIMITS, executor_heap=GIB, driver_memory=GIB, max_instances=4, max_memory=4 * GIB
     )
     sized = size_run(plan(2, 2 * GIB), limits)
     assert sized.executor_cores == 1
@@ -116,7 +128,7 @@ def test_past_peaks_raise_the_estimate(past: PastPeak | None, expected: int) -> 
 
 
 def test_fixed_sizing_adds_no_spark_conf() -> None:
-    sized = fixed(LIMITS, 3)
+    sized = fixed(LIMITS)
     assert (sized.executor_instances, sized.executor_cores) == (3, 2)
     assert sized.executor_heap == LIMITS.executor_heap
     assert sized.spark_conf() == {}
@@ -133,14 +145,15 @@ def test_memory_retry_doubles_within_the_ceiling(
     heap: int, ceiling: int, executor_after: int
 ) -> None:
     failed = fixed(
-        Limits(
+        replace(
+            LIMITS,
+            executor_instances=2,
             executor_cores=1,
             executor_heap=heap,
             driver_memory=GIB,
             max_instances=2,
             max_memory=ceiling,
-        ),
-        2,
+        )
     )
     retry = memory_retry(failed, ceiling)
     assert retry is not None
@@ -201,3 +214,51 @@ def test_sizing_round_trips_through_its_annotation() -> None:
 )
 def test_out_of_memory_messages(text: str, oom: bool) -> None:
     assert bool(out_of_memory(text)) is oom
+
+
+# -- ``size``: the whole rule, in its order (module docstring) ------------------------------
+
+
+def test_without_auto_size_or_plan_the_policy_figures_run_as_written() -> None:
+    written = replace(LIMITS, auto_size=False)
+    for limits, figures in ((written, plan(8, 128 * MIB)), (LIMITS, None), (LIMITS, plan(0, 0))):
+        sized = size(figures, limits, PastRuns())
+        assert sized.held is None
+        assert sized.sizing == fixed(limits)
+        assert (sized.sizing.executor_instances, sized.sizing.sized_from) == (3, SizedFrom.POLICY)
+        assert sized.sizing.reason == "the policy's executors (spec.spark.executor)"
+
+
+def test_auto_size_sizes_from_the_plan_and_the_peak_seen() -> None:
+    figures = plan(8, 128 * MIB, 10 * GIB)
+    peak = PastPeak(task_memory_bytes=3 * GIB, largest_bin_bytes=128 * MIB)
+    assert size(figures, LIMITS, PastRuns()).sizing == size_run(figures, LIMITS)
+    seen = size(figures, LIMITS, PastRuns(peak=peak))
+    assert seen.held is None and seen.sizing == size_run(figures, LIMITS, peak)
+    assert seen.sizing.task_memory == 3 * GIB and "3072 MiB seen" in seen.sizing.reason
+
+
+def test_after_an_oom_the_memory_retry_comes_first_then_the_hold() -> None:
+    figures = plan(8, 128 * MIB, 10 * GIB)
+    first = size_run(figures, LIMITS)
+    retry = size(figures, LIMITS, PastRuns(out_of_memory=OutOfMemory(run="opt-1", had=first)))
+    assert retry.held is None and retry.sizing == memory_retry(first, LIMITS.max_memory)
+    # the retry ran out of memory too: held, whatever the plan says, until the ceiling rises
+    oom = PastRuns(out_of_memory=OutOfMemory(run="opt-2", had=retry.sizing))
+    held = size(figures, LIMITS, oom)
+    assert held.held is not None and "opt-2 ran out of memory again after its memory retry" in (
+        held.held
+    )
+    assert "spec.spark.autoSize.maxExecutorMemory 16384 MiB" in held.held
+    higher = size(figures, replace(LIMITS, max_memory=64 * GIB), oom)
+    assert higher.held is None and higher.sizing.sized_from is SizedFrom.MEMORY_RETRY
+    assert higher.sizing.executor_memory == 2 * retry.sizing.executor_memory
+
+
+def test_an_oom_run_without_recorded_figures_had_the_policys() -> None:
+    written = replace(LIMITS, auto_size=False)
+    retry = size(None, written, PastRuns(out_of_memory=OutOfMemory(run="opt-1")))
+    assert retry.sizing == memory_retry(fixed(written), written.max_memory)
+    at_ceiling = replace(written, executor_heap=15 * GIB, driver_memory=16 * GIB)
+    held = size(None, at_ceiling, PastRuns(out_of_memory=OutOfMemory(run="opt-1")))
+    assert held.held is not None and "compaction run opt-1 ran out of memory (" in held.held
