@@ -135,8 +135,8 @@ def _loop(
     """Start the local controller loop on ``location`` in a thread."""
     from txntable.cli.run_cmd import reconcile_loop
     from txntable.config import Config
+    from txntable.controller.tick import Operator
     from txntable.handlers.commit_events import CommitEvents
-    from txntable.handlers.operate import Operator
 
     launcher = _launcher_cls()()
     operator = Operator(config=Config(), launchers=lambda _backend: launcher)

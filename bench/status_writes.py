@@ -34,8 +34,8 @@ from bench.process import PeakRss, peak_cell
 from txntable.api.constants import LABEL_TABLE
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine import Table
-from txntable.handlers.operate import Operator
 from txntable.launch import Backend, Launcher, RunRequest, RunState, RunStatus
 
 NAME = "status_writes"

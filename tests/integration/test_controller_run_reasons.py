@@ -24,8 +24,8 @@ from tests.support.manifests import compaction_policy_manifest
 from tests.support.vacuum_policy import resources
 from txntable.api.types import CompactionPolicy
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine import Table
-from txntable.handlers.operate import Operator
 from txntable.launch import LocalLauncher
 from txntable.launch.run import LOG_NOISE
 from txntable.observability.controller_metrics import ControllerMetrics

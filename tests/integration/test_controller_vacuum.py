@@ -23,10 +23,11 @@ import pytest
 
 from tests.oracle_read import read
 from tests.support.vacuum_policy import resources
+from txntable.api.conditions import Event
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator, Tick
 from txntable.engine import Table
-from txntable.handlers.operate import Event, Operator, Tick
 from txntable.launch import LocalLauncher
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import pytest
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine import Table
-from txntable.handlers.operate import Operator
 from txntable.launch import Backend, Launcher, LocalLauncher
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from tests.support.manifests import (
 )
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator, Tick
 from txntable.engine import Table
-from txntable.handlers.operate import Operator, Tick
 from txntable.launch import Backend, Launcher, RunRequest, RunState, RunStatus
 from txntable.launch.errors import RunNotFoundError
 from txntable.observability.controller_metrics import ControllerMetrics

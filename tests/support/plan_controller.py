@@ -14,8 +14,8 @@ from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.constants import ANNOTATION_APPROVE_PLAN
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator, Tick
 from txntable.engine import Table
-from txntable.handlers.operate import Operator, Tick
 
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
 

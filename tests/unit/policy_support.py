@@ -10,7 +10,7 @@ from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
-from txntable.handlers.requests import compaction_request
+from txntable.controller.requests import compaction_request
 from txntable.reconcile.decide import Decision
 
 

@@ -126,6 +126,16 @@ class EventReason(StrEnum):
         return cls(f"Run{outcome}")
 
 
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event to post on a table or a policy (type Normal/Warning, a CamelCase
+    ``EventReason``): what a tick or a policy's judgement says happened, whoever posts it."""
+
+    type: str
+    reason: EventReason
+    message: str
+
+
 @dataclass(frozen=True)
 class Condition:
     """One ``metav1.Condition``: what is (not) the case, why, since when, for which generation."""

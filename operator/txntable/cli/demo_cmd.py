@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from txntable.api.types import TxnTable
-    from txntable.handlers.operate import Tick
+    from txntable.controller.tick import Tick
 
 REGIONS = ("eu", "us", "apac")
 #: Written into the table directory and the run-state directory the demo creates: a later demo

@@ -37,10 +37,11 @@ from txntable.jobs.flags import at_least, positive_seconds
 # The API models, YAML and the controller are imported where they are used: every ``txntable``
 # command registers this one, and building the parser must stay cheap.
 if TYPE_CHECKING:
+    from txntable.api.conditions import Event
     from txntable.api.types import CheckpointPolicy, CompactionPolicy, PolicyStatus, TxnTable
+    from txntable.controller.tick import Operator, Tick
     from txntable.handlers.commit_events import CommitEvents
     from txntable.handlers.driver import Policies
-    from txntable.handlers.operate import Event, Operator, Tick
     from txntable.handlers.status_writer import MemoryStatus
     from txntable.launch import LocalLauncher
 
@@ -112,7 +113,7 @@ def make_operator(
     runs_dir: Path, config: Config, launcher: LocalLauncher | None = None
 ) -> Operator:
     """The controller's ``Operator``, every run local (``launcher``, else one in ``runs_dir``)."""
-    from txntable.handlers.operate import Operator
+    from txntable.controller.tick import Operator
     from txntable.launch import Backend, Launcher, LocalLauncher
 
     local = launcher or LocalLauncher(runs_dir)

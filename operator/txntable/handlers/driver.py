@@ -1,6 +1,6 @@
 """One table's tick, for every caller: the Kopf timer, the commit-events daemon, local mode.
 
-``Operator.reconcile`` (``handlers.operate``) is the tick itself; around it every caller needs
+``Operator.reconcile`` (``controller.tick``) is the tick itself; around it every caller needs
 the same things, and two copies of them (the Kopf handlers' and ``txntable run --local``'s) had
 already drifted apart (local mode watched commit events with other storage options, gated
 ticks its own way and kept statuses its own way). ``Driver.tick`` does them once:
@@ -34,13 +34,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from txntable.api.conditions import ConditionStatus, ConditionType, Reason
+from txntable.api.conditions import ConditionStatus, ConditionType, Event, Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable, TxnTableStatus
+from txntable.controller.tick import Operator, Tick
 from txntable.engine import pause_point
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.liveness import Liveness
-from txntable.handlers.operate import Event, Operator, Tick
 from txntable.handlers.secret_cache import SecretUnavailable
 from txntable.handlers.status_writer import Current, StatusWriter
 from txntable.reconcile.status import Failure
@@ -58,7 +58,7 @@ FIRST_OBSERVATIONS_PER_SECOND = 20.0
 
 @dataclass
 class Driven:
-    """One table's sub-record of the driver (``handlers.memory``)."""
+    """One table's sub-record of the driver (``controller.memory``)."""
 
     #: held while the table is ticked (the timer and the commit-events daemon)
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -20,9 +20,9 @@ import kopf
 
 from txntable.api.meta import resource_key
 from txntable.config import Config
+from txntable.controller.memory import TableMemories
+from txntable.controller.tick import Operator
 from txntable.handlers.driver import Driven, Driver
-from txntable.handlers.memory import TableMemories
-from txntable.handlers.operate import Operator
 from txntable.handlers.parsed_resources import ParsedResources
 from txntable.handlers.policy_driver import PolicyDriver
 from txntable.handlers.readiness import Readiness

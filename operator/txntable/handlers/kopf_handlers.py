@@ -18,13 +18,14 @@ from typing import Any
 
 import kopf
 
+from txntable.api.conditions import Event
 from txntable.api.constants import GROUP, PLURAL_TABLE, VERSION
 from txntable.api.errors import InvalidSpecError
 from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
+from txntable.controller.runs import run_backends
 from txntable.handlers import kopf_policies, kopf_startup  # noqa: F401 - registers their handlers
 from txntable.handlers.driver import Driven, Policies, first_observation_delay
-from txntable.handlers.following import run_backends
 from txntable.handlers.kopf_glue import (
     CONFIG,
     State,
@@ -34,7 +35,6 @@ from txntable.handlers.kopf_glue import (
     started,
     state_of,
 )
-from txntable.handlers.operate import Event
 from txntable.handlers.status_writer import Current
 from txntable.handlers.tick_pool import AGAIN, FIRST
 from txntable.launch import Backend, LaunchError, PermanentLaunchError

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from txntable.api.conditions import Event
 from txntable.api.constants import (
     GROUP,
     PLURAL_CHECKPOINT_POLICY,
@@ -24,7 +25,6 @@ from txntable.api.constants import (
 from txntable.api.errors import InvalidSpecError
 from txntable.handlers.kopf_glue import CONFIG, drop_legacy_finalizer, mine, shed, started
 from txntable.handlers.policy_driver import PARSERS, PolicyKind
-from txntable.handlers.run_records import Event
 from txntable.handlers.status_writer import Current
 
 

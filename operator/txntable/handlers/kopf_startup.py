@@ -31,12 +31,12 @@ from txntable.api.constants import (
     VERSION,
 )
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.handlers.api_session import bounded_session
 from txntable.handlers.commit_events import CommitEvents
 from txntable.handlers.driver import Driver
 from txntable.handlers.kopf_glue import CONFIG, State, started
 from txntable.handlers.liveness import Liveness
-from txntable.handlers.operate import Operator
 from txntable.handlers.policy_driver import PolicyDriver, PolicyKind
 from txntable.handlers.secret_cache import SecretCache
 from txntable.handlers.secret_source import SecretCredentials, read_secret

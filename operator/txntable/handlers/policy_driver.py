@@ -19,7 +19,7 @@ deleted, and local mode had no policy status at all. ``PolicyDriver`` does it on
    local mode).
 
 What it keeps of a policy is a ``PolicyDriven`` sub-record of the policy's memory
-(``handlers.memory``: the one per-object memory, keyed by uid; a policy's key is its uid, so it
+(``controller.memory``: the one per-object memory, keyed by uid; a policy's key is its uid, so it
 never meets a table's), with what the status writer keeps of it (``Written``); ``forget`` drops
 both when the policy is deleted. Kopf-free: what Kopf gives (bodies, indexes, the memo) stays in
 the glue (``handlers.kopf_policies``).
@@ -33,14 +33,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from txntable.api.conditions import ConditionType, EventReason, Reason
+from txntable.api.conditions import ConditionType, Event, EventReason, Reason
 from txntable.api.errors import InvalidSpecError
 from txntable.api.meta import resource_key
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, PolicyStatus, TxnTable
+from txntable.controller.memory import TableMemories
 from txntable.handlers.governed_views import GovernedViews
-from txntable.handlers.memory import TableMemories
 from txntable.handlers.parsed_resources import ParsedResources
-from txntable.handlers.run_records import Event
 from txntable.handlers.status_writer import Current, StatusWriter, WriteResult
 from txntable.reconcile.policy_status import Governed, governed_status
 from txntable.reconcile.status import invalid_spec_status
@@ -70,7 +69,7 @@ def policy_key(kind: PolicyKind, namespace: str | None, name: str, uid: str | No
 
 @dataclass
 class PolicyDriven:
-    """One policy's sub-record of the policy driver (``handlers.memory``)."""
+    """One policy's sub-record of the policy driver (``controller.memory``)."""
 
     #: held while its status is judged and written (its timer and its judge handler)
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -11,8 +11,8 @@ Kopf keeps the pause in a toggle it does not expose; it logs each change on its 
 ``Resuming operations after the pause``), once per change and per peering object. ``PeeringWatch``
 is a logging handler on that logger that counts them: paused while a pause has not been followed
 by its resume. The logger is set to INFO so that the resume is seen whatever the configured
-level. tests/unit/handlers/test_readiness.py drives Kopf's own peering code to hold this to the
-installed Kopf. Pure and thread-safe; no Kopf import.
+level. tests/integration/test_controller_readiness.py drives Kopf's own peering code to hold
+this to the installed Kopf. Pure and thread-safe; no Kopf import.
 """
 
 from __future__ import annotations

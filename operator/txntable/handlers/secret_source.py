@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from txntable.api.types import TxnTable
-from txntable.handlers.memory import TableMemories
+from txntable.controller.memory import TableMemories
 from txntable.handlers.secret_cache import SecretCache, SecretData, SecretUnavailable
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ _UNREAD = object()
 
 @dataclass
 class SecretSeen:
-    """One table's sub-record (``handlers.memory``): the resourceVersion of the Secret its
+    """One table's sub-record (``controller.memory``): the resourceVersion of the Secret its
     cached table was opened with (unread: none yet)."""
 
     version: object = _UNREAD

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from txntable.api.constants import GROUP, PLURAL_TABLE, VERSION
-from txntable.handlers.memory import TableMemories
+from txntable.controller.memory import TableMemories
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class WriteResult(enum.Enum):
 
 @dataclass
 class Written:
-    """One table's sub-record (``handlers.memory``): what this process last wrote."""
+    """One table's sub-record (``controller.memory``): what this process last wrote."""
 
     #: the status the store answered with, until a body at least as new is seen (None
     #: before the first write, and once the bodies have caught up)

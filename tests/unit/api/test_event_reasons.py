@@ -69,9 +69,9 @@ def test_hold_events_share_the_condition_reasons_spelling() -> None:
 
 
 def test_events_announcing_a_status_change_share_its_reason() -> None:
-    """Each Event posted once per change of a condition (handlers.holds) is named by that
+    """Each Event posted once per change of a condition (controller.holds) is named by that
     condition's reason."""
-    from txntable.handlers.holds import ANNOUNCED
+    from txntable.controller.holds import ANNOUNCED
 
     for reasons in ANNOUNCED.values():
         for reason in reasons:

@@ -11,7 +11,7 @@ from typing import Any
 from txntable.api.types import TxnTable
 from txntable.cli.local_manifests import load_manifests
 from txntable.cli.run_cmd import reconcile_loop
-from txntable.handlers.memory import TableMemories
+from txntable.controller.memory import TableMemories
 
 MANIFESTS = """
 apiVersion: txntable.io/v1alpha1

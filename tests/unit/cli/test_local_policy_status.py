@@ -18,8 +18,8 @@ from txntable.api.types import PolicyStatus, TxnTable
 from txntable.cli.local_manifests import Manifests, load_manifests
 from txntable.cli.main import main
 from txntable.cli.run_cmd import reconcile_loop
+from txntable.controller.memory import TableMemories
 from txntable.engine import Table
-from txntable.handlers.memory import TableMemories
 from txntable.handlers.policy_driver import PolicyDriven
 
 MANIFESTS = """

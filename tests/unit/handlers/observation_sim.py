@@ -41,11 +41,11 @@ import pytest
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import TxnTable, TxnTableStatus
 from txntable.config import Config
+from txntable.controller.memory import TableMemories
+from txntable.controller.tick import Tick
 from txntable.handlers import driver as driver_module
 from txntable.handlers import kopf_handlers
 from txntable.handlers.driver import Driver
-from txntable.handlers.memory import TableMemories
-from txntable.handlers.operate import Tick
 from txntable.handlers.status_writer import MemoryStatus, StatusWriter
 
 NAMESPACE = "default"
@@ -169,7 +169,7 @@ class Observed:
 
 
 class Recorder:
-    """Stands in for ``handlers.operate.Operator`` under the driver (its ``memories``,
+    """Stands in for ``controller.tick.Operator`` under the driver (its ``memories``,
     ``metrics`` and ``reconcile``): records observations and how long the tick took."""
 
     def __init__(self, loop: VirtualLoop, tables: Sequence[Table]) -> None:

@@ -14,9 +14,9 @@ import pytest
 
 from tests.support.manifests import table_manifest
 from txntable.api.types import TxnTable, TxnTableStatus
+from txntable.controller.memory import TableMemories
+from txntable.controller.tick import Tick
 from txntable.handlers.driver import Driver, Policies
-from txntable.handlers.memory import TableMemories
-from txntable.handlers.operate import Tick
 from txntable.handlers.status_writer import Current, MemoryStatus, StatusWriter
 
 _MANIFEST = table_manifest(

@@ -20,9 +20,9 @@ from tests.support.controller import T0, MemoryLauncher, fragmented
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from tests.support.status_server import Server
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.handlers import kopf_handlers
 from txntable.handlers.driver import Driver
-from txntable.handlers.operate import Operator
 from txntable.handlers.status_writer import StatusWriter
 
 POLICY = compaction_policy_manifest(

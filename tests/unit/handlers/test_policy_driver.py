@@ -13,11 +13,11 @@ import kopf
 
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from tests.support.status_server import Server
+from txntable.api.conditions import Event
 from txntable.api.types import CompactionPolicy
+from txntable.controller.memory import TableMemories
 from txntable.handlers.kopf_policies import judge_compaction_policy
-from txntable.handlers.memory import TableMemories
 from txntable.handlers.policy_driver import PolicyDriven, PolicyDriver
-from txntable.handlers.run_records import Event
 from txntable.handlers.status_writer import Current, StatusWriter, Written
 
 UID = "uid-nightly"

@@ -13,10 +13,10 @@ import kopf
 import pytest
 
 from txntable.api.types import TxnTable
+from txntable.controller.memory import TableMemories
 from txntable.handlers.kopf_glue import LAST_APPLIED
 from txntable.handlers.kopf_handlers import spec_changes
 from txntable.handlers.kopf_policies import checkpoint_policies, compaction_policies
-from txntable.handlers.memory import TableMemories
 from txntable.handlers.table_index import TableIndex
 
 

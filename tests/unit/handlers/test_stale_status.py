@@ -26,8 +26,8 @@ from tests.support.controller import T0, MemoryLauncher, fragmented
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Observed, Operator, Tick
 from txntable.engine import Table
-from txntable.handlers.operate import Observed, Operator, Tick
 from txntable.launch import RunState
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.status_server import Server
-from txntable.handlers.memory import TableMemories
+from txntable.controller.memory import TableMemories
 from txntable.handlers.status_writer import (
     Current,
     StatusWriter,

@@ -23,10 +23,10 @@ import pytest
 
 from tests.support.manifests import table_manifest
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine.table import Table
 from txntable.handlers import kopf_handlers
 from txntable.handlers.driver import Driven, Driver
-from txntable.handlers.operate import Operator
 from txntable.handlers.status_writer import MemoryStatus, StatusWriter, Stored
 
 T0 = datetime(2026, 12, 4, 19, 5, tzinfo=UTC)

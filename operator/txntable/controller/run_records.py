@@ -1,4 +1,4 @@
-"""Following a table's runs: the record status keeps of the newest run of each kind, made once.
+"""Adopting a finished run once: the record status keeps of the newest run of each kind.
 
 A finished run is adopted once: its record, its ``Run<Outcome>`` Event and its metrics are
 produced the first time the run is seen finished, never again (idempotent by run name, in memory
@@ -14,7 +14,7 @@ listed without its result (cluster listings carry none) is read once in detail
 (``Launcher.status``: the driver's log) before it is recorded. The backend's message (a local
 run's exit code and stderr filtered of log noise, a Job's or SparkApplication's failure) is the
 fallback. A run whose result says a table feature stopped it (``errorType``
-``UnsupportedFeature``) is reported so the step can be held (``handlers.holds``).
+``UnsupportedFeature``) is reported so the step can be held (``controller.holds``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from txntable.api.conditions import EventReason
+from txntable.api.conditions import Event, EventReason
 from txntable.api.types import RunKind, RunOutcome, RunRecord, TxnTable
+from txntable.controller.foresee import running_note
+from txntable.controller.memory import TableMemories
 from txntable.engine import EngineError, Table, iceberg_hold_note
-from txntable.handlers.memory import TableMemories
-from txntable.handlers.run_sizing import running_note
 from txntable.jobs import UNSUPPORTED_FEATURE
 from txntable.launch import RunState, RunStatus, attempt_of
 from txntable.observability.controller_metrics import ControllerMetrics
@@ -48,15 +48,6 @@ Records = tuple[RunRecord | None, RunRecord | None, RunRecord | None]
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """A Kubernetes Event to post on the table (type Normal/Warning, CamelCase reason)."""
-
-    type: str
-    reason: EventReason
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class _Newest:
     """What a table's last tick ended with: its records (``KINDS`` order) and last VACUUM."""
 
@@ -66,7 +57,7 @@ class _Newest:
 
 @dataclass
 class Recorded:
-    """One table's sub-record of ``RunRecords`` (``handlers.memory``): the record made for each
+    """One table's sub-record of ``RunRecords`` (``controller.memory``): the record made for each
     finished run already adopted, by run name (the newest ``RECORDED_RUNS_KEPT``), and what the
     table's last tick ended with."""
 
@@ -98,7 +89,7 @@ class RunRecords:
         found = [t for t in (known, newest.vacuum_time if newest else None) if t is not None]
         return max(found) if found else None
 
-    def records(
+    def adopt(
         self,
         table: TxnTable,
         runs: Sequence[RunStatus],

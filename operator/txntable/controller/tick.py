@@ -7,22 +7,22 @@ a line, each returning the record the next one takes, and each stage in the modu
 concern:
 
 * the governing policies (``reconcile.resolve``, ``_Governing``);
-* ``see`` (``handlers.following``, ``Seen``): the log observed (``handlers.observe``: a summary
+* ``see`` (``controller.runs``, ``Seen``): the log observed (``controller.observe``: a summary
   per table, never a snapshot), the runs listed, each finished run adopted once
-  (``handlers.run_records``);
-* ``foresee`` (``_foresee``, with ``handlers.foresight``; ``_Ahead``): the next compaction run's
+  (``controller.run_records``);
+* ``foresee`` (``_foresee``, with ``controller.foresee``; ``_Ahead``): the next compaction run's
   plan, our runs' conflicts with other writers, and the run's size (``launch.sizing.size``, from
-  what ``handlers.run_sizing`` remembers), computed once per tick and carried to the plan in
+  what ``controller.foresee`` remembers), computed once per tick and carried to the plan in
   status, the hold after a run out of memory and the launch, so they agree;
 * ``act`` (``_act``, ``Acts``): what the decisions start from (``Work``: the runs in flight, the
-  back-off after failed runs from ``handlers.following``, the plan's id), then compaction,
-  VACUUM, checkpoint decided in that order (``handlers.acting``), held (``handlers.holds``) or
-  started through the one launch path (``handlers.launching``);
+  back-off after failed runs from ``controller.runs``, the plan's id), then compaction,
+  VACUUM, checkpoint decided in that order (``controller.act``), held (``controller.holds``) or
+  started through the one launch path (``controller.launching``);
 * ``report`` (``_report``, ``Tick``): the runs remembered, the phase and Ready decided in one
   place (``reconcile.status.verdict``), the changes an on-call engineer must act on announced
   once, the metrics.
 
-What is kept per table between ticks is in ``memories`` (``handlers.memory``); ``forget`` drops
+What is kept per table between ticks is in ``memories`` (``controller.memory``); ``forget`` drops
 it all for a table that is gone.
 """
 
@@ -33,19 +33,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from txntable.api.conditions import ConditionType
+from txntable.api.conditions import ConditionType, Event
 from txntable.api.table import PlanResources, PlanStatus
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable, TxnTableStatus
 from txntable.config import Config
-from txntable.handlers.acting import Acting, Acts
-from txntable.handlers.following import Following, Seen
-from txntable.handlers.foresight import Conflicts, Foresight
-from txntable.handlers.holds import Holds
-from txntable.handlers.launching import Launching
-from txntable.handlers.memory import TableMemories, TableMemory
-from txntable.handlers.observe import Observed, Observer
-from txntable.handlers.run_records import Event, RunRecords, failures_in_a_row, retries_running
-from txntable.handlers.run_sizing import RunSizer, figures_of, limits
+from txntable.controller.act import Acting, Acts
+from txntable.controller.foresee import Conflicts, Foresight, RunSizer, limits, plan_figures
+from txntable.controller.holds import Holds
+from txntable.controller.launching import Launching
+from txntable.controller.memory import TableMemories, TableMemory
+from txntable.controller.observe import Observed, Observer
+from txntable.controller.run_records import RunRecords, failures_in_a_row, retries_running
+from txntable.controller.runs import RunTracker, Seen
 from txntable.launch import Backend, Backoff, Launcher
 from txntable.launch.sizing import RunSize, size
 from txntable.observability.controller_metrics import ControllerMetrics
@@ -55,7 +54,7 @@ from txntable.reconcile.plan import CompactionPlan, plan_status
 from txntable.reconcile.resolve import Resolution, resolve
 from txntable.reconcile.status import Failure, Outcome, table_status
 
-__all__ = ["Event", "Observed", "Operator", "Tick"]
+__all__ = ["Observed", "Operator", "Tick"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +143,7 @@ class Operator:
     engine_metrics: EngineMetrics | None = None
     #: Retry delays after consecutive failed runs (the policy's cooldown is the floor).
     backoff: Backoff = field(default_factory=Backoff)
-    #: Everything kept per table between ticks, one record per table (``handlers.memory``):
+    #: Everything kept per table between ticks, one record per table (``controller.memory``):
     #: the sub-records of the parts below.
     memories: TableMemories = field(default_factory=TableMemories)
     #: The table's handle and log summary (``Observed``).
@@ -156,10 +155,11 @@ class Operator:
     #: Refused launches, unsupported steps, announced changes, spent approval.
     holds: Holds = field(init=False)
     #: The record made for each finished run already adopted (``RunRecords``).
-    followed: RunRecords = field(init=False)
-    #: What starts runs (``handlers.launching``).
+    records: RunRecords = field(init=False)
+    #: What starts runs (``controller.launching``).
     launching: Launching = field(init=False)
-    following: Following = field(init=False)
+    #: The table's runs each tick: listed, adopted, backed off (``controller.runs``).
+    tracker: RunTracker = field(init=False)
     acting: Acting = field(init=False)
     #: Every table's runs in flight and their sum, toward the controller-wide limit.
     in_flight: RunsInFlight = field(init=False, default_factory=RunsInFlight)
@@ -172,15 +172,15 @@ class Operator:
         self.foresight = Foresight(self.memories)
         self.sizer = RunSizer(self.memories)
         self.holds = Holds(self.memories)
-        self.followed = RunRecords(self.clock, self.metrics, self.memories)
+        self.records = RunRecords(self.clock, self.metrics, self.memories)
         self.launching = Launching(
             self.config, self.launchers, self.clock, self.holds, self.metrics
         )
-        self.following = Following(
+        self.tracker = RunTracker(
             self.config,
             self.launchers,
             self.observer,
-            self.followed,
+            self.records,
             self.sizer,
             self.holds,
             self.backoff,
@@ -229,7 +229,7 @@ class Operator:
         memory.namespace, memory.name = table.metadata.namespace or "default", table.metadata.name
         policies = _governing(table, compaction_policies, checkpoint_policies, invalid_policies)
         events: list[Event] = []
-        seen = self.following.see(
+        seen = self.tracker.see(
             table,
             policies.compaction.policy,
             policies.checkpoint.policy,
@@ -258,7 +258,9 @@ class Operator:
             table, comp, seen.runs, seen.last_compaction, now, metrics=self.metrics
         )
         sized = (
-            size(figures_of(plan), limits(comp), self.sizer.past(key)) if comp is not None else None
+            size(plan_figures(plan), limits(comp), self.sizer.past(key))
+            if comp is not None
+            else None
         )
         return _Ahead(plan, conflicts, sized)
 
@@ -280,7 +282,7 @@ class Operator:
             seen.active,
             len(seen.active) + self.in_flight.elsewhere(key),
             self.config.max_concurrent_runs if self.run_limit is None else self.run_limit(),
-            self.following.retries(
+            self.tracker.retries(
                 key, comp, seen, now, held=ahead.size.held if ahead.size else None
             ),
             conflicts=ahead.conflicts.hold,
@@ -299,7 +301,7 @@ class Operator:
         events: list[Event],
     ) -> Acts:
         """Decide and start the compaction and VACUUM, then the checkpoint, each seeing the
-        runs started before it (``handlers.acting``); with the log unreadable nothing is."""
+        runs started before it (``controller.act``); with the log unreadable nothing is."""
         work = self._work(table, policies.compaction.policy, seen, ahead, now)
         acts = Acts(work, seen.last_compaction, seen.last_checkpoint, seen.last_vacuum)
         if seen.health is None or seen.engine_table is None:
@@ -330,7 +332,7 @@ class Operator:
         metrics, and this table's runs in flight for the other tables' ticks."""
         key = table.metadata.key
         records = (acts.last_compaction, acts.last_checkpoint, acts.last_vacuum)
-        self.followed.remember(key, records, seen.vacuum_time)
+        self.records.remember(key, records, seen.vacuum_time)
         if self.metrics is not None:
             self.metrics.observe_failures(
                 table.metadata.namespace or "default",

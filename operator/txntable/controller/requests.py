@@ -89,7 +89,7 @@ def compaction_request(
     sizing: Sizing | None = None,
 ) -> RunRequest:
     """The OPTIMIZE run for ``decision``, with the resources of ``sizing`` when given
-    (``handlers.run_sizing``), else the policy's ``spec.spark`` as written."""
+    (``controller.foresee``), else the policy's ``spec.spark`` as written."""
     spec = policy.spec
     args = [
         table.spec.location,

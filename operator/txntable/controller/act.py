@@ -2,14 +2,14 @@
 
 In a fixed order, so each decision sees the runs started before it (``Acts.work``): the
 compaction, then the VACUUM-only run that waits for it, then the checkpoint. Each decision is
-the pure function of ``reconcile.decide``; ``handlers.holds`` replaces it when a launch of that
+the pure function of ``reconcile.decide``; ``controller.holds`` replaces it when a launch of that
 kind was refused for good under this policy and table, or the step cannot work on the table's
 protocol; a due compaction whose every bin other writers are changing is not launched
 (``Foresight.all_deferred``); what is left is started through the one launch path of every kind,
-``handlers.launching``. The plan approval a compaction started on is spent (``Holds.spend``),
+``controller.launching``. The plan approval a compaction started on is spent (``Holds.spend``),
 so it is never used twice.
 
-It lives apart from the tick (``handlers.operate``) so that the tick reads as its pipeline and
+It lives apart from the tick (``controller.tick``) so that the tick reads as its pipeline and
 what starts runs reads as one place.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from txntable.api.conditions import Event
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -25,13 +26,12 @@ from txntable.api.types import (
     RunRecord,
     TxnTable,
 )
+from txntable.controller.foresee import Foresight
+from txntable.controller.holds import Holds, protocol_of
+from txntable.controller.launching import Launching, refusal_signature
+from txntable.controller.observe import Observer
+from txntable.controller.runs import Seen
 from txntable.engine import Table
-from txntable.handlers.following import Seen
-from txntable.handlers.foresight import Foresight
-from txntable.handlers.holds import Holds, protocol_of
-from txntable.handlers.launching import Launching, refusal_signature
-from txntable.handlers.observe import Observer
-from txntable.handlers.run_records import Event
 from txntable.launch.sizing import Sizing
 from txntable.reconcile.decide import (
     ActiveRun,

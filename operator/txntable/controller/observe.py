@@ -2,12 +2,12 @@
 
 The controller keeps a compact ``engine.read.summary.TableSummary`` per table, never a snapshot
 (a few bytes per file; one listing plus the new commits per tick), in the table's memory
-(``Observed``, ``handlers.memory``). The first observation loads the summary from the log; later
+(``Observed``, ``controller.memory``). The first observation loads the summary from the log; later
 ones advance it. A table that does not exist is created when its spec says how. A log that
 cannot be read becomes a ``Failure`` the status reports; a storage failure or a corrupt log
 reopens the table at the next tick (a fresh client, the log read again from scratch).
 
-It lives apart from the tick (``handlers.operate``) because it is the only part that reads the
+It lives apart from the tick (``controller.tick``) because it is the only part that reads the
 table's storage every tick, and the only one that holds memory in proportion to the table.
 """
 
@@ -21,6 +21,7 @@ from datetime import datetime
 
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
+from txntable.controller.memory import TableMemories
 from txntable.engine import (
     CommitOptions,
     CorruptLogError,
@@ -33,7 +34,6 @@ from txntable.engine import (
     UnsupportedFeatureError,
     to_arrow_type,
 )
-from txntable.handlers.memory import TableMemories
 from txntable.observability.metrics import EngineMetrics
 from txntable.reconcile.health import TableHealth, observe_summary, swept_before, without_swept
 from txntable.reconcile.status import Failure
@@ -48,7 +48,7 @@ FULL_LOADS_AT_ONCE = 2
 
 @dataclass
 class Observed:
-    """One table's sub-record of observation (``handlers.memory``): its handle (holding no
+    """One table's sub-record of observation (``controller.memory``): its handle (holding no
     snapshot) and the summary of its log."""
 
     table: Table | None = None

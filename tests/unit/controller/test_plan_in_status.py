@@ -22,9 +22,10 @@ from txntable.api.meta import ObjectMeta
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import TxnTableStatus
 from txntable.config import Config
+from txntable.controller import foresee
+from txntable.controller import tick as tick_module
+from txntable.controller.tick import Observed, Operator
 from txntable.engine.read.summary import TableSummary
-from txntable.handlers import foresight, operate
-from txntable.handlers.operate import Observed, Operator
 from txntable.launch.sizing import RunSize, SizedFrom, size
 from txntable.reconcile.plan import CompactionPlan, plan_from_summary
 
@@ -158,7 +159,7 @@ def test_the_run_is_sized_from_the_plan_in_status_planned_once_per_change(
         planned.append(summary.version)
         return plan_from_summary(summary, *args, **kwargs)
 
-    monkeypatch.setattr(foresight, "plan_from_summary", counting)
+    monkeypatch.setattr(foresee, "plan_from_summary", counting)
     c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
     first = c.tick(0)
     assert len(c.launcher.launched) == 1  # 12 small files: due at once
@@ -211,7 +212,7 @@ def test_a_launching_tick_sizes_its_run_once(
         sized.append(size(*args, **kwargs))
         return sized[-1]
 
-    monkeypatch.setattr(operate, "size", counting)
+    monkeypatch.setattr(tick_module, "size", counting)
     c = Controller(tmp_path, spark={"autoSize": {"enabled": True, "maxExecutorInstances": 4}})
     tick = c.tick(0)
     assert len(c.launcher.launched) == 1 and tick.status.plan is not None

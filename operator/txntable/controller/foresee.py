@@ -1,11 +1,11 @@
-"""What the controller tells before it acts: the next compaction run's plan and the conflict
-back-off, kept per table between reconciles.
+"""What the controller tells before it acts: the next compaction run's plan, the conflict
+back-off and what sizes the run, kept per table between reconciles.
 
-``Operator.reconcile`` asks ``Foresight`` once per tick. The plan (``reconcile.plan``) is
-recomputed from the table's summary only when the log, the policy or the learnt throughput
-changed, or ``PLAN_REFRESH`` passed (removed files age past the retention with no commit), so a
-tick of an idle table costs no planning and writes no status; the compaction run started on
-that plan is sized from it (``current``, ``handlers.run_sizing``), not from a second planning.
+``Operator.reconcile`` (``controller.tick``) asks ``Foresight`` once per tick. The plan
+(``reconcile.plan``) is recomputed from the table's summary only when the log, the policy or the
+learnt throughput changed, or ``PLAN_REFRESH`` passed (removed files age past the retention with
+no commit), so a tick of an idle table costs no planning and writes no status; the compaction run
+started on that plan is sized from it (``plan_figures``), not from a second planning.
 Conflict figures of our finished runs come from their result lines and are kept in
 ``status.conflicts`` (they outlive the runs' history limits and a controller restart); the
 back-off they call for is ``reconcile.conflicts``.
@@ -13,12 +13,18 @@ Events for a compaction held by approval or by the back-off are posted once: whe
 did not announce the same hold last and the Compacting condition read does not already say so (for
 approval: for the same planId). The planId shown is remembered too: the status a tick reads may
 lag behind the last patch, and an id must not change under an engineer who approves it.
+
+The run's size is one pure function, ``launch.sizing.size``, which the tick calls once with the
+plan's figures (``plan_figures``), the policy's ``limits`` and ``RunSizer.past``. ``RunSizer``
+keeps, per table, the newest finished compaction run (read once in detail through
+``Launcher.status``, which for cluster runs is the only way to its result line and, for Jobs,
+to its pods' ``OOMKilled``) and the highest task peak memory a run reported.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -35,6 +41,7 @@ from txntable.api.types import (
     RunRecord,
     TxnTable,
 )
+from txntable.controller.memory import TableMemories
 from txntable.engine import (
     EngineError,
     Table,
@@ -43,8 +50,16 @@ from txntable.engine import (
     partition_physical_names,
     read_recent_activity,
 )
-from txntable.handlers.memory import TableMemories
-from txntable.launch import RunState, RunStatus
+from txntable.launch import Launcher, RunState, RunStatus
+from txntable.launch.errors import LaunchError
+from txntable.launch.sizing import (
+    Limits,
+    OutOfMemory,
+    PastPeak,
+    PastRuns,
+    PlanFigures,
+    SizedFrom,
+)
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
 from txntable.reconcile.decide import Decision, Hold
@@ -84,7 +99,7 @@ class Conflicts:
 
 @dataclass
 class Foreseen:
-    """One table's sub-record of ``Foresight`` (``handlers.memory``)."""
+    """One table's sub-record of ``Foresight`` (``controller.memory``)."""
 
     #: the last plan, with what it was computed from and when
     plan: tuple[_Signature, datetime, CompactionPlan] | None = None
@@ -334,3 +349,114 @@ _HOLD_EVENTS: dict[Reason, EventReason] = {
     Reason.AWAITING_APPROVAL: EventReason.AWAITING_APPROVAL,
     Reason.CONFLICT_BACK_OFF: EventReason.CONFLICT_BACK_OFF,
 }
+
+
+# -- what sizes the next compaction run (``launch.sizing.size``) ---------------------------
+
+
+def limits(policy: CompactionPolicy) -> Limits:
+    """The policy's executor figures and ceilings (``spec.spark``)."""
+    spark = policy.spec.spark
+    return Limits(
+        executor_instances=spark.executor.instances,
+        executor_cores=spark.executor.cores,
+        executor_heap=spark.executor.memory,
+        driver_memory=spark.driver.memory,
+        max_instances=spark.auto_size.max_executor_instances,
+        max_memory=spark.auto_size.max_executor_memory,
+        auto_size=spark.auto_size.enabled,
+    )
+
+
+def plan_figures(plan: CompactionPlan | None) -> PlanFigures | None:
+    """What sizing reads of the plan: its bins, input bytes and largest bin."""
+    if plan is None:
+        return None
+    return PlanFigures(
+        input_bytes=plan.input_bytes, bins=plan.bins, largest_bin_bytes=plan.largest_bin_bytes
+    )
+
+
+def peak_of(result: Mapping[str, object] | None) -> PastPeak | None:
+    """The task peak a run's result line reported (``peakTaskMemoryBytes``), if any."""
+    if not result:
+        return None
+    peak, largest = result.get("peakTaskMemoryBytes"), result.get("largestBinBytes")
+    if not isinstance(peak, int) or peak <= 0:
+        return None
+    largest_bin = largest if isinstance(largest, int) else 0
+    return PastPeak(task_memory_bytes=peak, largest_bin_bytes=largest_bin)
+
+
+def _mib(n: int) -> str:
+    return f"{-(-n // (1024 * 1024))} MiB"
+
+
+def running_note(run: RunStatus) -> str | None:
+    """What status says of a running compaction run that was sized (``lastCompaction.message``)."""
+    sizing = run.sizing
+    if sizing is None or sizing.sized_from is SizedFrom.POLICY:
+        return None
+    what = "memory retry" if sizing.sized_from is SizedFrom.MEMORY_RETRY else "sized from the plan"
+    return (
+        f"{what}: {sizing.executor_instances} executor(s) x {sizing.executor_cores} core(s), "
+        f"{_mib(sizing.executor_memory)} each, driver {_mib(sizing.driver_memory)}"
+    )
+
+
+@dataclass
+class Sized:
+    """One table's sub-record of ``RunSizer`` (``controller.memory``)."""
+
+    newest: RunStatus | None = None
+    peak: PastPeak | None = None
+
+
+@dataclass
+class RunSizer:
+    """Per table (``Sized``): the newest finished compaction run and the highest task peak
+    seen."""
+
+    memories: TableMemories = field(default_factory=TableMemories)
+
+    def detail(
+        self, key: str, namespace: str, launcher: Launcher, runs: Sequence[RunStatus]
+    ) -> list[RunStatus]:
+        """``runs`` with the newest finished compaction run read in detail (once per run): its
+        result line and whether it ran out of memory, which a listing may not carry."""
+        out = list(runs)
+        done = [r for r in out if r.kind == RunKind.OPTIMIZE and r.state.finished]
+        if not done:
+            return out
+        newest = max(done, key=lambda r: (r.created or r.started or _EPOCH, r.name))
+        known = self.memories.of(key, Sized)
+        if known.newest is None or known.newest.name != newest.name:
+            detailed = newest
+            if newest.result is None or (
+                newest.state is RunState.FAILED and not newest.out_of_memory
+            ):
+                try:
+                    detailed = launcher.status(namespace, newest.name)
+                except LaunchError as exc:
+                    log.debug("no detail of run %s: %s", newest.name, exc)
+            known.newest = detailed
+            seen = peak_of(detailed.result)
+            if seen is not None and (
+                known.peak is None or seen.task_memory_bytes >= known.peak.task_memory_bytes
+            ):
+                known.peak = seen
+        return [known.newest if r.name == newest.name and known.newest else r for r in out]
+
+    def past(self, key: str) -> PastRuns:
+        """What ``launch.sizing.size`` takes of the table's finished runs: the newest one when
+        it ran out of memory, and the highest task peak seen."""
+        known = self.memories.peek(key, Sized)
+        if known is None:
+            return PastRuns()
+        run = known.newest
+        oom = (
+            OutOfMemory(run=run.name, had=run.sizing)
+            if run is not None and run.state is RunState.FAILED and run.out_of_memory
+            else None
+        )
+        return PastRuns(out_of_memory=oom, peak=known.peak)

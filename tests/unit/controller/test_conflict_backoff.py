@@ -23,7 +23,7 @@ from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.table import RunConflicts
 from txntable.api.types import CompactionPolicy, ConflictBackOff, TxnTable, TxnTableStatus
 from txntable.config import Config
-from txntable.handlers.operate import Operator, Tick
+from txntable.controller.tick import Operator, Tick
 from txntable.launch import RunState
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.reconcile.conflicts import KEPT_RUNS, conflict_hold, figures_of, remember

@@ -21,9 +21,9 @@ from tests.support.controller import MemoryLauncher
 from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine import Table
 from txntable.engine.read.summary import TableSummary
-from txntable.handlers.operate import Operator
 from txntable.observability.controller_metrics import ControllerMetrics
 from txntable.reconcile.health import observe_summary, swept_before, without_swept
 

@@ -1,10 +1,10 @@
 """Starting runs: what turns a decision to launch into a run, an inline checkpoint or a reason why
 not.
 
-``Launching`` builds the run request (``handlers.requests``), hands it to the launcher of the
+``Launching`` builds the run request (``controller.requests``), hands it to the launcher of the
 policy's backend and reports the outcome as the run's name (started or adopted, with its
 ``RunStarted`` Event) or as the decision to show instead: ``RunRejected`` when the launcher
-refused it (held, ``handlers.holds``: for good while the policy and the table stay as they are;
+refused it (held, ``controller.holds``: for good while the policy and the table stay as they are;
 refused for want of permission, until a back-off that doubles from
 ``TXNTABLE_PERMISSION_RETRY_SECONDS`` up to 30 times that), ``RunLaunchFailed`` when it failed
 now (tried again at the next tick), ``RunInProgress`` when the run already ran (a restart lost
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from txntable.api.conditions import EventReason, Reason, format_time
+from txntable.api.conditions import Event, EventReason, Reason, format_time
 from txntable.api.types import (
     CheckpointPolicy,
     CompactionPolicy,
@@ -31,6 +31,8 @@ from txntable.api.types import (
     TxnTable,
 )
 from txntable.config import Config
+from txntable.controller.holds import Holds, Signature
+from txntable.controller.requests import checkpoint_request, compaction_request, vacuum_request
 from txntable.engine import (
     EngineError,
     Snapshot,
@@ -39,9 +41,6 @@ from txntable.engine import (
     cleanup_expired_logs,
     write_checkpoint,
 )
-from txntable.handlers.holds import Holds, Signature
-from txntable.handlers.requests import checkpoint_request, compaction_request, vacuum_request
-from txntable.handlers.run_records import Event
 from txntable.launch import Backend, Launcher, RunRequest, RunState, RunStatus
 from txntable.launch.errors import LaunchError, PermanentLaunchError
 from txntable.launch.sizing import Sizing

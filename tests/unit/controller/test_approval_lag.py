@@ -24,7 +24,7 @@ from pathlib import Path
 from tests.support.controller import T0
 from tests.support.plan_controller import Controller
 from txntable.config import Config
-from txntable.handlers.operate import Operator, Tick
+from txntable.controller.tick import Operator, Tick
 
 
 def lagging(c: Controller, seconds: float) -> Tick:

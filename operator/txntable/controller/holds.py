@@ -1,6 +1,7 @@
 """What the controller keeps per table so that a step that cannot work is tried once and said once.
 
-Four records, kept in the table's memory (``HeldSteps``, ``handlers.memory``) and forgotten with it:
+Four records, kept in the table's memory (``HeldSteps``, ``controller.memory``) and forgotten
+with it:
 
 * refused launches: a launch the launcher refused for good (``PermanentLaunchError``: the
   cluster does not serve the backend's kind, a run name that cannot be built, a reserved
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta
 
 from txntable.api.conditions import Condition, ConditionType, EventReason, Reason
 from txntable.api.types import RunKind
-from txntable.handlers.memory import TableMemories
+from txntable.controller.memory import TableMemories
 from txntable.reconcile.decide import Decision
 from txntable.reconcile.health import TableHealth
 from txntable.reconcile.status import UNREACHABLE

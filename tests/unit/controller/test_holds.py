@@ -30,9 +30,9 @@ from tests.support.controller import (
 )
 from txntable.api.conditions import Reason
 from txntable.config import Config
+from txntable.controller import launching
+from txntable.controller.tick import Operator
 from txntable.engine.errors import UnsupportedWriterFeatureError
-from txntable.handlers import launching
-from txntable.handlers.operate import Operator
 from txntable.launch import RunRequest, RunState, RunStatus
 from txntable.launch.errors import PermanentLaunchError
 

@@ -15,12 +15,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.support.controller import T0, Controller, compaction, fragmented, txntable
-from txntable.handlers.foresight import Foreseen
-from txntable.handlers.holds import HeldSteps
-from txntable.handlers.memory import TableMemories, TableMemory
-from txntable.handlers.operate import Observed
-from txntable.handlers.run_records import Recorded
-from txntable.handlers.run_sizing import Sized
+from txntable.controller.foresee import Foreseen, Sized
+from txntable.controller.holds import HeldSteps
+from txntable.controller.memory import TableMemories, TableMemory
+from txntable.controller.run_records import Recorded
+from txntable.controller.tick import Observed
 from txntable.launch import RunState
 
 KEY = "uid-1"
@@ -96,8 +95,8 @@ def test_a_storage_failure_reopens_the_table_but_keeps_what_was_learnt(tmp_path:
 
 #: Dicts the controller's classes may keep that are not per table (what each is keyed by).
 NOT_PER_TABLE = {
-    ("handlers/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
-    ("handlers/memory.py", "TableMemories", "_tables"),  # the memory itself
+    ("controller/memory.py", "TableMemory", "_records"),  # sub-records of one table, by type
+    ("controller/memory.py", "TableMemories", "_tables"),  # the memory itself
     ("handlers/shards.py", "Shards", "_held"),  # by shard number: until when it is held
     ("handlers/shards.py", "Shards", "_seen"),  # by Lease name: the version first seen when
     ("handlers/shards.py", "Shards", "_releasing"),  # by shard number: when it was given up
@@ -107,18 +106,22 @@ NOT_PER_TABLE = {
     # the table bodies by namespace and uid, as Kopf's index kept them: put/dropped by events
     ("handlers/table_index.py", "TableIndex", "_by_namespace"),
     # a tally every tick reads (the sum kept beside it), dropped through on_forget
-    ("handlers/operate.py", "RunsInFlight", "_runs"),
+    ("controller/tick.py", "RunsInFlight", "_runs"),
     ("handlers/secret_cache.py", "SecretCache", "_entries"),  # by Secret
     # local mode's stand-in for the API server's statuses, dropped through on_forget
     ("handlers/status_writer.py", "MemoryStatus", "statuses"),
     ("handlers/status_writer.py", "Written", "status"),  # one table's status document
     ("handlers/status_writer.py", "Stored", "status"),  # a status document, not kept
     ("handlers/liveness.py", "Liveness", "_in_flight"),  # reconciles in flight, ended by end()
-    ("handlers/run_records.py", "Recorded", "by_run"),  # one table's runs, by run name
-    ("handlers/run_records.py", "Recorded", "waiting_said"),  # one table's runs in flight, by name
-    ("handlers/holds.py", "HeldSteps", "refused"),  # one table's, by run kind
-    ("handlers/holds.py", "HeldSteps", "unsupported"),
-    ("handlers/holds.py", "HeldSteps", "announced"),  # one table's, by condition type
+    ("controller/run_records.py", "Recorded", "by_run"),  # one table's runs, by run name
+    (
+        "controller/run_records.py",
+        "Recorded",
+        "waiting_said",
+    ),  # one table's runs in flight, by name
+    ("controller/holds.py", "HeldSteps", "refused"),  # one table's, by run kind
+    ("controller/holds.py", "HeldSteps", "unsupported"),
+    ("controller/holds.py", "HeldSteps", "announced"),  # one table's, by condition type
     ("handlers/commit_events.py", "ProbeStats", "events"),  # by event source
     # commit events are watched by their own threads; forgotten through on_forget (unwatch)
     ("handlers/commit_events.py", "CommitEvents", "_watched"),
@@ -160,13 +163,13 @@ def _dict_attributes(path: Path) -> set[tuple[str, str]]:
 def test_no_per_table_dict_is_kept_beside_the_memory() -> None:
     found = {
         (str(path.relative_to(OPERATOR)), cls, attr)
-        for folder in ("handlers", "launch")
+        for folder in ("handlers", "controller", "launch")
         for path in sorted((OPERATOR / folder).glob("*.py"))
         for cls, attr in _dict_attributes(path)
     }
     unknown = found - NOT_PER_TABLE
     assert not unknown, (
-        f"dicts kept by the controller's classes outside handlers.memory: {sorted(unknown)}; "
+        f"dicts kept by the controller's classes outside controller.memory: {sorted(unknown)}; "
         "per table, keep a sub-record in TableMemory (memories.of(key, YourRecord)); "
         "else add it to NOT_PER_TABLE with what it is keyed by"
     )
@@ -188,8 +191,8 @@ def test_the_driver_and_the_writer_forget_what_they_wired_themselves() -> None:
     store without its caller wiring either by hand (the Kopf start-up and local mode each did,
     and a third caller would have had to remember to)."""
     from txntable.config import Config
+    from txntable.controller.tick import Operator
     from txntable.handlers.driver import Driver
-    from txntable.handlers.operate import Operator
     from txntable.handlers.status_writer import Current, MemoryStatus, StatusWriter
 
     operator = Operator(config=Config(), launchers=lambda _b: None)  # type: ignore[arg-type,return-value]

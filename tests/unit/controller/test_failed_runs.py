@@ -19,8 +19,8 @@ from tests.support.controller import T0, Harness, fragmented, resources
 from tests.support.health_oracle import observe
 from txntable.api.conditions import Reason
 from txntable.config import Config
+from txntable.controller.tick import Operator
 from txntable.engine import Table
-from txntable.handlers.operate import Operator
 from txntable.launch import Backoff
 from txntable.reconcile.decide import Retry, Work, decide_compaction
 

@@ -1,15 +1,15 @@
-"""Following a table's runs each tick: what exists, what finished, what must wait.
+"""Tracking a table's runs each tick: what exists, what finished, what must wait.
 
-``Following.see`` is the first half of a tick: it observes the log (``handlers.observe``),
+``RunTracker.see`` is the first half of a tick: it observes the log (``controller.observe``),
 lists the table's runs on its policies' backends (served by ``launch.run_cache`` in a cluster),
-adopts each finished run once (``handlers.run_records``: its record, Event and metrics), deletes
+adopts each finished run once (``controller.run_records``: its record, Event and metrics), deletes
 the runs past the history limits once they are recorded, holds a step a table feature stopped
-(``handlers.holds``) and finds the last VACUUM. ``Following.retries`` then says, per run kind,
+(``controller.holds``) and finds the last VACUUM. ``RunTracker.retries`` then says, per run kind,
 when the next attempt after a failed run may start (``launch.Backoff``, at least the policy's
 cooldown; the count travels in the run names), and holds a compaction that ran out of memory
 with all the policy allows (``launch.sizing.size``, which says so).
 
-It lives apart from the tick (``handlers.operate``) and from acting (``handlers.acting``)
+It lives apart from the tick (``controller.tick``) and from acting (``controller.act``)
 because adoption is the densest logic of the controller and the one a restart, a lagging
 status or a second replica tests hardest: it should be read on its own.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from txntable.api import defaults as api_defaults
-from txntable.api.conditions import EventReason
+from txntable.api.conditions import Event, EventReason
 from txntable.api.quantity import parse_bytes
 from txntable.api.types import (
     CheckpointPolicy,
@@ -33,11 +33,11 @@ from txntable.api.types import (
     TxnTable,
 )
 from txntable.config import Config
+from txntable.controller.foresee import RunSizer
+from txntable.controller.holds import Holds, protocol_of
+from txntable.controller.observe import Observer
+from txntable.controller.run_records import RunRecords, last_vacuum_time
 from txntable.engine import Table
-from txntable.handlers.holds import Holds, protocol_of
-from txntable.handlers.observe import Observer
-from txntable.handlers.run_records import Event, RunRecords, last_vacuum_time
-from txntable.handlers.run_sizing import RunSizer
 from txntable.launch import Backend, Backoff, Launcher, RunStatus, attempt_of, runs_to_delete
 from txntable.launch.errors import LaunchError
 from txntable.observability.controller_metrics import ControllerMetrics
@@ -97,13 +97,13 @@ class Seen:
 
 
 @dataclass
-class Following:
-    """What following runs needs: launchers, the observer and the per-table records."""
+class RunTracker:
+    """What tracking runs needs: launchers, the observer and the per-table records."""
 
     config: Config
     launchers: Callable[[Backend], Launcher]
     observer: Observer
-    followed: RunRecords
+    records: RunRecords
     sizer: RunSizer
     holds: Holds
     backoff: Backoff
@@ -131,7 +131,7 @@ class Following:
             engine_table, health, failure = self.observer.observe(key, table, options, min_size)
         runs, detail, prune = self._runs(table, comp, ckpt, events)
         stopped: list[tuple[RunKind, str]] = []
-        last_c, last_k, last_v = self.followed.records(
+        last_c, last_k, last_v = self.records.adopt(
             table, runs, engine_table, events, detail=detail, unsupported=stopped
         )
         prune()
@@ -139,7 +139,7 @@ class Following:
             for kind, message in stopped:
                 self.holds.unsupported(key, kind, protocol_of(health), message)
         vacuum_time = last_vacuum_time(
-            self.followed.vacuum_time(key, table.status.last_vacuum_time),
+            self.records.vacuum_time(key, table.status.last_vacuum_time),
             runs,
             compaction_vacuums=bool(comp and comp.spec.vacuum.enabled),
         )

@@ -10,7 +10,7 @@ import pytest
 from tests.support.controller import checkpointing
 from tests.unit.policy_support import compaction_policy
 from txntable.api.common import Backend
-from txntable.handlers.following import run_backends
+from txntable.controller.runs import run_backends
 
 SPARK, JOB = Backend.SPARK_APPLICATION, Backend.JOB
 

@@ -27,7 +27,7 @@ from txntable.api.conditions import Reason
 from txntable.api.constants import LABEL_TABLE
 from txntable.api.types import CheckpointPolicy, CompactionPolicy, TxnTable
 from txntable.config import Config
-from txntable.handlers.operate import Operator, Tick
+from txntable.controller.tick import Operator, Tick
 from txntable.launch import RunStatus
 
 
@@ -118,7 +118,7 @@ def test_the_tally_of_runs_in_flight_counts_every_table_but_the_asker() -> None:
     """Each tick asks how many runs the other tables have in flight; the tally keeps the sum
     as ticks report (summing every table at each tick was quadratic in the tables)."""
     from txntable.config import Config
-    from txntable.handlers.operate import Operator, RunsInFlight
+    from txntable.controller.tick import Operator, RunsInFlight
 
     tally = RunsInFlight()
     tally.report("a", 2)

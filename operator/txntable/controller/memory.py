@@ -1,10 +1,10 @@
 """What the controller remembers of each table between ticks: one record per table, one forget.
 
 The controller keeps a few things per table from one tick to the next: the table's handle and
-log summary (``handlers.observe``), the next run's plan and the learnt throughput
-(``handlers.foresight``), what sizes its runs (``handlers.run_sizing``), the finished runs
-already recorded (``handlers.run_records``), the steps held and changes announced
-(``handlers.holds``), what the driver needs (``handlers.driver``: its
+log summary (``controller.observe``), the next run's plan and the learnt throughput
+(``controller.foresee``), what sizes its runs (``controller.foresee``), the finished runs
+already recorded (``controller.run_records``), the steps held and changes announced
+(``controller.holds``), what the driver needs (``handlers.driver``: its
 lock, its commit-events waker, its last tick), its Secret's version (``handlers.secret_source``)
 and the status last written (``handlers.status_writer``). Each of them was a dict keyed by the
 table in its own module, each with its own ``forget``, and a table was forgotten from four
@@ -15,7 +15,7 @@ one per owner type, each defined and used by the module that owns it (``memory.o
 HeldSteps)``) and created on first use. ``TableMemories.forget(key)`` drops the whole record:
 a sub-record added tomorrow is forgotten with the others without anyone remembering to.
 Components whose per-table state lives with their own threads or registry (commit events,
-metrics, the tally of runs in flight that every tick reads: ``handlers.operate``) are told
+metrics, the tally of runs in flight that every tick reads: ``controller.tick``) are told
 through ``on_forget``, from the same call.
 
 Thread-safety: without a lock. Finding and creating a record or a sub-record is one dict

@@ -1,5 +1,5 @@
 """A compaction run's resources as the controller builds them (``launch.sizing.size`` with what
-``handlers.run_sizing`` remembers, and ``handlers.requests``, issue 16.3): the policy's figures
+``controller.foresee`` remembers, and ``controller.requests``, issue 16.3): the policy's figures
 untouched when ``autoSize`` is off, plan-sized runs in both cluster manifests, the one memory
 retry after an OOM, and the hold after a second one, released only by a higher ceiling."""
 
@@ -20,10 +20,10 @@ from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config, ConfigError
+from txntable.controller.foresee import RunSizer, limits, plan_figures, running_note
+from txntable.controller.requests import compaction_request
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.table import Table
-from txntable.handlers.requests import compaction_request
-from txntable.handlers.run_sizing import RunSizer, figures_of, limits, running_note
 from txntable.launch import manifests
 from txntable.launch.kubernetes import SparkApplicationLauncher
 from txntable.launch.run import RunState, RunStatus
@@ -80,16 +80,16 @@ def decision(attempt: int = 0) -> Decision:
     return Decision(True, Reason.TRIGGERED, "go", WHEN, "threshold", attempt=attempt)
 
 
-def plan_figures(summary: TableSummary, pol: CompactionPolicy) -> PlanFigures | None:
-    """The figures of the plan the controller keeps for ``summary`` (``handlers.foresight``)."""
-    return figures_of(plan_from_summary(summary, OptimizeOptions.from_spec(pol.spec)))
+def figures_for(summary: TableSummary, pol: CompactionPolicy) -> PlanFigures | None:
+    """The figures of the plan the controller keeps for ``summary`` (``controller.foresee``)."""
+    return plan_figures(plan_from_summary(summary, OptimizeOptions.from_spec(pol.spec)))
 
 
 def run_size(
     sizer: RunSizer, pol: CompactionPolicy, summary: TableSummary | None = None
 ) -> RunSize:
     """What the tick asks: ``launch.sizing.size`` on the plan, the policy and the past runs."""
-    figures = plan_figures(summary, pol) if summary is not None else None
+    figures = figures_for(summary, pol) if summary is not None else None
     return size(figures, limits(pol), sizer.past(KEY))
 
 
@@ -127,7 +127,7 @@ def test_without_autosize_the_policy_figures_run_as_written(summary: TableSummar
 
 def test_autosize_sizes_from_the_plan_in_both_manifests(summary: TableSummary) -> None:
     pol = policy({"enabled": True, "maxExecutorInstances": 4, "maxExecutorMemory": "8Gi"})
-    figures = plan_figures(summary, pol)
+    figures = figures_for(summary, pol)
     assert figures is not None and figures.bins == 1 and figures.input_bytes > 0
     sized = sizing_of(RunSizer(), pol, summary)
     assert sized.sized_from is SizedFrom.PLAN and sized.executor_instances == 1
@@ -244,7 +244,7 @@ def test_the_newest_finished_run_is_read_in_detail_once(summary: TableSummary) -
     sizer.detail(KEY, req.namespace, launcher, launcher.list_runs(req.namespace, req.table))
     assert len(core.calls) == reads  # not read again
     sized = sizing_of(sizer, policy({"enabled": True}), summary)
-    figures = plan_figures(summary, policy({"enabled": True}))
+    figures = figures_for(summary, policy({"enabled": True}))
     assert figures is not None
     seen = PastPeak(task_memory_bytes=3 * GIB, largest_bin_bytes=100 * MIB)
     assert sized.task_memory == task_memory(figures.largest_bin_bytes, seen)

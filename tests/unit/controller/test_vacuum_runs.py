@@ -16,7 +16,7 @@ from tests.support.manifests import compaction_policy_manifest, table_manifest
 from txntable.api.conditions import Reason
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config
-from txntable.handlers.requests import vacuum_request
+from txntable.controller.requests import vacuum_request
 from txntable.jobs import optimize as optimize_job
 from txntable.launch import LocalLauncher, RunKind
 from txntable.observability.controller_metrics import ControllerMetrics
@@ -128,8 +128,8 @@ def test_a_failed_vacuum_run_backs_off_and_a_succeeded_one_waits_for_the_interva
     import pyarrow as pa
 
     from tests.support.controller import MemoryLauncher
+    from txntable.controller.tick import Operator
     from txntable.engine import Table
-    from txntable.handlers.operate import Operator
     from txntable.launch import Backoff, RunState
 
     location = tmp_path / "t"
