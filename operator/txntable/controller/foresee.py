@@ -58,7 +58,6 @@ from txntable.launch.sizing import (
     PastPeak,
     PastRuns,
     PlanFigures,
-    SizedFrom,
 )
 from txntable.maintenance.errors import MaintenanceError
 from txntable.reconcile.conflicts import conflict_hold, conflict_status, figures_of, remember
@@ -386,22 +385,6 @@ def peak_of(result: Mapping[str, object] | None) -> PastPeak | None:
         return None
     largest_bin = largest if isinstance(largest, int) else 0
     return PastPeak(task_memory_bytes=peak, largest_bin_bytes=largest_bin)
-
-
-def _mib(n: int) -> str:
-    return f"{-(-n // (1024 * 1024))} MiB"
-
-
-def running_note(run: RunStatus) -> str | None:
-    """What status says of a running compaction run that was sized (``lastCompaction.message``)."""
-    sizing = run.sizing
-    if sizing is None or sizing.sized_from is SizedFrom.POLICY:
-        return None
-    what = "memory retry" if sizing.sized_from is SizedFrom.MEMORY_RETRY else "sized from the plan"
-    return (
-        f"{what}: {sizing.executor_instances} executor(s) x {sizing.executor_cores} core(s), "
-        f"{_mib(sizing.executor_memory)} each, driver {_mib(sizing.driver_memory)}"
-    )
 
 
 @dataclass

@@ -27,7 +27,6 @@ from typing import Any
 
 from txntable.api.conditions import Event, EventReason
 from txntable.api.types import RunKind, RunOutcome, RunRecord, TxnTable
-from txntable.controller.foresee import running_note
 from txntable.controller.memory import TableMemories
 from txntable.engine import EngineError, Table, iceberg_hold_note
 from txntable.jobs import UNSUPPORTED_FEATURE
@@ -127,7 +126,8 @@ class RunRecords:
             ):
                 continue  # e.g. an inline checkpoint came after the newest launched run
             if not newest.state.finished:
-                notes = [running_note(newest) if kind == RunKind.OPTIMIZE else None]
+                sized = newest.sizing if kind == RunKind.OPTIMIZE else None
+                notes = [sized.running_note() if sized else None]
                 if newest.waiting:
                     notes.append(f"cannot start: {newest.waiting}")
                     self._say_waiting(recorded, newest, events)

@@ -158,11 +158,12 @@ class RunTracker:
         seen: Seen,
         now: datetime,
         *,
-        held: str | None = None,
+        held: str | None,
     ) -> dict[RunKind, Retry]:
         """The back-off of each run kind whose last run failed; a compaction ``held`` (it ran
-        out of memory with all the policy allows: ``launch.sizing.RunSize.held``) waits until
-        the policy changes."""
+        out of memory with all the policy allows: ``launch.sizing.RunSize.held``) waits without
+        end, until ``spec.spark.autoSize.maxExecutorMemory`` is raised past the ceiling that run
+        was sized under."""
         cooldown = comp.spec.triggers.cooldown if comp else 0
         retries = {
             kind: retry

@@ -352,7 +352,7 @@ class Operator:
 
     def _outcome(self, policies: _Governing, seen: Seen, ahead: _Ahead, acts: Acts) -> Outcome:
         """Everything the tick learned, as ``reconcile.status`` renders it: what was seen,
-        foreseen, decided and started (the plan with the run's sizing, made here at the latest)."""
+        foreseen, decided and started (the plan with the run's size, made in ``_foresee``)."""
         return Outcome(
             now=acts.work.now,
             health=seen.health,

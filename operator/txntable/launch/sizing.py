@@ -170,6 +170,19 @@ class Sizing:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def running_note(self) -> str | None:
+        """What status says of a running compaction run sized this way
+        (``lastCompaction.message``); None for the policy's own figures."""
+        if self.sized_from is SizedFrom.POLICY:
+            return None
+        what = (
+            "memory retry" if self.sized_from is SizedFrom.MEMORY_RETRY else "sized from the plan"
+        )
+        return (
+            f"{what}: {self.executor_instances} executor(s) x {self.executor_cores} core(s), "
+            f"{_mib(self.executor_memory)} each, driver {_mib(self.driver_memory)}"
+        )
+
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings these figures add to the run (the user's sparkConf wins); none
         for the policy's own figures, which run exactly as written."""

@@ -1,8 +1,8 @@
 """A plan awaiting approval is announced once and keeps its planId while the status lags.
 
-Kopf hands a tick the object as the last watch event showed it, so under load several ticks in
-a row read a status from before the previous tick's patch (test_stale_status.py). Two things
-were read from that status only:
+Kopf hands a tick the object as the last watch event showed it, so under load several ticks
+in a row read a status from before the previous tick's patch
+(tests/unit/handlers/test_stale_status.py). Two things were read from that status only:
 
 * whether the AwaitingApproval Event was already posted (the Compacting condition saying so
   for this planId): every lagging tick posted it again;

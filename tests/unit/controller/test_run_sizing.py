@@ -20,7 +20,7 @@ from txntable.api.constants import ANNOTATION_SIZING
 from txntable.api.optimize_options import OptimizeOptions
 from txntable.api.types import CompactionPolicy, TxnTable
 from txntable.config import Config, ConfigError
-from txntable.controller.foresee import RunSizer, limits, plan_figures, running_note
+from txntable.controller.foresee import RunSizer, limits, plan_figures
 from txntable.controller.requests import compaction_request
 from txntable.engine.read.summary import TableSummary
 from txntable.engine.table import Table
@@ -196,7 +196,9 @@ def test_one_memory_retry_then_a_hold_until_the_ceiling_rises(summary: TableSumm
     assert run_size(sizer, higher).held is None
     again = sizing_of(sizer, higher, summary)
     assert again.executor_memory == 2 * retry.executor_memory
-    assert "memory retry" in (running_note(_failed("opt-3", again.to_annotation())) or "")
+    assert "memory retry" in (again.running_note() or "")
+    assert Sizing.from_annotation(again.to_annotation()) is not None
+    assert sizing_of(RunSizer(), policy(), summary).running_note() is None  # the policy's own
 
 
 def test_a_run_at_the_ceiling_is_held_at_once(summary: TableSummary) -> None:
