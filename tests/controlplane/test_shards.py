@@ -144,11 +144,21 @@ def test_three_replicas_split_the_tables_and_take_over_a_killed_one(
         orphans = [n for n in names if shard_of(namespace, n, SHARDS) in lost]
         assert lost and orphans, holders
         # a shard handed over just now (the start-up's churn) is observed a moment later
-        wait_for(
-            "the victim observed its own tables",
-            lambda: set(_observed(victim)) >= set(orphans),
-            timeout=60,
-        )
+        try:
+            wait_for(
+                "the victim observed its own tables",
+                lambda: set(_observed(victim)) >= set(orphans),
+                timeout=60,
+            )
+        except TimeoutError as exc:  # say which, and what the victim's shards did meanwhile
+            missing = sorted(set(orphans) - set(_observed(victim)))
+            shards = sorted({shard_of(namespace, n, SHARDS) for n in missing})
+            said = [line for line in victim.log.read_text().splitlines() if "shard" in line]
+            raise AssertionError(
+                f"{exc}: {len(missing)} of {len(orphans)} not on its /metrics: {missing} "
+                f"(shards {shards}; holders at the split {holders}); its shard lines:\n"
+                + "\n".join(said[-20:])
+            ) from exc
 
         killed = time.time()
         victim.kill()
